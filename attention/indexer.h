@@ -1,0 +1,57 @@
+// DSA lightning indexer (model-spec §4): scores every cached key for each query row and keeps the
+// top-K. Only "full" layers own one; "shared" layers reuse the nearest full layer's selection
+// (IndexShare, §5).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attention/rope.h"
+#include "core/tensor.h"
+
+namespace mtpspec {
+
+struct IndexerWeights {
+  TensorView wq_b;           // [N_I·d_I, r_q] f32|bf16
+  TensorView wk;             // [d_I, H]
+  Tensor k_norm_weight;      // [d_I] f32
+  Tensor k_norm_bias;        // [d_I] f32
+  TensorView weights_proj;   // [N_I, H]
+};
+
+struct IndexerDims {
+  int64_t n_heads = 0;   // N_I
+  int64_t head_dim = 0;  // d_I
+  int64_t rope_dim = 0;  // d_r: RoPE on the FIRST d_r dims of each head (opposite of MLA)
+  int64_t topk = 0;      // K
+  RopeStyle rope_style = RopeStyle::kHalfSplit;
+};
+
+// The selection of one forward call: for query row r, keys selected[r·width .. r·width + width).
+// Entries may name future positions (rows with fewer than K causal keys pick the earliest future
+// keys, as a top-k over −∞ scores would) or be −1; consumers must re-mask both.
+struct TopK {
+  int64_t width = 0;              // min(K, T)
+  std::vector<int32_t> selected;  // [rows, width]
+  const int32_t* row(int64_t r) const { return selected.data() + r * width; }
+};
+
+// k^I = RoPE(LayerNorm(W_wk x)) for each row, written to index_key_cache[positions[r]].
+// x: [rows, H] normalized layer input; index_key_cache: [capacity, d_I].
+void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
+                      int64_t rows, const int64_t* positions, float* index_key_cache);
+
+// Scores I[r, j] = Σ_h w[r,h] · ReLU(q^I[r,h] · k^I_j · d_I^-½) with w = W_wp x · N_I^-½ for keys
+// j < num_keys, restricted causally to j ≤ positions[r]. Writes [rows, num_keys] (−∞ where masked).
+// q_latent: [rows, r_q] normalized q latent (c_q).
+void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
+                   const float* q_latent, int64_t rows, const int64_t* positions, const float* index_key_cache,
+                   int64_t num_keys, float* scores);
+
+// Top-min(K, num_keys) per row of `scores` ([rows, num_keys], −∞ = masked).
+TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions);
+
+// Every causal key: the selection when num_keys ≤ K (the indexer is then a no-op, §4.5).
+TopK AllCausalKeys(int64_t rows, int64_t num_keys, const int64_t* positions);
+
+}  // namespace mtpspec

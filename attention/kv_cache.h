@@ -1,0 +1,59 @@
+// The per-sequence attention cache of an MLA + DSA model (model-spec §3.4, §4.4).
+//
+// Per token and layer it holds only the compressed latent c_j (kv_lora_rank values, after
+// kv_a_layernorm) and the rotated rope key k_r_j (qk_rope_head_dim values). Full (indexer) layers
+// also hold the indexer key k^I_j (index_head_dim values). Slot j holds absolute position j.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/tensor.h"
+
+namespace mtpspec {
+
+struct KvCacheShape {
+  int64_t kv_lora_rank = 0;       // r_kv
+  int64_t rope_dim = 0;           // d_r
+  int64_t index_head_dim = 0;     // d_I
+  std::vector<bool> has_indexer;  // [layers] true for full layers (their own indexer keys)
+};
+
+struct LayerKvCache {
+  Tensor latent;     // [capacity, r_kv] f32
+  Tensor rope_key;   // [capacity, d_r] f32
+  Tensor index_key;  // [capacity, d_I] f32; empty on shared layers
+};
+
+class KvCache {
+ public:
+  KvCache(const KvCacheShape& shape, int64_t capacity);
+
+  int64_t capacity() const { return capacity_; }
+  // Number of committed positions (slots 0 .. length-1 are valid).
+  int64_t length() const { return length_; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  LayerKvCache& layer(int64_t i) { return layers_[i]; }
+  const LayerKvCache& layer(int64_t i) const { return layers_[i]; }
+  const KvCacheShape& shape() const { return shape_; }
+
+  // Rolls the cache back to its first n positions (speculative rollback). n ≤ length.
+  absl::Status Truncate(int64_t n);
+  // Marks positions [length, n) valid after a forward wrote them. Internal to the model.
+  void SetLength(int64_t n) { length_ = n; }
+  void Clear() { length_ = 0; }
+
+  // Bytes stored per token over all layers, at the cache's element type (f32 here).
+  int64_t BytesPerToken() const;
+  // The same count in bf16, the unit engines usually quote (model-spec §3.4).
+  int64_t Bf16BytesPerToken() const { return BytesPerToken() / 2; }
+
+ private:
+  KvCacheShape shape_;
+  int64_t capacity_ = 0;
+  int64_t length_ = 0;
+  std::vector<LayerKvCache> layers_;
+};
+
+}  // namespace mtpspec

@@ -1,0 +1,274 @@
+#include "attention/mla.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/linear.h"
+#include "core/parallel.h"
+#include "core/status.h"
+
+namespace mtpspec {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// y += alpha · w[row, :] for a weight row in f32 or bf16.
+void AxpyWeightRow(float alpha, const TensorView& w, int64_t row, float* y) {
+  const int64_t n = w.shape[1];
+  if (w.dtype == DType::kBF16) {
+    const uint16_t* src = w.as<uint16_t>() + row * w.stride[0];
+    for (int64_t i = 0; i < n; ++i) y[i] += alpha * Bf16ToF32(src[i]);
+  } else {
+    Axpy(alpha, w.as<float>() + row * w.stride[0], y, n);
+  }
+}
+
+float DotWeightRow(const TensorView& w, int64_t row, const float* x) {
+  if (w.dtype == DType::kBF16) return DotBf16(x, w.as<uint16_t>() + row * w.stride[0], w.shape[1]);
+  return DotF32(x, w.as<float>() + row * w.stride[0], w.shape[1]);
+}
+
+// In-place softmax over n scores (−∞ entries become 0). Returns false if every entry is −∞.
+bool SoftmaxInPlace(float* s, int64_t n) {
+  float max_score = kNegInf;
+  for (int64_t i = 0; i < n; ++i) max_score = std::max(max_score, s[i]);
+  if (max_score == kNegInf) return false;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    s[i] = s[i] == kNegInf ? 0.0f : std::exp(s[i] - max_score);
+    sum += s[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) s[i] *= inv;
+  return true;
+}
+
+// Everything one call needs, with the per-row query pieces laid out once.
+struct QueryBlock {
+  int64_t rows = 0;
+  std::vector<float> q;      // [rows, N_h, d_n + d_r]; rope part already rotated
+  std::vector<float> q_lat;  // [rows, N_h, r_kv] absorbed query (absorbed form only)
+};
+
+// Key j is usable by row r: in range, causal, and (when `allowed` is given) selected.
+inline bool KeyValid(int64_t j, int64_t position, int64_t num_keys) { return j >= 0 && j < num_keys && j <= position; }
+
+// Absorbed form (§3.4) over an explicit key list per row. keys(r) returns {pointer, count}.
+template <typename KeysOf>
+void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
+                    const int64_t* positions, int64_t num_keys, KeysOf keys_of, float* o /*[rows, N_h·d_v]*/) {
+  const int64_t nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim, d_n = dims.nope_dim;
+  const int64_t d_qk = d_n + d_r, d_v = dims.v_dim;
+  const float* latent = cache.latent.data<float>();      // [capacity, r_kv]
+  const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
+  DefaultThreadPool().ParallelFor(qb.rows * nh, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    std::vector<float> z(r_kv);
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t r = idx / nh, h = idx % nh;
+      const auto [keys, n] = keys_of(r);
+      const float* q_lat = qb.q_lat.data() + idx * r_kv;
+      const float* q_rope = qb.q.data() + idx * d_qk + d_n;
+      scores.resize(n);
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t j = keys[k];
+        scores[k] = KeyValid(j, positions[r], num_keys)
+                        ? dims.softmax_scale * (DotF32(q_lat, latent + j * r_kv, r_kv) +
+                                                DotF32(q_rope, rope_key + j * d_r, d_r))
+                        : kNegInf;
+      }
+      std::fill(z.begin(), z.end(), 0.0f);
+      if (SoftmaxInPlace(scores.data(), n)) {
+        for (int64_t k = 0; k < n; ++k) {
+          if (scores[k] != 0.0f) Axpy(scores[k], latent + keys[k] * r_kv, z.data(), r_kv);
+        }
+      }
+      // Un-absorb: o^h[v] = W_UV^h[v, :] · z.
+      float* o_head = o + idx * d_v;
+      const int64_t v_row0 = h * (d_n + d_v) + d_n;
+      for (int64_t v = 0; v < d_v; ++v) o_head[v] = DotWeightRow(w.kv_b_proj, v_row0 + v, z.data());
+    }
+  });
+}
+
+// Naive form (§3.2): expand k_nope and v for keys [0, num_keys), then attend under a mask.
+// allowed(r, j) says whether row r may attend key j (causality is checked here as well).
+template <typename Allowed>
+void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
+                 const int64_t* positions, int64_t num_keys, Allowed allowed, float* o /*[rows, N_h·d_v]*/) {
+  const int64_t nh = dims.heads, d_r = dims.rope_dim, d_n = dims.nope_dim, d_v = dims.v_dim;
+  const int64_t d_qk = d_n + d_r, kv_width = nh * (d_n + d_v);
+  std::vector<float> expanded(num_keys * kv_width);  // [T, N_h, d_n + d_v]
+  Linear(cache.latent.data<float>(), num_keys, w.kv_b_proj, expanded.data());
+  const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
+  DefaultThreadPool().ParallelFor(qb.rows * nh, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(num_keys);
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t r = idx / nh, h = idx % nh;
+      const float* q_nope = qb.q.data() + idx * d_qk;
+      const float* q_rope = q_nope + d_n;
+      for (int64_t j = 0; j < num_keys; ++j) {
+        if (!KeyValid(j, positions[r], num_keys) || !allowed(r, j)) {
+          scores[j] = kNegInf;
+          continue;
+        }
+        const float* k_nope = expanded.data() + j * kv_width + h * (d_n + d_v);
+        scores[j] = dims.softmax_scale * (DotF32(q_nope, k_nope, d_n) + DotF32(q_rope, rope_key + j * d_r, d_r));
+      }
+      float* o_head = o + idx * d_v;
+      std::fill(o_head, o_head + d_v, 0.0f);
+      if (!SoftmaxInPlace(scores.data(), num_keys)) continue;
+      for (int64_t j = 0; j < num_keys; ++j) {
+        if (scores[j] == 0.0f) continue;
+        Axpy(scores[j], expanded.data() + j * kv_width + h * (d_n + d_v) + d_n, o_head, d_v);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+const char* AttentionPathName(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::kAuto: return "auto";
+    case AttentionPath::kDense: return "dense";
+    case AttentionPath::kMask: return "mask";
+    case AttentionPath::kGather: return "gather";
+  }
+  return "?";
+}
+
+absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope,
+                                         const float* x, int64_t rows, const int64_t* positions,
+                                         LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,
+                                         TopK* topk, float* out) {
+  MTPSPEC_CHECK(rows > 0);
+  for (int64_t r = 1; r < rows; ++r) MTPSPEC_CHECK(positions[r] == positions[0] + r);
+  const int64_t num_keys = positions[rows - 1] + 1;  // T
+  MTPSPEC_CHECK(num_keys <= capacity);
+  const int64_t nh = dims.heads, r_q = dims.q_lora, r_kv = dims.kv_lora, d_r = dims.rope_dim;
+  const int64_t d_n = dims.nope_dim, d_qk = d_n + d_r, d_v = dims.v_dim;
+  const int64_t k_top = dims.indexer.topk;
+
+  MlaStepResult result;
+  AttentionPath path = options.path;
+  if (path == AttentionPath::kAuto) {
+    path = num_keys <= k_top ? AttentionPath::kDense
+                             : (rows <= options.gather_max_rows ? AttentionPath::kGather : AttentionPath::kMask);
+  }
+  if (path == AttentionPath::kDense && num_keys > k_top) {
+    return absl::InvalidArgumentError(absl::StrCat("attention path dense needs T <= index_topk, got T = ", num_keys,
+                                                   " > ", k_top));
+  }
+  result.path_used = path;
+
+  // Query: c_q = RMSNorm(W_qa x); q = W_qb c_q, RoPE on each head's trailing d_r dims.
+  std::vector<float> q_latent(rows * r_q);  // [rows, r_q]
+  Linear(x, rows, w.q_a_proj, q_latent.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = q_latent.data() + r * r_q;
+    RmsNorm(row, w.q_a_norm.data<float>(), r_q, dims.latent_norm_eps, row);
+  }
+  QueryBlock qb;
+  qb.rows = rows;
+  qb.q.resize(rows * nh * d_qk);  // [rows, N_h, d_qk]
+  Linear(q_latent.data(), rows, w.q_b_proj, qb.q.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < nh; ++h) rope.Apply(qb.q.data() + (r * nh + h) * d_qk + d_n, positions[r], dims.rope_style);
+  }
+
+  // Latent and rope key of the new tokens go straight into the cache.
+  std::vector<float> kv(rows * (r_kv + d_r));  // [rows, r_kv + d_r]
+  Linear(x, rows, w.kv_a_proj, kv.data());
+  float* latent_cache = cache.latent.data<float>();
+  float* rope_cache = cache.rope_key.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = kv.data() + r * (r_kv + d_r);
+    float* c = latent_cache + positions[r] * r_kv;
+    RmsNorm(row, w.kv_a_norm.data<float>(), r_kv, dims.latent_norm_eps, c);
+    float* kr = rope_cache + positions[r] * d_r;
+    std::copy(row + r_kv, row + r_kv + d_r, kr);
+    rope.Apply(kr, positions[r], dims.rope_style);
+  }
+
+  // Selection: full layers run their indexer; shared layers received the donor's top-k.
+  if (w.indexer.has_value()) {
+    IndexerWriteKeys(*w.indexer, dims.indexer, rope, x, rows, positions, cache.index_key.data<float>());
+    if (path != AttentionPath::kDense) {
+      std::vector<float> scores(rows * num_keys);  // [rows, T]
+      IndexerScores(*w.indexer, dims.indexer, rope, x, q_latent.data(), rows, positions,
+                    cache.index_key.data<float>(), num_keys, scores.data());
+      *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions);
+    } else {
+      *topk = AllCausalKeys(rows, num_keys, positions);
+    }
+  } else if (path != AttentionPath::kDense) {
+    if (topk == nullptr || topk->width <= 0 || static_cast<int64_t>(topk->selected.size()) != rows * topk->width) {
+      return absl::InternalError("shared DSA layer called without its donor layer's top-k for these rows");
+    }
+  }
+
+  AttentionForm form = options.form;
+  if (path == AttentionPath::kGather) form = AttentionForm::kAbsorbed;
+  if (form == AttentionForm::kAuto) {
+    form = rows <= options.gather_max_rows ? AttentionForm::kAbsorbed : AttentionForm::kNaive;
+  }
+  if (form == AttentionForm::kAbsorbed) {
+    // q_lat^h = (W_UK^h)ᵀ q_nope^h: fold the key up-projection into the query.
+    qb.q_lat.assign(rows * nh * r_kv, 0.0f);  // [rows, N_h, r_kv]
+    DefaultThreadPool().ParallelFor(rows * nh, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t idx = begin; idx < end; ++idx) {
+        const int64_t h = idx % nh;
+        const float* q_nope = qb.q.data() + idx * d_qk;
+        float* q_lat = qb.q_lat.data() + idx * r_kv;
+        for (int64_t k = 0; k < d_n; ++k) AxpyWeightRow(q_nope[k], w.kv_b_proj, h * (d_n + d_v) + k, q_lat);
+      }
+    });
+  }
+
+  std::vector<float> o(rows * nh * d_v);  // [rows, N_h·d_v]
+  if (path == AttentionPath::kDense) {
+    std::vector<int32_t> all_keys(num_keys);
+    for (int64_t j = 0; j < num_keys; ++j) all_keys[j] = static_cast<int32_t>(j);
+    if (form == AttentionForm::kAbsorbed) {
+      AttendAbsorbed(w, dims, qb, cache, positions, num_keys,
+                     [&](int64_t r) { return std::pair<const int32_t*, int64_t>(all_keys.data(), positions[r] + 1); },
+                     o.data());
+    } else {
+      AttendNaive(w, dims, qb, cache, positions, num_keys, [](int64_t, int64_t) { return true; }, o.data());
+    }
+  } else if (path == AttentionPath::kGather) {
+    AttendAbsorbed(w, dims, qb, cache, positions, num_keys,
+                   [&](int64_t r) { return std::pair<const int32_t*, int64_t>(topk->row(r), topk->width); },
+                   o.data());
+  } else {  // mask
+    std::vector<uint8_t> selected(rows * num_keys, 0);  // [rows, T]
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < topk->width; ++k) {
+        const int32_t j = topk->row(r)[k];
+        if (j >= 0 && j < num_keys) selected[r * num_keys + j] = 1;
+      }
+    }
+    if (form == AttentionForm::kAbsorbed) {
+      std::vector<int32_t> masked_keys(rows * num_keys);  // [rows, T]: key j, or −1 when not selected
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < num_keys; ++j) masked_keys[r * num_keys + j] = selected[r * num_keys + j] ? j : -1;
+      }
+      AttendAbsorbed(w, dims, qb, cache, positions, num_keys,
+                     [&](int64_t r) {
+                       return std::pair<const int32_t*, int64_t>(masked_keys.data() + r * num_keys, num_keys);
+                     },
+                     o.data());
+    } else {
+      AttendNaive(w, dims, qb, cache, positions, num_keys,
+                  [&](int64_t r, int64_t j) { return selected[r * num_keys + j] != 0; }, o.data());
+    }
+  }
+  Linear(o.data(), rows, w.o_proj, out);
+  return result;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,71 @@
+// Multi-head latent attention with DSA sparse selection (model-spec §3, §4.6, §9).
+//
+// One call processes L query rows of one layer: it projects q and the latent, appends the new
+// latents/rope keys (and indexer keys on full layers) to the cache, selects keys, and attends.
+// Three interchangeable key-selection paths exist, chosen by shape and tested against each other:
+//   dense  — T ≤ K: every causal key (the indexer would select them all);
+//   mask   — all T keys scored, keys outside (top-K ∧ causal) set to −∞; O(L·T);
+//   gather — each row's top-K latents gathered and attended in the absorbed form, with keys that
+//            are not causal for that row re-masked; O(L·K), independent of T.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "attention/indexer.h"
+#include "attention/kv_cache.h"
+#include "attention/rope.h"
+#include "core/tensor.h"
+
+namespace mtpspec {
+
+struct MlaWeights {
+  TensorView q_a_proj;         // [r_q, H]
+  Tensor q_a_norm;             // [r_q] f32
+  TensorView q_b_proj;         // [N_h·(d_n+d_r), r_q]; per head [nope | rope]
+  TensorView kv_a_proj;        // [r_kv + d_r, H]; rows [latent | rope]
+  Tensor kv_a_norm;            // [r_kv] f32
+  TensorView kv_b_proj;        // [N_h·(d_n+d_v), r_kv]; per head [k_nope | v]
+  TensorView o_proj;           // [H, N_h·d_v]
+  std::optional<IndexerWeights> indexer;  // present on full layers only
+};
+
+struct MlaDims {
+  int64_t hidden = 0;       // H
+  int64_t heads = 0;        // N_h
+  int64_t q_lora = 0;       // r_q
+  int64_t kv_lora = 0;      // r_kv
+  int64_t nope_dim = 0;     // d_n
+  int64_t rope_dim = 0;     // d_r
+  int64_t v_dim = 0;        // d_v
+  float softmax_scale = 0;  // d_qk^-½ · mscale²
+  double latent_norm_eps = 1e-6;  // q_a_layernorm / kv_a_layernorm (transformers' value)
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  IndexerDims indexer;
+};
+
+enum class AttentionPath { kAuto, kDense, kMask, kGather };
+enum class AttentionForm { kAuto, kNaive, kAbsorbed };
+const char* AttentionPathName(AttentionPath path);
+
+struct AttentionOptions {
+  AttentionPath path = AttentionPath::kAuto;
+  AttentionForm form = AttentionForm::kAuto;  // dense and mask paths only; gather is absorbed
+  int64_t gather_max_rows = 16;                // auto: gather when L ≤ this and T > K
+};
+
+struct MlaStepResult {
+  AttentionPath path_used = AttentionPath::kAuto;
+};
+
+// Runs attention for `rows` query rows at absolute `positions` (consecutive, starting at or before
+// the cache length; slots from positions[0] on are overwritten). x: [rows, H] the layer's normed
+// input; out: [rows, H]. On a full layer the selection is computed and written to *topk; on a
+// shared layer `*topk` must hold the donor's selection for these rows (ignored when T ≤ K).
+absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope,
+                                         const float* x, int64_t rows, const int64_t* positions,
+                                         LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,
+                                         TopK* topk, float* out);
+
+}  // namespace mtpspec

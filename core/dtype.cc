@@ -1,0 +1,93 @@
+#include "core/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace mtpspec {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+    case DType::kF8E4M3:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "F32";
+    case DType::kF64: return "F64";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kI8: return "I8";
+    case DType::kU8: return "U8";
+    case DType::kI32: return "I32";
+    case DType::kI64: return "I64";
+    case DType::kBool: return "BOOL";
+  }
+  return "?";
+}
+
+absl::StatusOr<DType> ParseSafetensorsDType(std::string_view name) {
+  static constexpr DType kAll[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kF8E4M3,
+                                   DType::kI8,  DType::kU8,  DType::kI32,  DType::kI64, DType::kBool};
+  for (DType d : kAll) {
+    if (name == DTypeName(d)) return d;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unsupported dtype \"", std::string(name), "\""));
+}
+
+float F16ToF32(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  float value;
+  if (exp == 0) {
+    value = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+  } else if (exp == 31) {
+    value = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    value = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+  }
+  return sign ? -value : value;
+}
+
+uint16_t F32ToF16(float f) {
+  // Conversion through the compiler's _Float16 gives IEEE round-to-nearest-even.
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t bits;
+  std::memcpy(&bits, &h, sizeof bits);
+  return bits;
+}
+
+float F8E4M3ToF32(uint8_t b) {
+  const uint32_t sign = (b >> 7) & 1u;
+  const int exp = (b >> 3) & 0xf;
+  const uint32_t mant = b & 0x7u;
+  float value;
+  if (exp == 0xf && mant == 0x7) {
+    value = std::numeric_limits<float>::quiet_NaN();
+  } else if (exp == 0) {
+    value = std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 * 2^-6
+  } else {
+    value = std::ldexp(static_cast<float>(mant | 0x8u), exp - 10);  // (1 + mant/8) * 2^(exp-7)
+  }
+  return sign ? -value : value;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,41 @@
+// Dense kernels used by every layer: matrix-times-rows with f32 or bf16 weights, dot products,
+// RMSNorm, SiLU. Weights are read in place (from the mmap'd checkpoint when possible) and never
+// converted in the hot loop's memory traffic: bf16 rows are widened in registers.
+//
+// Convention: a weight W has shape [out, in] (PyTorch nn.Linear layout). Linear computes
+//   y[r, o] = Σ_i x[r, i] · W[o, i]      i.e. y = x · Wᵀ,
+// with x: [rows, in] f32 contiguous and y: [rows, out] f32 contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mtpspec {
+
+class ThreadPool;
+
+// y[rows, out] = x[rows, in] · w[out, in]ᵀ. `w` is f32 or bf16, 2-D, rows contiguous (row stride
+// may exceed `in`). Parallel over output rows on `pool` (DefaultThreadPool() when null).
+void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadPool* pool = nullptr);
+
+// Same, restricted to output rows [out_begin, out_end) of w; y has out_end - out_begin columns.
+void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_begin, int64_t out_end,
+                float* y, ThreadPool* pool = nullptr);
+
+// Σ a[i]·b[i] in fp32.
+float DotF32(const float* a, const float* b, int64_t n);
+// Σ a[i]·bf16(b[i]) in fp32.
+float DotBf16(const float* a, const uint16_t* b, int64_t n);
+// y[i] += alpha · x[i]
+void Axpy(float alpha, const float* x, float* y, int64_t n);
+
+// out = w ⊙ x / sqrt(mean(x²) + eps), statistics in fp32; out may alias x.
+// Rounding follows transformers: normalize, then multiply by the weight.
+void RmsNorm(const float* x, const float* weight, int64_t n, double eps, float* out);
+// LayerNorm with weight and bias (biased variance), fp32.
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, double eps, float* out);
+
+inline float Silu(float v) { return v / (1.0f + __builtin_expf(-v)); }
+
+}  // namespace mtpspec

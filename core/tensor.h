@@ -1,0 +1,87 @@
+// Tensor view and owner.
+//
+// Dimension-order convention (stated once, used everywhere): shapes list the outermost dimension
+// first, row-major, exactly as PyTorch, numpy and safetensors do. The last dimension is the
+// contiguous one; strides count elements, not bytes. A linear weight has shape [out, in], so each
+// output row is contiguous and y = W·x streams W row by row. Shape comments in the code use the
+// same order, e.g. `// [rows, hidden]`.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace mtpspec {
+
+inline constexpr int kMaxDims = 4;
+
+// Non-owning view of an element array. Copying a view never copies data. The memory belongs to a
+// Tensor, an mmap'd file or a caller; the view must not outlive it.
+struct TensorView {
+  DType dtype = DType::kF32;
+  void* data = nullptr;
+  int ndim = 0;
+  std::array<int64_t, kMaxDims> shape{};
+  std::array<int64_t, kMaxDims> stride{};  // in elements
+
+  static TensorView Contiguous(DType dtype, void* data, std::initializer_list<int64_t> shape);
+  static TensorView Contiguous(DType dtype, void* data, const std::vector<int64_t>& shape);
+
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype); }
+  bool is_contiguous() const;
+  int64_t dim(int i) const { return shape[i < 0 ? ndim + i : i]; }
+  std::vector<int64_t> shape_vector() const { return {shape.begin(), shape.begin() + ndim}; }
+  bool empty() const { return data == nullptr; }
+
+  template <typename T>
+  T* as() const { return static_cast<T*>(data); }
+  // Pointer to row r of a 2-D (or flattened leading dims) contiguous tensor.
+  template <typename T>
+  T* row(int64_t r) const { return static_cast<T*>(data) + r * stride[ndim - 2]; }
+};
+
+// "[a, b, c]"
+std::string ShapeString(const std::vector<int64_t>& shape);
+std::string ShapeString(const TensorView& view);
+
+// Owner of a 64-byte aligned, contiguous buffer. Move-only; copies are explicit (Clone).
+class Tensor {
+ public:
+  Tensor() = default;
+  static Tensor Empty(DType dtype, const std::vector<int64_t>& shape);
+  static Tensor Zeros(DType dtype, const std::vector<int64_t>& shape);
+  Tensor Clone() const;
+
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  const TensorView& view() const { return view_; }
+  TensorView& view() { return view_; }
+  DType dtype() const { return view_.dtype; }
+  int64_t numel() const { return view_.numel(); }
+  int64_t dim(int i) const { return view_.dim(i); }
+  bool empty() const { return view_.data == nullptr; }
+  template <typename T>
+  T* data() const { return view_.as<T>(); }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> buffer_;
+  TensorView view_;
+};
+
+// Converts any floating view (f32, bf16, f16, f8e4m3) to a new contiguous f32 tensor.
+absl::StatusOr<Tensor> ToF32(const TensorView& src);
+
+}  // namespace mtpspec

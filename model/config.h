@@ -1,0 +1,81 @@
+// ModelConfig: everything mtpspec reads from a Hugging Face `config.json` of a `glm_moe_dsa`
+// (GLM-5.x) or `deepseek_v32` (DeepSeek-V3.2) checkpoint. Field meanings, defaults and the
+// IndexShare priority rule follow ../shared/docs/model-spec.md §1 and §5.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attention/rope.h"
+#include "nlohmann/json.hpp"
+
+namespace mtpspec {
+
+enum class ModelType { kGlmMoeDsa, kDeepseekV32 };
+
+struct ModelConfig {
+  ModelType model_type = ModelType::kGlmMoeDsa;
+  std::string model_type_name;
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;           // H
+  int64_t num_hidden_layers = 0;     // L (trunk layers; MTP layers follow)
+  int64_t num_attention_heads = 0;   // N_h
+  int64_t q_lora_rank = 0;           // r_q
+  int64_t kv_lora_rank = 0;          // r_kv
+  int64_t qk_nope_head_dim = 0;      // d_n
+  int64_t qk_rope_head_dim = 0;      // d_r
+  int64_t v_head_dim = 0;            // d_v
+  int64_t intermediate_size = 0;     // dense MLP width
+  int64_t moe_intermediate_size = 0;
+  int64_t first_k_dense_replace = 3;
+  int64_t moe_layer_freq = 1;
+  int64_t n_routed_experts = 0;      // E
+  int64_t n_shared_experts = 0;
+  int64_t num_experts_per_tok = 0;   // k_e
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = true;
+  double routed_scaling_factor = 1.0;
+  std::string scoring_func = "sigmoid";
+  std::string topk_method = "noaux_tc";
+  double rms_norm_eps = 1e-6;
+  RopeConfig rope;
+  bool rope_interleave = true;       // main MLA RoPE
+  int64_t max_position_embeddings = 0;
+  int64_t index_n_heads = 0;         // N_I
+  int64_t index_head_dim = 0;        // d_I
+  int64_t index_topk = 2048;         // K
+  bool indexer_rope_interleave = false;
+  bool index_share_for_mtp_iteration = false;
+  int64_t num_nextn_predict_layers = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  std::vector<int64_t> eos_token_ids;
+  std::string hidden_act = "silu";
+
+  // Derived.
+  std::vector<bool> layer_is_dense;      // [L] dense SwiGLU MLP (true) or MoE (false)
+  std::vector<bool> layer_has_indexer;   // [L] "full" (true) or "shared" (false)
+  std::string index_schedule_source;     // which rule produced layer_has_indexer
+
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // Softmax scale of the main attention, with YaRN mscale folded in (model-spec §1.2).
+  double softmax_scale() const;
+  // For shared layer l, the full layer whose top-k it reuses (l itself when full).
+  int64_t IndexDonor(int64_t layer) const;
+};
+
+// Parses and validates a config. `source` names the file in error messages.
+absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const std::string& source);
+absl::StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::string& source);
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+
+// The per-layer IndexShare schedule by the priority rule of model-spec §5, exposed for tests.
+// `file` names the config in errors; `*rule` receives which rule produced the schedule.
+absl::StatusOr<std::vector<bool>> DeriveIndexSchedule(const nlohmann::json& json, int64_t num_layers,
+                                                      const std::string& file, std::string* rule);
+
+}  // namespace mtpspec

@@ -1,0 +1,58 @@
+#include "model/decoder_layer.h"
+
+#include <vector>
+
+#include "core/linear.h"
+#include "model/ffn.h"
+
+namespace mtpspec {
+
+LayerContext MakeLayerContext(const ModelConfig& c) {
+  LayerContext ctx;
+  ctx.config = &c;
+  MlaDims& d = ctx.mla;
+  d.hidden = c.hidden_size;
+  d.heads = c.num_attention_heads;
+  d.q_lora = c.q_lora_rank;
+  d.kv_lora = c.kv_lora_rank;
+  d.nope_dim = c.qk_nope_head_dim;
+  d.rope_dim = c.qk_rope_head_dim;
+  d.v_dim = c.v_head_dim;
+  d.softmax_scale = static_cast<float>(c.softmax_scale());
+  d.latent_norm_eps = 1e-6;  // transformers' q_a/kv_a RMSNorm eps (model-spec §3.2; vLLM uses rms_norm_eps)
+  d.rope_style = c.rope_interleave ? RopeStyle::kInterleaved : RopeStyle::kHalfSplit;
+  d.indexer.n_heads = c.index_n_heads;
+  d.indexer.head_dim = c.index_head_dim;
+  d.indexer.rope_dim = c.qk_rope_head_dim;
+  d.indexer.topk = c.index_topk;
+  d.indexer.rope_style = c.indexer_rope_interleave ? RopeStyle::kInterleaved : RopeStyle::kHalfSplit;
+  ctx.rope = RotaryEmbedding(c.rope, c.qk_rope_head_dim);
+  return ctx;
+}
+
+absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContext& ctx, float* hidden, int64_t rows,
+                                 const int64_t* positions, LayerKvCache& cache, int64_t capacity,
+                                 const AttentionOptions& options, TopK* topk, AttentionPath* path_used) {
+  const ModelConfig& c = *ctx.config;
+  const int64_t H = c.hidden_size;
+  std::vector<float> normed(rows * H), delta(rows * H);  // [rows, H]
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm(hidden + r * H, w.input_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+  }
+  ASSIGN_OR_RETURN(MlaStepResult step, MlaForward(w.attn, ctx.mla, ctx.rope, normed.data(), rows, positions, cache,
+                                                  capacity, options, topk, delta.data()));
+  if (path_used) *path_used = step.path_used;
+  for (int64_t i = 0; i < rows * H; ++i) hidden[i] += delta[i];
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm(hidden + r * H, w.post_attention_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+  }
+  if (w.dense_mlp) {
+    MlpForward(w.mlp, normed.data(), rows, H, delta.data());
+  } else {
+    MoeForward(w.moe, c, normed.data(), rows, delta.data());
+  }
+  for (int64_t i = 0; i < rows * H; ++i) hidden[i] += delta[i];
+  return absl::OkStatus();
+}
+
+}  // namespace mtpspec

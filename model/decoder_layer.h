@@ -1,0 +1,29 @@
+// One pre-norm decoder layer: h += Attn(RMSNorm(h)); h += FFN(RMSNorm(h)). Shared by the trunk
+// and the MTP module.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "attention/mla.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace mtpspec {
+
+// The per-model constants every layer needs.
+struct LayerContext {
+  const ModelConfig* config = nullptr;
+  MlaDims mla;
+  RotaryEmbedding rope;
+};
+
+LayerContext MakeLayerContext(const ModelConfig& config);
+
+// hidden: [rows, H], updated in place. `topk` carries the selection between full and shared
+// layers (written by full layers, read by shared ones). `path_used` may be null.
+absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContext& ctx, float* hidden, int64_t rows,
+                                 const int64_t* positions, LayerKvCache& cache, int64_t capacity,
+                                 const AttentionOptions& options, TopK* topk, AttentionPath* path_used);
+
+}  // namespace mtpspec

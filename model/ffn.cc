@@ -1,0 +1,106 @@
+#include "model/ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/linear.h"
+
+namespace mtpspec {
+
+void MlpForward(const MlpWeights& w, const float* x, int64_t rows, int64_t hidden, float* out) {
+  const int64_t width = w.gate.shape[0];
+  std::vector<float> gate(rows * width), up(rows * width);  // [rows, I]
+  Linear(x, rows, w.gate, gate.data());
+  Linear(x, rows, w.up, up.data());
+  for (int64_t i = 0; i < rows * width; ++i) gate[i] = Silu(gate[i]) * up[i];
+  Linear(gate.data(), rows, w.down, out);
+}
+
+Routing RouteTokens(const MoeWeights& w, const ModelConfig& c, const float* x, int64_t rows) {
+  const int64_t num_experts = c.n_routed_experts, k = c.num_experts_per_tok;
+  const int64_t group_size = num_experts / c.n_group;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<float> logits(rows * num_experts);  // [rows, E]
+  Linear(x, rows, w.router, logits.data());
+  const float* bias = w.router_bias.data<float>();
+
+  Routing routing;
+  routing.per_row = k;
+  routing.expert.resize(rows * k);
+  routing.weight.resize(rows * k);
+  std::vector<float> sigma(num_experts), choice(num_experts), group_score(c.n_group);
+  std::vector<int32_t> order(std::max(num_experts, c.n_group));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t e = 0; e < num_experts; ++e) {
+      sigma[e] = 1.0f / (1.0f + std::exp(-logits[r * num_experts + e]));
+      choice[e] = sigma[e] + bias[e];
+    }
+    if (c.n_group > 1) {
+      // Group score: sum of the two largest biased scores in the group; keep topk_group groups.
+      for (int64_t g = 0; g < c.n_group; ++g) {
+        const float* s = choice.data() + g * group_size;
+        float first = neg_inf, second = neg_inf;
+        for (int64_t i = 0; i < group_size; ++i) {
+          if (s[i] > first) {
+            second = first;
+            first = s[i];
+          } else if (s[i] > second) {
+            second = s[i];
+          }
+        }
+        group_score[g] = first + second;
+      }
+      std::iota(order.begin(), order.begin() + c.n_group, 0);
+      std::partial_sort(order.begin(), order.begin() + c.topk_group, order.begin() + c.n_group,
+                        [&](int32_t a, int32_t b) { return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b); });
+      std::vector<bool> keep(c.n_group, false);
+      for (int64_t i = 0; i < c.topk_group; ++i) keep[order[i]] = true;
+      for (int64_t e = 0; e < num_experts; ++e) {
+        if (!keep[e / group_size]) choice[e] = neg_inf;
+      }
+    }
+    std::iota(order.begin(), order.begin() + num_experts, 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.begin() + num_experts,
+                      [&](int32_t a, int32_t b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
+    float sum = 0.0f;
+    for (int64_t i = 0; i < k; ++i) sum += sigma[order[i]];
+    const float norm = c.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
+    for (int64_t i = 0; i < k; ++i) {
+      routing.expert[r * k + i] = order[i];
+      routing.weight[r * k + i] = sigma[order[i]] * norm * static_cast<float>(c.routed_scaling_factor);
+    }
+  }
+  return routing;
+}
+
+void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64_t rows, float* out) {
+  const int64_t hidden = c.hidden_size;
+  const Routing routing = RouteTokens(w, c, x, rows);
+  if (w.shared.has_value()) {
+    MlpForward(*w.shared, x, rows, hidden, out);
+  } else {
+    std::fill(out, out + rows * hidden, 0.0f);
+  }
+  // Group rows by expert so each expert's weights are streamed once per call.
+  std::vector<std::vector<std::pair<int64_t, float>>> users(c.n_routed_experts);  // expert → (row, weight)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < routing.per_row; ++i) {
+      users[routing.expert[r * routing.per_row + i]].push_back({r, routing.weight[r * routing.per_row + i]});
+    }
+  }
+  std::vector<float> xin, y;
+  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    const auto& rows_of_e = users[e];
+    if (rows_of_e.empty()) continue;
+    const int64_t n = static_cast<int64_t>(rows_of_e.size());
+    xin.resize(n * hidden);  // [n, H]
+    y.resize(n * hidden);    // [n, H]
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows_of_e[i].first * hidden, hidden, xin.data() + i * hidden);
+    MlpForward(w.experts[e], xin.data(), n, hidden, y.data());
+    for (int64_t i = 0; i < n; ++i) Axpy(rows_of_e[i].second, y.data() + i * hidden, out + rows_of_e[i].first * hidden, hidden);
+  }
+}
+
+}  // namespace mtpspec

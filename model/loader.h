@@ -1,0 +1,37 @@
+// Strict checkpoint loading driven by the tensor table.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace mtpspec {
+
+enum class WeightDType {
+  kAsStored,  // f32 and bf16 used in place (zero copy); f16 and fp8 become f32
+  kF32,       // every matrix converted to f32
+  kBF16,      // every matrix converted to bf16 (fp8 dequantised to bf16)
+};
+
+struct LoadOptions {
+  WeightDType weight_dtype = WeightDType::kAsStored;
+  bool load_mtp = true;  // false: ignore (but still validate the names of) MTP layers
+};
+
+struct LoadReport {
+  int64_t tensors_loaded = 0;
+  int64_t fp8_tensors_dequantised = 0;
+  bool mtp_present = false;  // MTP weights were found in the checkpoint
+  std::string mtp_note;      // why MTP is unavailable, when it is
+};
+
+// Loads the weights of `config` from the checkpoint directory `dir`. Every missing, unexpected or
+// misshapen tensor is reported in one error that names the tensor and its file.
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& config, const std::string& dir,
+                                                          const LoadOptions& options, LoadReport* report);
+
+}  // namespace mtpspec

@@ -1,0 +1,77 @@
+// Model: a loaded glm_moe_dsa / deepseek_v32 checkpoint that runs forward passes over a KvCache.
+//
+// Thread-compatible: one Forward at a time per cache; weights are read-only after Load, so several
+// caches (requests) may share one Model when calls are serialised.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attention/kv_cache.h"
+#include "attention/mla.h"
+#include "model/config.h"
+#include "model/decoder_layer.h"
+#include "model/loader.h"
+#include "model/weights.h"
+
+namespace mtpspec {
+
+struct ForwardOptions {
+  AttentionOptions attention;
+  // Rows (indices into this call's tokens) whose logits are computed; empty = every row.
+  std::vector<int64_t> logit_rows;
+  bool capture_topk = false;  // keep each full layer's selection in ForwardOutput::topk
+};
+
+struct ForwardOutput {
+  Tensor logits;           // [R, V] for the requested rows, in ForwardOptions::logit_rows order
+  Tensor hidden_prenorm;   // [L, H] last layer output before model.norm
+  Tensor hidden_postnorm;  // [L, H] after model.norm (what lm_head sees)
+  std::vector<TopK> topk;  // [num_hidden_layers] when captured (shared layers: their donor's)
+  std::vector<AttentionPath> paths;  // [num_hidden_layers] the path each layer took
+};
+
+class Model {
+ public:
+  // Reads DIR/config.json and the safetensors checkpoint in DIR.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir, const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return *weights_; }
+  const LoadReport& load_report() const { return report_; }
+  const LayerContext& layer_context() const { return ctx_; }
+  const std::string& dir() const { return dir_; }
+  bool has_mtp() const { return !weights_->mtp.empty(); }
+
+  // A cache for up to `capacity` positions (≤ max_position_embeddings).
+  absl::StatusOr<std::unique_ptr<KvCache>> NewCache(int64_t capacity) const;
+  KvCacheShape CacheShape() const;
+
+  // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
+  // cache.length(); a start before the end first truncates the cache there. On error the cache is
+  // unchanged.
+  absl::StatusOr<ForwardOutput> Forward(KvCache& cache, std::span<const int32_t> tokens,
+                                        std::span<const int64_t> positions, const ForwardOptions& options = {}) const;
+
+  // Validates ids against the vocabulary; errors name the argument and the offending index.
+  absl::Status CheckTokens(std::span<const int32_t> tokens, const std::string& what) const;
+
+  // out[rows, H] = table[tokens] widened to f32.
+  void Embed(const TensorView& table, std::span<const int32_t> tokens, float* out) const;
+  // logits[rows, V] = head · x
+  void ApplyHead(const TensorView& head, const float* x, int64_t rows, float* logits) const;
+
+ private:
+  Model() = default;
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<ModelWeights> weights_;
+  LoadReport report_;
+  LayerContext ctx_;
+};
+
+}  // namespace mtpspec

@@ -1,0 +1,39 @@
+// The tensor table: the one list, per layer kind, of every checkpoint tensor with the shape the
+// config implies. Loading, strict validation (missing / unexpected / wrong shape) and the `info`
+// command all iterate it. Names are the Hugging Face checkpoint names, verbatim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace mtpspec {
+
+enum class TensorKind {
+  kMatrix,  // a matmul weight: may be fp8 with a `weight_scale_inv` companion
+  kVector,  // norm weights, biases: converted to f32
+  kEmbedding,
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorKind kind = TensorKind::kMatrix;
+  bool optional = false;  // e.g. the MTP layer's own embed_tokens / shared_head.head copies
+};
+
+// Tensors outside the decoder layers: embedding, final norm, lm_head.
+std::vector<TensorSpec> GlobalTensorSpecs(const ModelConfig& config);
+// Every tensor of trunk layer `layer` (its kind follows layer_is_dense / layer_has_indexer).
+std::vector<TensorSpec> DecoderLayerTensorSpecs(const ModelConfig& config, int64_t layer);
+// Every tensor of MTP layer `layer` (index ≥ num_hidden_layers): a sparse block with its own
+// indexer plus enorm, hnorm, eh_proj, shared_head.norm and the optional embed/head copies.
+std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& config, int64_t layer);
+
+// The fp8 block-scale companion of a matrix weight: [ceil(out/128), ceil(in/128)] f32.
+std::string ScaleNameOf(const std::string& weight_name);
+std::vector<int64_t> ScaleShapeOf(const std::vector<int64_t>& weight_shape);
+
+}  // namespace mtpspec

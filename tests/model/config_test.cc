@@ -1,0 +1,234 @@
+// Config parsing: both model types, defaults, the IndexShare priority rule and bad input.
+#include "model/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mtpspec {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return json::parse(s.str());
+}
+
+json Glm52() { return ReadJson(std::string(MTPSPEC_TESTDATA_DIR) + "/glm52_config.json"); }
+
+std::vector<int64_t> FullLayers(const ModelConfig& c) {
+  std::vector<int64_t> full;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (c.layer_has_indexer[l]) full.push_back(l);
+  }
+  return full;
+}
+
+// Hand-written from the GLM-5.2 release: full layers 0, 1, 2, 6, 10, …, 74 (21 layers).
+std::vector<int64_t> Glm52FullLayers() {
+  std::vector<int64_t> full = {0, 1, 2};
+  for (int64_t l = 6; l <= 74; l += 4) full.push_back(l);
+  return full;
+}
+
+TEST(ConfigTest, Glm52ShippedIndexerTypes) {
+  auto c = ParseModelConfig(Glm52(), "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->index_schedule_source, "indexer_types");
+  EXPECT_EQ(FullLayers(*c), Glm52FullLayers());
+  EXPECT_EQ(FullLayers(*c).size(), 21u);
+  EXPECT_EQ(c->IndexDonor(3), 2);
+  EXPECT_EQ(c->IndexDonor(5), 2);
+  EXPECT_EQ(c->IndexDonor(6), 6);
+  EXPECT_EQ(c->IndexDonor(77), 74);
+}
+
+TEST(ConfigTest, Glm52ScheduleFromFreqAndOffsetEqualsShippedList) {
+  json j = Glm52();
+  j.erase("indexer_types");
+  auto c = ParseModelConfig(j, "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->index_schedule_source, "index_topk_freq=4, index_skip_topk_offset=3");
+  EXPECT_EQ(FullLayers(*c), Glm52FullLayers());
+}
+
+// Regression guard: an offset of 2 (a hard-coded default seen in one port) gives 0, 1, 5, 9, …
+TEST(ConfigTest, DefaultOffsetIsTwo) {
+  json j = Glm52();
+  j.erase("indexer_types");
+  j.erase("index_skip_topk_offset");
+  auto c = ParseModelConfig(j, "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto full = FullLayers(*c);
+  ASSERT_GE(full.size(), 4u);
+  EXPECT_EQ(std::vector<int64_t>(full.begin(), full.begin() + 4), (std::vector<int64_t>{0, 1, 5, 9}));
+}
+
+TEST(ConfigTest, IndexerTypesWinOverPatternAndPatternOverFormula) {
+  json j = Glm52();
+  j["num_hidden_layers"] = 4;
+  j["mlp_layer_types"] = {"dense", "sparse", "sparse", "sparse"};
+  j["indexer_types"] = {"full", "shared", "full", "shared"};
+  j["index_topk_pattern"] = "FFFS";
+  auto c = ParseModelConfig(j, "cfg");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(FullLayers(*c), (std::vector<int64_t>{0, 2}));
+  j.erase("indexer_types");
+  c = ParseModelConfig(j, "cfg");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(FullLayers(*c), (std::vector<int64_t>{0, 1, 2}));
+  // A pattern shorter than the layer count leaves the remaining layers full.
+  j["index_topk_pattern"] = "FS";
+  c = ParseModelConfig(j, "cfg");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(FullLayers(*c), (std::vector<int64_t>{0, 2, 3}));
+}
+
+TEST(ConfigTest, Glm52Fields) {
+  auto c = ParseModelConfig(Glm52(), "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, ModelType::kGlmMoeDsa);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 8e6);  // an integer in JSON
+  EXPECT_TRUE(c->indexer_rope_interleave);
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_TRUE(c->index_share_for_mtp_iteration);
+  EXPECT_DOUBLE_EQ(c->softmax_scale(), 0.0625);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{154820, 154827, 154829}));
+  EXPECT_EQ(c->num_nextn_predict_layers, 1);
+  int dense = 0;
+  for (bool d : c->layer_is_dense) dense += d;
+  EXPECT_EQ(dense, 3);
+}
+
+json DeepSeekV32() {
+  // The published DeepSeek-V3.2 config, schedule-relevant and dimension fields.
+  return json{{"model_type", "deepseek_v32"},
+              {"vocab_size", 129280},
+              {"hidden_size", 7168},
+              {"num_hidden_layers", 61},
+              {"num_attention_heads", 128},
+              {"num_key_value_heads", 128},
+              {"q_lora_rank", 1536},
+              {"kv_lora_rank", 512},
+              {"qk_nope_head_dim", 128},
+              {"qk_rope_head_dim", 64},
+              {"v_head_dim", 128},
+              {"intermediate_size", 18432},
+              {"moe_intermediate_size", 2048},
+              {"first_k_dense_replace", 3},
+              {"n_routed_experts", 256},
+              {"n_shared_experts", 1},
+              {"num_experts_per_tok", 8},
+              {"n_group", 8},
+              {"topk_group", 4},
+              {"norm_topk_prob", true},
+              {"routed_scaling_factor", 2.5},
+              {"rms_norm_eps", 1e-6},
+              {"rope_theta", 10000},
+              {"rope_scaling",
+               {{"type", "yarn"},
+                {"factor", 40},
+                {"original_max_position_embeddings", 4096},
+                {"beta_fast", 32},
+                {"beta_slow", 1},
+                {"mscale", 1.0},
+                {"mscale_all_dim", 1.0}}},
+              {"max_position_embeddings", 163840},
+              {"index_n_heads", 64},
+              {"index_head_dim", 128},
+              {"index_topk", 2048},
+              {"num_nextn_predict_layers", 1},
+              {"eos_token_id", 1}};
+}
+
+TEST(ConfigTest, DeepSeekV32Defaults) {
+  auto c = ParseModelConfig(DeepSeekV32(), "dsv32");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, ModelType::kDeepseekV32);
+  EXPECT_FALSE(c->indexer_rope_interleave);  // absent → half-split
+  EXPECT_TRUE(c->rope_interleave);
+  EXPECT_EQ(FullLayers(*c).size(), 61u);
+  EXPECT_EQ(c->rope.type, "yarn");
+  EXPECT_NEAR(c->softmax_scale(), 0.13523378, 1e-7);
+  EXPECT_EQ(c->n_group, 8);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{1}));
+}
+
+TEST(ConfigTest, NestedRopeParametersWinOverTopLevel) {
+  json j = DeepSeekV32();
+  j["rope_parameters"] = {{"rope_theta", 50000}, {"rope_type", "default"}};
+  auto c = ParseModelConfig(j, "dsv32");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->rope.theta, 50000);
+  EXPECT_EQ(c->rope.type, "default");
+}
+
+TEST(ConfigTest, IntegralFloatsAreAcceptedForIntegerFields) {
+  json j = DeepSeekV32();
+  j["index_topk"] = 2048.0;
+  auto c = ParseModelConfig(j, "dsv32");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->index_topk, 2048);
+}
+
+struct BadCase {
+  std::string name;
+  std::function<void(json&)> mutate;
+  std::string expected;  // substring of the error
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfigTest, GivesAClearError) {
+  json j = Glm52();
+  GetParam().mutate(j);
+  auto c = ParseModelConfig(j, "/models/x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(GetParam().expected));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("/models/x/config.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadConfigTest,
+    ::testing::Values(
+        BadCase{"MissingHidden", [](json& j) { j.erase("hidden_size"); }, "\"hidden_size\" is required"},
+        BadCase{"NullQLora", [](json& j) { j["q_lora_rank"] = nullptr; }, "q_lora_rank"},
+        BadCase{"StringLayers", [](json& j) { j["num_hidden_layers"] = "78"; }, "\"num_hidden_layers\" must be an integer"},
+        BadCase{"FractionalHeads", [](json& j) { j["num_attention_heads"] = 6.5; }, "num_attention_heads"},
+        BadCase{"NegativeVocab", [](json& j) { j["vocab_size"] = -1; }, "\"vocab_size\" must be > 0"},
+        BadCase{"UnknownType", [](json& j) { j["model_type"] = "llama"; }, "\"llama\" is not supported"},
+        BadCase{"OddRope", [](json& j) { j["qk_rope_head_dim"] = 63; }, "qk_rope_head_dim"},
+        BadCase{"TooManyExperts", [](json& j) { j["num_experts_per_tok"] = 300; }, "num_experts_per_tok"},
+        BadCase{"GroupsDoNotDivide", [](json& j) { j["n_group"] = 3; }, "n_group"},
+        BadCase{"KvHeadsDiffer", [](json& j) { j["num_key_value_heads"] = 8; }, "num_key_value_heads"},
+        BadCase{"ShortIndexerTypes", [](json& j) { j["indexer_types"] = {"full"}; }, "indexer_types"},
+        BadCase{"BadIndexerType", [](json& j) { j["indexer_types"][5] = "half"; }, "entry 5"},
+        BadCase{"SharedFirstLayer", [](json& j) { j["indexer_types"][0] = "shared"; }, "layer 0 shared"},
+        BadCase{"MissingTheta", [](json& j) { j["rope_parameters"].erase("rope_theta"); }, "rope_theta"},
+        BadCase{"UnknownRopeType", [](json& j) { j["rope_parameters"]["rope_type"] = "llama3"; }, "llama3"},
+        BadCase{"EosOutsideVocab", [](json& j) { j["eos_token_id"] = {200000}; }, "eos_token_id"},
+        BadCase{"IndexHeadSmallerThanRope", [](json& j) { j["index_head_dim"] = 32; }, "index_head_dim"},
+        BadCase{"SoftmaxRouter", [](json& j) { j["scoring_func"] = "softmax"; }, "scoring_func"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(ConfigTest, TextThatIsNotJsonNamesTheFile) {
+  auto c = ParseModelConfigText("{\"model_type\": ", "/tmp/broken/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("/tmp/broken/config.json"));
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  auto c = LoadModelConfig("/nonexistent/dir/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace mtpspec

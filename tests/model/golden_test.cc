@@ -1,0 +1,182 @@
+// The independent oracle: logits, hidden states and indexer selections of Hugging Face
+// transformers (fp32 eager) on tiny random models, written by tools/golden/make_golden.py.
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/safetensors.h"
+#include "gtest/gtest.h"
+#include "model/model.h"
+#include "tests/model/model_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using testing_util::Range;
+using testing_util::RelativeMaxDiff;
+
+struct Golden {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<SafetensorsFile> fixture;
+
+  TensorView Get(const std::string& name) const {
+    auto v = fixture->Get(name);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : TensorView{};
+  }
+  std::vector<int32_t> Ids(const std::string& name) const {
+    TensorView v = Get(name);
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < v.numel(); ++i) ids.push_back(static_cast<int32_t>(v.as<int64_t>()[i]));
+    return ids;
+  }
+};
+
+Golden LoadGolden(const std::string& name, WeightDType dtype = WeightDType::kAsStored) {
+  const std::string dir = absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name);
+  Golden g;
+  LoadOptions options;
+  options.weight_dtype = dtype;
+  auto model = Model::Load(dir, options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (model.ok()) g.model = std::move(*model);
+  auto fixture = SafetensorsFile::Open(dir + "/fixture.safetensors");
+  EXPECT_TRUE(fixture.ok()) << fixture.status();
+  if (fixture.ok()) g.fixture = std::move(*fixture);
+  return g;
+}
+
+double MaxRelDiff(const Tensor& ours, const TensorView& theirs) {
+  EXPECT_EQ(ours.view().shape_vector(), theirs.shape_vector());
+  return RelativeMaxDiff(ours.data<float>(), theirs.as<float>(), std::min(ours.numel(), theirs.numel()));
+}
+
+struct Tolerance {
+  double logits;
+  double hidden;
+};
+
+void CheckPrefillAndDecode(const std::string& name, const std::string& logits_key, const std::string& decode_key,
+                           Tolerance tol) {
+  Golden g = LoadGolden(name);
+  ASSERT_TRUE(g.model && g.fixture);
+  const auto ids = g.Ids("input_ids");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  auto cache = *g.model->NewCache(T + 16);
+  ForwardOptions options;
+  options.capture_topk = true;
+  auto out = g.model->Forward(*cache, ids, Range(0, T), options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_LT(MaxRelDiff(out->logits, g.Get(logits_key)), tol.logits) << name << " prefill logits";
+  if (g.fixture->Has("prefill_hidden_postnorm")) {
+    EXPECT_LT(MaxRelDiff(out->hidden_postnorm, g.Get("prefill_hidden_postnorm")), tol.hidden) << name;
+    EXPECT_LT(MaxRelDiff(out->hidden_prenorm, g.Get("prefill_hidden_prenorm")), tol.hidden) << name;
+  }
+  // Decode: one token at a time after the prefill, through the cache (the gather path).
+  const auto decode_ids = g.Ids("decode_ids");
+  const TensorView decode_logits = g.Get(decode_key);
+  const int64_t vocab = g.model->config().vocab_size;
+  for (size_t i = 0; i < decode_ids.size(); ++i) {
+    const int64_t pos = T + static_cast<int64_t>(i);
+    auto step = g.model->Forward(*cache, std::vector<int32_t>{decode_ids[i]}, std::vector<int64_t>{pos});
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_LT(RelativeMaxDiff(step->logits.data<float>(), decode_logits.as<float>() + i * vocab, vocab), tol.logits)
+        << name << " decode step " << i;
+  }
+}
+
+TEST(GoldenTest, GlmPrefillAndDecodeMatchTransformers) {
+  CheckPrefillAndDecode("glm_a", "prefill_logits", "decode_logits", {1e-4, 1e-4});
+}
+
+TEST(GoldenTest, DeepSeekV32PrefillAndDecodeMatchTransformers) {
+  CheckPrefillAndDecode("dsv32_b", "prefill_logits", "decode_logits", {1e-4, 1e-4});
+}
+
+// bf16 checkpoint, computed in fp32 on the bf16 values: same numbers as transformers in fp32 on the
+// upcast weights.
+TEST(GoldenTest, Bf16CheckpointMatchesTransformersOnUpcastWeights) {
+  CheckPrefillAndDecode("glm_a_bf16", "prefill_logits", "decode_logits", {1e-4, 1e-4});
+}
+
+// Against transformers computing in bf16 the agreement is statistical, not element-wise: on these
+// random models one indexer top-k flip changes a whole row, and transformers' own bf16 run differs
+// from its fp32 run by up to 0.77 of the logit scale on some rows (tools/golden/README.md). The
+// documented tolerance: the median row within 5% of the logit scale and greedy argmax agreeing on
+// at least 75% of rows (transformers bf16 vs fp32 agree on 82.5%).
+TEST(GoldenTest, Bf16CheckpointWithinBf16ToleranceOfBf16Compute) {
+  Golden g = LoadGolden("glm_a_bf16");
+  ASSERT_TRUE(g.model && g.fixture);
+  const auto ids = g.Ids("input_ids");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t V = g.model->config().vocab_size;
+  auto cache = *g.model->NewCache(T);
+  auto out = g.model->Forward(*cache, ids, Range(0, T));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const TensorView theirs = g.Get("prefill_logits_bf16compute");
+  std::vector<double> row_errors;
+  int argmax_agree = 0;
+  for (int64_t r = 0; r < T; ++r) {
+    const float* a = out->logits.data<float>() + r * V;
+    const float* b = theirs.as<float>() + r * V;
+    row_errors.push_back(RelativeMaxDiff(a, b, V));
+    argmax_agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+  }
+  std::sort(row_errors.begin(), row_errors.end());
+  EXPECT_LT(row_errors[T / 2], 0.05);
+  EXPECT_GE(argmax_agree, (3 * T + 3) / 4);
+}
+
+// Indexer top-k sets equal transformers' on every row with at least K causal keys; on shorter rows
+// the causal part of the selection is every causal key.
+void CheckTopK(const std::string& name) {
+  Golden g = LoadGolden(name);
+  ASSERT_TRUE(g.model && g.fixture);
+  const auto ids = g.Ids("input_ids");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t K = g.model->config().index_topk;
+  ASSERT_GT(T, K) << "the fixture must exercise the sparse regime";
+  auto cache = *g.model->NewCache(T);
+  ForwardOptions options;
+  options.capture_topk = true;
+  auto out = g.model->Forward(*cache, ids, Range(0, T), options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  int checked_layers = 0;
+  for (int64_t l = 0; l < g.model->config().num_hidden_layers; ++l) {
+    const std::string key = absl::StrCat("topk_layer", l);
+    if (!g.fixture->Has(key)) continue;
+    ++checked_layers;
+    const TensorView theirs = g.Get(key);  // [T, K] int64
+    ASSERT_EQ(theirs.dim(0), T);
+    const TopK& ours = out->topk[l];
+    for (int64_t r = 0; r < T; ++r) {
+      std::set<int64_t> a, b;
+      for (int64_t k = 0; k < ours.width; ++k) {
+        if (ours.row(r)[k] >= 0 && ours.row(r)[k] <= r) a.insert(ours.row(r)[k]);
+      }
+      for (int64_t k = 0; k < theirs.dim(1); ++k) {
+        const int64_t j = theirs.as<int64_t>()[r * theirs.dim(1) + k];
+        if (j >= 0 && j <= r) b.insert(j);
+      }
+      EXPECT_EQ(a, b) << name << " layer " << l << " row " << r;
+      EXPECT_EQ(static_cast<int64_t>(a.size()), std::min(K, r + 1)) << name << " layer " << l << " row " << r;
+    }
+  }
+  EXPECT_GT(checked_layers, 0) << "fixture " << name << " has no topk_layer tensors";
+}
+
+TEST(GoldenTest, GlmIndexerTopKMatchesTransformers) { CheckTopK("glm_a"); }
+TEST(GoldenTest, DeepSeekV32IndexerTopKMatchesTransformers) { CheckTopK("dsv32_b"); }
+
+// The golden GLM checkpoint carries an MTP layer; the loader restores it (no embed/head copies).
+TEST(GoldenTest, GlmCheckpointWithMtpLayerLoads) {
+  Golden g = LoadGolden("glm_a");
+  ASSERT_TRUE(g.model);
+  EXPECT_TRUE(g.model->has_mtp());
+  EXPECT_FALSE(g.model->weights().mtp[0].own_embed);
+  EXPECT_FALSE(g.model->weights().mtp[0].own_head);
+}
+
+}  // namespace
+}  // namespace mtpspec

@@ -1,0 +1,218 @@
+// Strict loading: every missing, unexpected or misshapen tensor is reported by name; fp8 block
+// dequantisation; sharded checkpoints; MTP weights absent.
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/safetensors.h"
+#include "core/safetensors_writer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/model.h"
+#include "tests/model/model_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::Range;
+using testing_util::RelativeMaxDiff;
+using testing_util::ScopedTempDir;
+using testing_util::TestTokens;
+using testing_util::TinyModelEnv;
+
+using Edit = std::function<void(std::vector<std::pair<std::string, TensorView>>&, std::deque<Tensor>&)>;
+
+// Copies the tiny checkpoint into `dir` with `edit` applied to its tensor list.
+void WriteEdited(const std::string& dir, const Edit& edit) {
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(TinyModelEnv::Get().dir() + "/config.json", dir + "/config.json");
+  auto file = SafetensorsFile::Open(TinyModelEnv::Get().dir() + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<std::pair<std::string, TensorView>> tensors;
+  for (const std::string& name : (*file)->names()) tensors.push_back({name, *(*file)->Get(name)});
+  std::deque<Tensor> storage;
+  edit(tensors, storage);
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors).ok());
+}
+
+absl::Status LoadError(const Edit& edit) {
+  ScopedTempDir tmp;
+  WriteEdited(tmp.File("m"), edit);
+  auto model = Model::Load(tmp.File("m"));
+  return model.ok() ? absl::OkStatus() : model.status();
+}
+
+TEST(LoaderTest, MissingTensorIsNamed) {
+  auto st = LoadError([](auto& tensors, auto&) {
+    std::erase_if(tensors, [](auto& t) { return t.first == "model.layers.1.self_attn.kv_b_proj.weight"; });
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("1 missing tensor(s): model.layers.1.self_attn.kv_b_proj.weight"));
+}
+
+TEST(LoaderTest, UnexpectedTensorIsNamed) {
+  // An indexer on a shared layer (layer 2) is not in the table.
+  auto st = LoadError([](auto& tensors, auto& storage) {
+    storage.push_back(Tensor::Zeros(DType::kF32, {16}));
+    tensors.push_back({"model.layers.2.self_attn.indexer.k_norm.bias", storage.back().view()});
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("unexpected tensor(s): model.layers.2.self_attn.indexer.k_norm.bias"));
+}
+
+TEST(LoaderTest, ShapeDisagreeingWithConfigIsNamed) {
+  auto st = LoadError([](auto& tensors, auto& storage) {
+    for (auto& [name, view] : tensors) {
+      if (name == "model.layers.0.self_attn.o_proj.weight") {
+        storage.push_back(Tensor::Zeros(DType::kF32, {64, 32}));
+        view = storage.back().view();
+      }
+    }
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("model.layers.0.self_attn.o_proj.weight"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("has shape [64, 32], the config implies [64, 64]"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("model.safetensors"));
+}
+
+TEST(LoaderTest, IntegerDTypeForAWeightIsRejected) {
+  auto st = LoadError([](auto& tensors, auto& storage) {
+    for (auto& [name, view] : tensors) {
+      if (name == "model.norm.weight") {
+        storage.push_back(Tensor::Zeros(DType::kI32, {64}));
+        view = storage.back().view();
+      }
+    }
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("model.norm.weight has dtype I32"));
+}
+
+TEST(LoaderTest, WithoutMtpWeightsTheModelLoadsWithoutMtp) {
+  ScopedTempDir tmp;
+  WriteEdited(tmp.File("m"), [](auto& tensors, auto&) {
+    std::erase_if(tensors, [](auto& t) { return absl::StartsWith(t.first, "model.layers.4."); });
+  });
+  auto model = Model::Load(tmp.File("m"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_FALSE((*model)->has_mtp());
+  EXPECT_THAT((*model)->load_report().mtp_note, HasSubstr("no tensors for MTP layer 4"));
+  EXPECT_TRUE(TinyModelEnv::Get().model().has_mtp());
+}
+
+TEST(LoaderTest, PartialMtpLayerIsAnError) {
+  auto st = LoadError([](auto& tensors, auto&) {
+    std::erase_if(tensors, [](auto& t) { return t.first == "model.layers.4.eh_proj.weight"; });
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("model.layers.4.eh_proj.weight"));
+}
+
+TEST(LoaderTest, MissingDirectoryIsNotFound) {
+  auto model = Model::Load("/nonexistent/model/dir");
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("/nonexistent/model/dir"));
+}
+
+std::vector<float> PrefillLogits(const Model& model, int64_t n) {
+  auto cache = *model.NewCache(64);
+  const auto tokens = TestTokens(n, model.config().vocab_size, 21);
+  auto out = model.Forward(*cache, tokens, Range(0, n));
+  EXPECT_TRUE(out.ok()) << out.status();
+  return std::vector<float>(out->logits.data<float>(), out->logits.data<float>() + out->logits.numel());
+}
+
+// fp8 e4m3 weights with 128x128 block scales dequantise to exactly code · scale.
+TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
+  ScopedTempDir tmp;
+  const std::string target = "model.layers.1.mlp.shared_experts.up_proj.weight";  // [32, 64]
+  std::vector<float> dequantised(32 * 64);
+  // Checkpoint A: fp8 codes + scales. Checkpoint B: the same values in f32.
+  WriteEdited(tmp.File("fp8"), [&](auto& tensors, auto& storage) {
+    Tensor codes = Tensor::Empty(DType::kF8E4M3, {32, 64});
+    Tensor scale = Tensor::Empty(DType::kF32, {1, 1});
+    scale.data<float>()[0] = 0.0123f;
+    for (int64_t i = 0; i < 32 * 64; ++i) {
+      uint8_t code = static_cast<uint8_t>((i * 37) % 256);
+      if ((code & 0x7f) == 0x7f) code = 0x10;  // avoid NaN codes
+      codes.data<uint8_t>()[i] = code;
+      dequantised[i] = F8E4M3ToF32(code) * 0.0123f;
+    }
+    for (auto& [name, view] : tensors) {
+      if (name == target) {
+        storage.push_back(std::move(codes));
+        view = storage.back().view();
+      }
+    }
+    storage.push_back(std::move(scale));
+    tensors.push_back({"model.layers.1.mlp.shared_experts.up_proj.weight_scale_inv", storage.back().view()});
+  });
+  WriteEdited(tmp.File("f32"), [&](auto& tensors, auto& storage) {
+    Tensor values = Tensor::Empty(DType::kF32, {32, 64});
+    std::copy(dequantised.begin(), dequantised.end(), values.data<float>());
+    for (auto& [name, view] : tensors) {
+      if (name == target) {
+        storage.push_back(std::move(values));
+        view = storage.back().view();
+      }
+    }
+  });
+  LoadReport report;
+  auto fp8 = Model::Load(tmp.File("fp8"));
+  auto f32 = Model::Load(tmp.File("f32"));
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  EXPECT_EQ((*fp8)->load_report().fp8_tensors_dequantised, 1);
+  const auto a = PrefillLogits(**fp8, 12), b = PrefillLogits(**f32, 12);
+  EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+}
+
+TEST(LoaderTest, Fp8WithoutScaleIsMissingTheScale) {
+  auto st = LoadError([](auto& tensors, auto& storage) {
+    for (auto& [name, view] : tensors) {
+      if (name == "model.layers.0.self_attn.q_a_proj.weight") {
+        storage.push_back(Tensor::Zeros(DType::kF8E4M3, {48, 64}));
+        view = storage.back().view();
+      }
+    }
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("model.layers.0.self_attn.q_a_proj.weight_scale_inv"));
+}
+
+TEST(LoaderTest, ShardedCheckpointEqualsSingleFile) {
+  ScopedTempDir tmp;
+  RandomCheckpointOptions options;
+  options.seed = 7;
+  options.scale = 2.0;
+  options.max_shard_bytes = 64 * 1024;
+  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("sharded"), TinyGlmConfig(), options).ok());
+  ASSERT_TRUE(std::filesystem::exists(tmp.File("sharded/model.safetensors.index.json")));
+  auto sharded = Model::Load(tmp.File("sharded"));
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  const auto a = PrefillLogits(**sharded, 10), b = PrefillLogits(TinyModelEnv::Get().model(), 10);
+  EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+}
+
+// bf16 weights used in place give the same logits as the same values widened to f32 at load.
+TEST(LoaderTest, Bf16InPlaceEqualsWidenedCopy) {
+  ScopedTempDir tmp;
+  RandomCheckpointOptions options;
+  options.seed = 8;
+  options.dtype = DType::kBF16;
+  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("bf16"), TinyGlmConfig(), options).ok());
+  LoadOptions in_place, widened;
+  widened.weight_dtype = WeightDType::kF32;
+  auto a = Model::Load(tmp.File("bf16"), in_place);
+  auto b = Model::Load(tmp.File("bf16"), widened);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->weights().layers[1].attn.q_b_proj.dtype, DType::kBF16);
+  EXPECT_EQ((*b)->weights().layers[1].attn.q_b_proj.dtype, DType::kF32);
+  const auto la = PrefillLogits(**a, 12), lb = PrefillLogits(**b, 12);
+  EXPECT_LT(RelativeMaxDiff(la.data(), lb.data(), la.size()), 1e-5);
+}
+
+}  // namespace
+}  // namespace mtpspec

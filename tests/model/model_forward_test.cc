@@ -1,0 +1,198 @@
+// Invariants of the forward pass that need no oracle: chunked = one-shot prefill, decode = rows of
+// a longer prefill, the three attention paths agree, absorbed = naive, truncation rolls back.
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/model.h"
+#include "tests/model/model_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using testing_util::Range;
+using testing_util::RelativeMaxDiff;
+using testing_util::TestTokens;
+using testing_util::TinyModelEnv;
+
+const Model& Tiny() { return TinyModelEnv::Get().model(); }
+
+ForwardOutput RunTiny(KvCache& cache, const std::vector<int32_t>& tokens, int64_t start, ForwardOptions options = {}) {
+  auto positions = Range(start, start + static_cast<int64_t>(tokens.size()));
+  auto out = Tiny().Forward(cache, tokens, positions, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return std::move(*out);
+}
+
+TEST(ModelForwardTest, LogitsAreFiniteAndNotDegenerate) {
+  auto cache = *Tiny().NewCache(64);
+  auto out = RunTiny(*cache, TestTokens(20, Tiny().config().vocab_size), 0);
+  ASSERT_EQ(out.logits.dim(0), 20);
+  double spread = 0;
+  for (int64_t i = 0; i < out.logits.numel(); ++i) {
+    ASSERT_TRUE(std::isfinite(out.logits.data<float>()[i]));
+    spread = std::max(spread, std::abs(static_cast<double>(out.logits.data<float>()[i])));
+  }
+  EXPECT_GT(spread, 0.1);
+  EXPECT_EQ(cache->length(), 20);
+}
+
+// Chunked prefill with any chunk size equals one-shot prefill.
+TEST(ModelForwardTest, ChunkedPrefillEqualsOneShot) {
+  const auto tokens = TestTokens(30, Tiny().config().vocab_size);
+  auto cache = *Tiny().NewCache(64);
+  const ForwardOutput whole = RunTiny(*cache, tokens, 0);
+  for (int64_t chunk : {1, 2, 3, 7, 16, 29}) {
+    auto chunked_cache = *Tiny().NewCache(64);
+    std::vector<float> logits;
+    for (int64_t start = 0; start < 30; start += chunk) {
+      const int64_t end = std::min<int64_t>(30, start + chunk);
+      auto out = RunTiny(*chunked_cache, std::vector<int32_t>(tokens.begin() + start, tokens.begin() + end), start);
+      logits.insert(logits.end(), out.logits.data<float>(), out.logits.data<float>() + out.logits.numel());
+    }
+    EXPECT_LT(RelativeMaxDiff(logits.data(), whole.logits.data<float>(), whole.logits.numel()), 2e-5)
+        << "chunk " << chunk;
+  }
+}
+
+// For L rows at total length T, every path (and both attention forms) gives the same logits.
+// T runs from K-2 to K+L+6, so some rows have fewer than K causal keys (the gather re-mask).
+TEST(ModelForwardTest, DenseMaskAndGatherPathsAgree) {
+  const int64_t k = Tiny().config().index_topk;
+  const auto tokens = TestTokens(64, Tiny().config().vocab_size, 11);
+  for (int64_t rows = 1; rows <= 16; ++rows) {
+    for (int64_t total = std::max<int64_t>(rows, k - 2); total <= k + rows + 6; ++total) {
+      const int64_t prefix = total - rows;
+      std::vector<int32_t> head(tokens.begin(), tokens.begin() + prefix);
+      std::vector<int32_t> tail(tokens.begin() + prefix, tokens.begin() + total);
+      std::vector<std::pair<AttentionPath, AttentionForm>> variants = {
+          {AttentionPath::kMask, AttentionForm::kNaive},
+          {AttentionPath::kMask, AttentionForm::kAbsorbed},
+          {AttentionPath::kGather, AttentionForm::kAbsorbed}};
+      if (total <= k) {
+        variants.push_back({AttentionPath::kDense, AttentionForm::kNaive});
+        variants.push_back({AttentionPath::kDense, AttentionForm::kAbsorbed});
+      }
+      std::vector<ForwardOutput> outs;
+      for (auto [path, form] : variants) {
+        auto cache = *Tiny().NewCache(64);
+        if (prefix > 0) RunTiny(*cache, head, 0);
+        ForwardOptions options;
+        options.attention.path = path;
+        options.attention.form = form;
+        outs.push_back(RunTiny(*cache, tail, prefix, options));
+        for (AttentionPath used : outs.back().paths) ASSERT_EQ(used, path);
+      }
+      for (size_t v = 1; v < outs.size(); ++v) {
+        EXPECT_LT(RelativeMaxDiff(outs[v].logits, outs[0].logits), 1e-5)
+            << "rows " << rows << " T " << total << " variant " << v;
+      }
+    }
+  }
+}
+
+// Sparse regime: decode-step logits equal the matching rows of one longer prefill.
+TEST(ModelForwardTest, DecodeStepsEqualPrefillRows) {
+  const auto tokens = TestTokens(40, Tiny().config().vocab_size, 5);
+  auto full_cache = *Tiny().NewCache(64);
+  const ForwardOutput full = RunTiny(*full_cache, tokens, 0);
+  auto cache = *Tiny().NewCache(64);
+  RunTiny(*cache, std::vector<int32_t>(tokens.begin(), tokens.begin() + 30), 0);
+  const int64_t vocab = Tiny().config().vocab_size;
+  for (int64_t p = 30; p < 40; ++p) {
+    const ForwardOutput step = RunTiny(*cache, {tokens[p]}, p);
+    EXPECT_EQ(step.paths[0], AttentionPath::kGather);
+    EXPECT_LT(RelativeMaxDiff(step.logits.data<float>(), full.logits.data<float>() + p * vocab, vocab), 1e-5)
+        << "position " << p;
+  }
+}
+
+TEST(ModelForwardTest, TruncateRollsBack) {
+  const auto tokens = TestTokens(36, Tiny().config().vocab_size, 9);
+  auto cache = *Tiny().NewCache(64);
+  RunTiny(*cache, std::vector<int32_t>(tokens.begin(), tokens.begin() + 30), 0);
+  const ForwardOutput first = RunTiny(*cache, std::vector<int32_t>(tokens.begin() + 30, tokens.end()), 30);
+  ASSERT_TRUE(cache->Truncate(30).ok());
+  EXPECT_EQ(cache->length(), 30);
+  // A different continuation, then rollback again and the original continuation.
+  RunTiny(*cache, {3, 4, 5}, 30);
+  ASSERT_TRUE(cache->Truncate(30).ok());
+  const ForwardOutput again = RunTiny(*cache, std::vector<int32_t>(tokens.begin() + 30, tokens.end()), 30);
+  EXPECT_EQ(RelativeMaxDiff(again.logits, first.logits), 0.0);
+  EXPECT_FALSE(cache->Truncate(37).ok());
+}
+
+TEST(ModelForwardTest, ForwardAtAnEarlierPositionOverwrites) {
+  const auto tokens = TestTokens(20, Tiny().config().vocab_size, 2);
+  auto cache = *Tiny().NewCache(64);
+  RunTiny(*cache, tokens, 0);
+  const ForwardOutput a = RunTiny(*cache, {7}, 20);
+  const ForwardOutput b = RunTiny(*cache, {7}, 20);  // same slot again
+  EXPECT_EQ(RelativeMaxDiff(a.logits, b.logits), 0.0);
+  EXPECT_EQ(cache->length(), 21);
+}
+
+TEST(ModelForwardTest, HiddenStatesRelateThroughFinalNorm) {
+  auto cache = *Tiny().NewCache(64);
+  auto out = RunTiny(*cache, TestTokens(5, Tiny().config().vocab_size), 0);
+  const int64_t H = Tiny().config().hidden_size;
+  ASSERT_EQ(out.hidden_prenorm.dim(1), H);
+  for (int64_t r = 0; r < 5; ++r) {
+    const float* pre = out.hidden_prenorm.data<float>() + r * H;
+    const float* post = out.hidden_postnorm.data<float>() + r * H;
+    double ms = 0;
+    for (int64_t i = 0; i < H; ++i) ms += static_cast<double>(pre[i]) * pre[i];
+    const double inv = 1.0 / std::sqrt(ms / H + Tiny().config().rms_norm_eps);
+    for (int64_t i = 0; i < H; ++i) {
+      EXPECT_NEAR(post[i], Tiny().weights().final_norm.data<float>()[i] * pre[i] * inv, 1e-4);
+    }
+  }
+}
+
+// Bad input returns an error naming the problem and leaves the cache usable and unchanged.
+TEST(ModelForwardTest, BadInputIsRejectedAndLosesNothing) {
+  const int64_t vocab = Tiny().config().vocab_size;
+  auto cache = *Tiny().NewCache(16);
+  const auto tokens = TestTokens(10, vocab);
+  RunTiny(*cache, tokens, 0);
+  struct Case {
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> positions;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{static_cast<int32_t>(vocab)}, {10}, "outside the vocabulary"},
+      {{-1}, {10}, "outside the vocabulary"},
+      {{1, 2}, {10, 12}, "consecutive"},
+      {{1}, {12}, "gap"},
+      {{1, 2, 3, 4, 5, 6, 7}, Range(10, 17), "beyond the cache capacity"},
+      {{1}, {}, "positions"},
+      {{}, {}, "no tokens"},
+  };
+  for (const Case& c : cases) {
+    auto out = Tiny().Forward(*cache, c.tokens, c.positions);
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr(c.expected));
+    EXPECT_EQ(cache->length(), 10);
+  }
+  ForwardOptions dense;
+  dense.attention.path = AttentionPath::kDense;  // T = 11 > K = 8
+  EXPECT_FALSE(Tiny().Forward(*cache, std::vector<int32_t>{1}, std::vector<int64_t>{10}, dense).ok());
+  EXPECT_EQ(cache->length(), 10);
+  // The cache still gives the same answer as a fresh one.
+  auto fresh = *Tiny().NewCache(16);
+  RunTiny(*fresh, tokens, 0);
+  EXPECT_EQ(RelativeMaxDiff(RunTiny(*cache, {5}, 10).logits, RunTiny(*fresh, {5}, 10).logits), 0.0);
+  EXPECT_FALSE(Tiny().NewCache(0).ok());
+  EXPECT_FALSE(Tiny().NewCache(Tiny().config().max_position_embeddings + 1).ok());
+}
+
+TEST(ModelForwardTest, CacheBytesPerToken) {
+  auto cache = *Tiny().NewCache(4);
+  const auto& c = Tiny().config();
+  // 4 layers × (latent 32 + rope 8) + 3 full layers × indexer 16, in f32.
+  EXPECT_EQ(cache->BytesPerToken(), (4 * (c.kv_lora_rank + c.qk_rope_head_dim) + 3 * c.index_head_dim) * 4);
+}
+
+}  // namespace
+}  // namespace mtpspec

@@ -1,0 +1,30 @@
+// Writes a random, shape-faithful checkpoint (config.json + model.safetensors) for tests and
+// benchmarks. Tensor names and shapes come from the tensor table, so the result always loads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/dtype.h"
+#include "nlohmann/json.hpp"
+
+namespace mtpspec {
+
+struct RandomCheckpointOptions {
+  uint64_t seed = 1;
+  DType dtype = DType::kF32;  // matrices and embeddings; norms stay f32
+  // Matrix entries are uniform in ±scale/sqrt(in) so activations keep unit size through layers.
+  double scale = 1.0;
+  bool include_mtp = true;  // write layers num_hidden_layers … + num_nextn_predict_layers - 1
+  int64_t max_shard_bytes = 0;  // > 0: split into shards with model.safetensors.index.json
+};
+
+// Creates `dir` if needed and writes config.json (the given JSON, verbatim) and the weights.
+absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json& config,
+                                   const RandomCheckpointOptions& options);
+
+// A small glm_moe_dsa config for tests: 4 layers (dense first, F/F/S/F schedule), 8 experts.
+nlohmann::json TinyGlmConfig();
+
+}  // namespace mtpspec
