@@ -195,8 +195,11 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   }
 
   // Selection: full layers run their indexer; shared layers received the donor's top-k.
+  const bool use_given_topk = !w.indexer.has_value() || options.reuse_topk;
   if (w.indexer.has_value()) {
     IndexerWriteKeys(*w.indexer, dims.indexer, rope, x, rows, positions, cache.index_key.data<float>());
+  }
+  if (!use_given_topk) {
     if (path != AttentionPath::kDense) {
       std::vector<float> scores(rows * num_keys);  // [rows, T]
       IndexerScores(*w.indexer, dims.indexer, rope, x, q_latent.data(), rows, positions,
@@ -207,7 +210,7 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
     }
   } else if (path != AttentionPath::kDense) {
     if (topk == nullptr || topk->width <= 0 || static_cast<int64_t>(topk->selected.size()) != rows * topk->width) {
-      return absl::InternalError("shared DSA layer called without its donor layer's top-k for these rows");
+      return absl::InternalError("DSA layer called without a top-k selection for these rows (shared layer without donor, or reuse_topk without a selection)");
     }
   }
 

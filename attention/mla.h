@@ -53,6 +53,10 @@ struct AttentionOptions {
   AttentionPath path = AttentionPath::kAuto;
   AttentionForm form = AttentionForm::kAuto;  // dense and mask paths only; gather is absorbed
   int64_t gather_max_rows = 16;                // auto: gather when L ≤ this and T > K
+  // Full layers skip indexer scoring and attend over the selection already in *topk (its rows must
+  // match this call's). Used by `index_share_for_mtp_iteration` (model-spec §7.5); the new
+  // tokens' indexer keys are still written to the cache.
+  bool reuse_topk = false;
 };
 
 struct MlaStepResult {

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/tensor_table.h"
 #include "tools/cli_args.h"
+#include "tools/generate_command.h"
 
 namespace mtpspec {
 namespace {
@@ -23,7 +24,12 @@ constexpr char kUsage[] =
     "usage:\n"
     "  mtpspec info DIR\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
-    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]\n";
+    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]\n"
+    "  mtpspec generate DIR --ids 1,2,3 [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
+    "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
+    "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
+    "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
+    "                 [--stats-json FILE]\n";
 
 absl::Status SetThreads(const CliArgs& args) {
   if (!args.Has("threads")) return absl::OkStatus();
@@ -167,6 +173,10 @@ int Main(int argc, char** argv) {
     auto args = CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads"});
     status = args.ok() ? SetThreads(*args) : args.status();
     if (status.ok()) status = RunLogits(*args);
+  } else if (command == "generate") {
+    auto args = CliArgs::Parse(argc, argv, 2, GenerateOptionNames());
+    status = args.ok() ? SetThreads(*args) : args.status();
+    if (status.ok()) status = RunGenerate(*args);
   } else {
     status = absl::InvalidArgumentError(absl::StrCat("unknown command \"", command, "\"\n", kUsage));
   }

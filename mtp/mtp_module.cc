@@ -1,0 +1,110 @@
+#include "mtp/mtp_module.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/linear.h"
+#include "model/decoder_layer.h"
+
+namespace mtpspec {
+
+const char* MtpHiddenName(MtpHidden v) { return v == MtpHidden::kPostNorm ? "post" : "pre"; }
+const char* MtpChainName(MtpChain v) { return v == MtpChain::kNormed ? "normed" : "raw"; }
+
+absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name) {
+  if (name == "post") return MtpHidden::kPostNorm;
+  if (name == "pre") return MtpHidden::kPreNorm;
+  return absl::InvalidArgumentError(absl::StrCat("mtp hidden must be post or pre, got \"", name, "\""));
+}
+
+absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name) {
+  if (name == "normed") return MtpChain::kNormed;
+  if (name == "raw") return MtpChain::kRaw;
+  return absl::InvalidArgumentError(absl::StrCat("mtp chain must be normed or raw, got \"", name, "\""));
+}
+
+absl::StatusOr<std::unique_ptr<MtpModule>> MtpModule::Create(const Model& model, int64_t layer) {
+  if (!model.has_mtp()) {
+    return absl::FailedPreconditionError(absl::StrCat(model.dir(), ": model has no MTP weights (",
+                                                      model.load_report().mtp_note,
+                                                      "); use --draft lookup or --draft none"));
+  }
+  if (layer < 0 || layer >= static_cast<int64_t>(model.weights().mtp.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP layer ", layer, " does not exist"));
+  }
+  return std::unique_ptr<MtpModule>(new MtpModule(model, model.weights().mtp[layer]));
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> MtpModule::NewCache(int64_t capacity) const {
+  const ModelConfig& c = model_.config();
+  if (capacity <= 0 || capacity > c.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP cache capacity ", capacity, " is outside [1, ",
+                                                   c.max_position_embeddings, "]"));
+  }
+  KvCacheShape shape;
+  shape.kv_lora_rank = c.kv_lora_rank;
+  shape.rope_dim = c.qk_rope_head_dim;
+  shape.index_head_dim = c.index_head_dim;
+  shape.has_indexer = {true};
+  return std::make_unique<KvCache>(shape, capacity);
+}
+
+absl::StatusOr<MtpStepOutput> MtpModule::Forward(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                                                 std::span<const int64_t> positions, const MtpOptions& options,
+                                                 std::vector<int64_t> logit_rows, const TopK* reuse_topk) const {
+  const ModelConfig& c = model_.config();
+  const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
+  if (rows == 0) return absl::InvalidArgumentError("MTP forward: no tokens");
+  if (positions.size() != tokens.size()) return absl::InvalidArgumentError("MTP forward: tokens/positions differ");
+  RETURN_IF_ERROR(model_.CheckTokens(tokens, "MTP token"));
+  for (int64_t r = 1; r < rows; ++r) {
+    if (positions[r] != positions[0] + r) return absl::InvalidArgumentError("MTP forward: positions not consecutive");
+  }
+  if (positions[0] < 0 || positions[0] > cache.length()) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP forward: position ", positions[0], " leaves a gap after ",
+                                                   cache.length(), " cached pairs"));
+  }
+  if (positions[rows - 1] >= cache.capacity()) {
+    return absl::OutOfRangeError(absl::StrCat("MTP forward: position ", positions[rows - 1],
+                                              " is beyond the MTP cache capacity ", cache.capacity()));
+  }
+
+  // u = W_eh [enorm(Emb(x)); hnorm(h)]  [rows, H]
+  std::vector<float> embedded(rows * H), joined(rows * 2 * H);
+  model_.Embed(w_.embed, tokens, embedded.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm(embedded.data() + r * H, w_.enorm.data<float>(), H, c.rms_norm_eps, joined.data() + r * 2 * H);
+    RmsNorm(hidden + r * H, w_.hnorm.data<float>(), H, c.rms_norm_eps, joined.data() + r * 2 * H + H);
+  }
+  MtpStepOutput out;
+  out.raw = Tensor::Empty(DType::kF32, {rows, H});
+  float* g = out.raw.data<float>();
+  Linear(joined.data(), rows, w_.eh_proj, g);
+
+  AttentionOptions attention = options.attention;
+  if (reuse_topk != nullptr && options.index_share == MtpIndexShare::kShared) {
+    out.topk = *reuse_topk;
+    attention.reuse_topk = true;
+  }
+  RETURN_IF_ERROR(DecoderLayerForward(w_.block, model_.layer_context(), g, rows, positions.data(), cache.layer(0),
+                                      cache.capacity(), attention, &out.topk, &out.path));
+  cache.SetLength(positions[rows - 1] + 1);
+
+  out.normed = Tensor::Empty(DType::kF32, {rows, H});
+  float* normed = out.normed.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm(g + r * H, w_.shared_head_norm.data<float>(), H, c.rms_norm_eps, normed + r * H);
+  }
+  if (logit_rows.empty()) {
+    for (int64_t r = 0; r < rows; ++r) logit_rows.push_back(r);
+  }
+  const int64_t R = static_cast<int64_t>(logit_rows.size());
+  std::vector<float> selected(R * H);
+  for (int64_t i = 0; i < R; ++i) std::memcpy(selected.data() + i * H, normed + logit_rows[i] * H, H * sizeof(float));
+  out.logits = Tensor::Empty(DType::kF32, {R, c.vocab_size});
+  model_.ApplyHead(w_.head, selected.data(), R, out.logits.data<float>());
+  return out;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,71 @@
+// The MTP module: the checkpoint's extra decoder layer (index num_hidden_layers) restored as a
+// draft head (model-spec §7).
+//
+// One step over the pair (h_t, x_{t+1}) at position t:
+//   e = Emb(x_{t+1});  u = W_eh [enorm(e); hnorm(h_t)]   (embedding first)
+//   g = DecoderBlock(u) at RoPE position t, with the module's own latent + indexer cache
+//   logits(x_{t+2}) = head(shared_head.norm(g))
+// Slot t of the module's cache holds the pair (h_t, x_{t+1}).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "attention/kv_cache.h"
+#include "model/model.h"
+
+namespace mtpspec {
+
+// Which target hidden feeds step 1 (model-spec §7.3).
+enum class MtpHidden { kPostNorm, kPreNorm };
+// Which MTP output feeds the next chained step (§7.4).
+enum class MtpChain { kNormed, kRaw };
+// index_share_for_mtp_iteration (§7.5): rescore every draft step, or reuse step 1's top-k.
+enum class MtpIndexShare { kExact, kShared };
+
+const char* MtpHiddenName(MtpHidden v);
+const char* MtpChainName(MtpChain v);
+absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name);
+absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name);
+
+struct MtpOptions {
+  MtpHidden hidden = MtpHidden::kPostNorm;
+  MtpChain chain = MtpChain::kNormed;
+  MtpIndexShare index_share = MtpIndexShare::kExact;
+  AttentionOptions attention;
+};
+
+struct MtpStepOutput {
+  Tensor logits;   // [R, V] for the requested rows
+  Tensor raw;      // [rows, H] g, the block output
+  Tensor normed;   // [rows, H] shared_head.norm(g)
+  TopK topk;       // the module indexer's selection for these rows
+  AttentionPath path = AttentionPath::kAuto;
+};
+
+class MtpModule {
+ public:
+  // Fails with a clear error when the model has no MTP weights.
+  static absl::StatusOr<std::unique_ptr<MtpModule>> Create(const Model& model, int64_t layer = 0);
+
+  const Model& model() const { return model_; }
+  // A one-layer cache (latent, rope key and indexer key) for up to `capacity` positions.
+  absl::StatusOr<std::unique_ptr<KvCache>> NewCache(int64_t capacity) const;
+
+  // Runs the pairs (hidden[i], tokens[i]) at positions[i] (consecutive, starting at or before the
+  // cache length; later slots are overwritten). hidden: [rows, H]. Logits for `logit_rows` (empty:
+  // every row). With `reuse_topk` (and index_share = kShared) attention reuses that selection.
+  absl::StatusOr<MtpStepOutput> Forward(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                                        std::span<const int64_t> positions, const MtpOptions& options,
+                                        std::vector<int64_t> logit_rows = {},
+                                        const TopK* reuse_topk = nullptr) const;
+
+ private:
+  MtpModule(const Model& model, const MtpLayerWeights& weights) : model_(model), w_(weights) {}
+  const Model& model_;
+  const MtpLayerWeights& w_;
+};
+
+}  // namespace mtpspec

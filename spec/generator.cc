@@ -1,0 +1,170 @@
+#include "spec/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "spec/adaptive_k.h"
+
+namespace mtpspec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
+  if (o.k < 0 || o.k > kMaxDraftTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("k must be in [0, ", kMaxDraftTokens, "], got ", o.k));
+  }
+  if (o.max_new_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 0, got ", o.max_new_tokens));
+  }
+  RETURN_IF_ERROR(ValidateSamplingParams(o.accept.sampling));
+  if (o.accept.rule == AcceptRule::kRelaxed && (o.accept.relaxed_top_n < 1 || o.accept.relaxed_delta < 0)) {
+    return absl::InvalidArgumentError("relaxed acceptance needs top_n >= 1 and delta >= 0");
+  }
+  for (double r : o.accept.synthetic_rates) {
+    if (!(r >= 0.0 && r <= 1.0)) return absl::InvalidArgumentError("synthetic acceptance rates must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::span<const int32_t> prompt,
+                                        const GenerateOptions& options) {
+  RETURN_IF_ERROR(ValidateGenerateOptions(options));
+  const int64_t vocab = target.vocab_size();
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token [", i, "] = ", prompt[i],
+                                                     " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  if (static_cast<int64_t>(prompt.size()) >= target.capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt (", prompt.size(), " tokens) does not fit the cache (",
+                                                   target.capacity(), " positions, one is needed for decoding)"));
+  }
+  const int64_t k_max = drafter == nullptr ? 0 : options.k;
+  const std::vector<int64_t> eos = target.eos_tokens();
+  auto is_eos = [&](int32_t t) { return options.stop_at_eos && std::find(eos.begin(), eos.end(), t) != eos.end(); };
+
+  target.Reset();
+  if (drafter) drafter->Reset();
+  GenerateResult result;
+  SpecStats& stats = result.stats;
+  stats.drafter = drafter ? drafter->name() : "none";
+  stats.accept_rule = AcceptRuleName(options.accept.rule);
+  stats.lossy = !IsLossless(options.accept.rule);
+  stats.synthetic = options.accept.rule == AcceptRule::kSynthetic;
+  stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  const Clock::time_point start = Clock::now();
+
+  std::vector<int32_t> sequence(prompt.begin(), prompt.end());
+  // Prefill; the first new token comes from the last prompt row.
+  Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(TargetStep prefill, target.Run(prompt, /*all_logits=*/false));
+  stats.prefill_seconds = Since(t);
+  if (options.max_new_tokens == 0) {
+    result.stop_reason = "max_new_tokens";
+    stats.total_seconds = Since(start);
+    return result;
+  }
+  t = Clock::now();
+  int32_t first = SampleToken(prefill.logits.data<float>(), vocab, options.accept.sampling,
+                              static_cast<int64_t>(sequence.size()));
+  stats.sample_seconds += Since(t);
+  sequence.push_back(first);
+  result.tokens.push_back(first);
+  ++stats.generated_tokens;
+  if (options.on_tokens && !options.on_tokens(std::span<const int32_t>(&first, 1))) result.stop_reason = "cancelled";
+  if (is_eos(first)) result.stop_reason = "eos";
+  if (drafter) RETURN_IF_ERROR(drafter->Observe(sequence, 0, static_cast<int64_t>(prompt.size()), prefill));
+
+  AdaptiveK controller(std::max<int64_t>(k_max, 1));
+  DraftSampling draft_sampling;
+  draft_sampling.sample = options.sample_drafts;
+  draft_sampling.sampling = options.accept.sampling;
+
+  while (result.stop_reason.empty()) {
+    const int64_t generated = static_cast<int64_t>(result.tokens.size());
+    if (generated >= options.max_new_tokens) {
+      result.stop_reason = "max_new_tokens";
+      break;
+    }
+    const int64_t n = static_cast<int64_t>(sequence.size()) - 1;  // position of the pending token
+    if (n >= target.capacity()) {
+      result.stop_reason = "capacity";
+      break;
+    }
+    // Never draft past the token budget or the cache.
+    int64_t k = options.adaptive_k ? std::min(controller.Choose(), k_max) : k_max;
+    k = std::min({k, options.max_new_tokens - generated - 1, target.capacity() - n - 1});
+    k = std::max<int64_t>(k, 0);
+
+    Draft draft;
+    if (k > 0) {
+      t = Clock::now();
+      ASSIGN_OR_RETURN(draft, drafter->Propose(sequence, k, draft_sampling));
+      const double seconds = Since(t);
+      stats.draft_seconds += seconds;
+      if (!draft.tokens.empty()) controller.RecordDraftStep(seconds / static_cast<double>(draft.tokens.size()));
+    }
+    const int64_t drafted = static_cast<int64_t>(draft.tokens.size());
+    std::vector<int32_t> block = {sequence.back()};
+    block.insert(block.end(), draft.tokens.begin(), draft.tokens.end());
+
+    t = Clock::now();
+    ASSIGN_OR_RETURN(TargetStep step, target.Run(block, /*all_logits=*/true));
+    const double verify_seconds = Since(t);
+    stats.verify_seconds += verify_seconds;
+
+    t = Clock::now();
+    VerifyBlock verify;
+    verify.target_logits = step.logits.data<float>();
+    verify.vocab = vocab;
+    verify.drafts = draft.tokens;
+    verify.draft_probs = options.sample_drafts ? &draft.probs : nullptr;
+    verify.first_position = n + 1;
+    AcceptResult accepted = AcceptDrafts(verify, options.accept);
+    stats.sample_seconds += Since(t);
+    stats.RecordStep(drafted, accepted.accepted);
+    controller.RecordVerify(drafted, accepted.accepted, verify_seconds);
+
+    // Commit the emitted tokens one by one; EOS and the budget can cut the block anywhere.
+    t = Clock::now();
+    int64_t committed = 0;
+    for (int32_t token : accepted.tokens) {
+      sequence.push_back(token);
+      result.tokens.push_back(token);
+      ++committed;
+      if (is_eos(token)) {
+        result.stop_reason = "eos";
+        break;
+      }
+      if (static_cast<int64_t>(result.tokens.size()) >= options.max_new_tokens) {
+        result.stop_reason = "max_new_tokens";
+        break;
+      }
+    }
+    stats.generated_tokens += committed;
+    // Target rows n … n + committed − 1 are committed; later ones (rejected drafts) roll back.
+    RETURN_IF_ERROR(target.Truncate(n + committed));
+    if (options.on_tokens &&
+        !options.on_tokens(std::span<const int32_t>(result.tokens.data() + result.tokens.size() - committed,
+                                                    committed)) &&
+        result.stop_reason.empty()) {
+      result.stop_reason = "cancelled";
+    }
+    if (drafter && result.stop_reason.empty()) RETURN_IF_ERROR(drafter->Observe(sequence, n, committed, step));
+    stats.other_seconds += Since(t);
+  }
+  stats.total_seconds = Since(start);
+  return result;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,44 @@
+// The speculative decoding loop: prefill, then cycles of draft → one verify forward over
+// [last token, d1 … dk] → acceptance → rollback. With no drafter (or k = 0) it is plain decoding
+// through the same code, which is what the lossless tests compare against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "spec/interfaces.h"
+#include "spec/stats.h"
+#include "verify/acceptance.h"
+
+namespace mtpspec {
+
+inline constexpr int64_t kMaxDraftTokens = 16;
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;
+  int64_t k = 3;               // drafts per cycle, 0 … 16
+  bool adaptive_k = false;     // choose k each cycle (k is then the maximum)
+  AcceptParams accept;         // rule + sampling (temperature, top-k/p, min-p, seed)
+  bool sample_drafts = false;  // q-sampled drafts (useful with rejection sampling at T > 0)
+  bool stop_at_eos = true;
+  // Called with each batch of committed tokens; returning false stops generation (cancellation).
+  std::function<bool(std::span<const int32_t>)> on_tokens;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated tokens only
+  SpecStats stats;
+  std::string stop_reason;      // "eos", "max_new_tokens", "capacity", "cancelled"
+};
+
+absl::Status ValidateGenerateOptions(const GenerateOptions& options);
+
+// Runs one request. `drafter` may be null (plain decoding). The target and drafter are reset first.
+absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::span<const int32_t> prompt,
+                                        const GenerateOptions& options);
+
+}  // namespace mtpspec

@@ -1,0 +1,64 @@
+// The two seams of the speculative loop. spec/ sees models only through these, so the loop, the
+// acceptance rules and the statistics can be tested with a fake, weight-free model.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "verify/sampler.h"
+
+namespace mtpspec {
+
+// One target forward.
+struct TargetStep {
+  Tensor logits;           // [R, V] for the requested rows
+  Tensor hidden_postnorm;  // [L, H] (may be empty for targets that have no hidden state)
+  Tensor hidden_prenorm;   // [L, H]
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t capacity() const = 0;  // positions the cache can hold
+  virtual int64_t length() const = 0;    // committed positions
+  virtual std::vector<int64_t> eos_tokens() const = 0;
+  // Runs `tokens` at positions length() … and appends them to the cache. Logits for every row when
+  // `all_logits`, else only for the last row.
+  virtual absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) = 0;
+  // Keeps the first `length` positions (speculative rollback).
+  virtual absl::Status Truncate(int64_t length) = 0;
+  virtual void Reset() = 0;
+};
+
+// How drafts are chosen from the draft distribution.
+struct DraftSampling {
+  bool sample = false;  // false: argmax drafts (what vLLM, SGLang and mlx do); true: q-sampled drafts
+  SamplingParams sampling;  // temperature etc. of the draft distribution when sampling
+};
+
+struct Draft {
+  std::vector<int32_t> tokens;               // [k']
+  std::vector<std::vector<double>> probs;    // [k'][V] draft distributions q_j (sampled drafts only)
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // The target just committed positions first_position … first_position + rows − 1 of `sequence`
+  // (whose last token is the newest sample, not yet run by the target). `step` holds those rows'
+  // hidden states (rows 0 … rows − 1).
+  virtual absl::Status Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
+                               const TargetStep& step) = 0;
+  // Up to k tokens continuing `sequence`. May return fewer (or none).
+  virtual absl::StatusOr<Draft> Propose(std::span<const int32_t> sequence, int64_t k,
+                                        const DraftSampling& sampling) = 0;
+  virtual void Reset() = 0;
+};
+
+}  // namespace mtpspec

@@ -1,0 +1,25 @@
+#include "spec/model_target.h"
+
+namespace mtpspec {
+
+absl::StatusOr<std::unique_ptr<ModelTarget>> ModelTarget::Create(const Model& model, int64_t capacity,
+                                                                 AttentionOptions attention) {
+  ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity));
+  return std::unique_ptr<ModelTarget>(new ModelTarget(model, std::move(cache), attention));
+}
+
+absl::StatusOr<TargetStep> ModelTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(cache_->length() + static_cast<int64_t>(i));
+  ForwardOptions options;
+  options.attention = attention_;
+  if (!all_logits) options.logit_rows = {static_cast<int64_t>(tokens.size()) - 1};
+  ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, tokens, positions, options));
+  TargetStep step;
+  step.logits = std::move(out.logits);
+  step.hidden_postnorm = std::move(out.hidden_postnorm);
+  step.hidden_prenorm = std::move(out.hidden_prenorm);
+  return step;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,31 @@
+// Target adapter: a Model plus its KvCache behind the spec::Target interface.
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+#include "spec/interfaces.h"
+
+namespace mtpspec {
+
+class ModelTarget : public Target {
+ public:
+  static absl::StatusOr<std::unique_ptr<ModelTarget>> Create(const Model& model, int64_t capacity,
+                                                             AttentionOptions attention = {});
+  int64_t vocab_size() const override { return model_.config().vocab_size; }
+  int64_t capacity() const override { return cache_->capacity(); }
+  int64_t length() const override { return cache_->length(); }
+  std::vector<int64_t> eos_tokens() const override { return model_.config().eos_token_ids; }
+  absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override;
+  absl::Status Truncate(int64_t length) override { return cache_->Truncate(length); }
+  void Reset() override { cache_->Clear(); }
+
+ private:
+  ModelTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)
+      : model_(model), cache_(std::move(cache)), attention_(attention) {}
+  const Model& model_;
+  std::unique_ptr<KvCache> cache_;
+  AttentionOptions attention_;
+};
+
+}  // namespace mtpspec

@@ -1,0 +1,149 @@
+#include "spec/stats.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace mtpspec {
+namespace {
+
+void Grow(std::vector<int64_t>& v, size_t n) {
+  if (v.size() < n) v.resize(n, 0);
+}
+
+void AddInto(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  Grow(a, b.size());
+  for (size_t i = 0; i < b.size(); ++i) a[i] += b[i];
+}
+
+}  // namespace
+
+void SpecStats::RecordStep(int64_t drafted, int64_t accepted) {
+  ++verify_steps;
+  Grow(k_decisions, drafted + 1);
+  ++k_decisions[drafted];
+  if (drafted == 0) return;
+  ++num_drafts;
+  num_draft_tokens += drafted;
+  num_accepted_tokens += accepted;
+  Grow(drafted_per_pos, drafted);
+  Grow(reached_per_pos, drafted);
+  Grow(accepted_per_pos, drafted);
+  Grow(accepted_histogram, drafted + 1);
+  for (int64_t i = 0; i < drafted; ++i) {
+    ++drafted_per_pos[i];
+    if (i <= accepted) ++reached_per_pos[i];
+    if (i < accepted) ++accepted_per_pos[i];
+  }
+  ++accepted_histogram[accepted];
+}
+
+void SpecStats::Merge(const SpecStats& o) {
+  prompt_tokens += o.prompt_tokens;
+  generated_tokens += o.generated_tokens;
+  verify_steps += o.verify_steps;
+  num_drafts += o.num_drafts;
+  num_draft_tokens += o.num_draft_tokens;
+  num_accepted_tokens += o.num_accepted_tokens;
+  AddInto(drafted_per_pos, o.drafted_per_pos);
+  AddInto(reached_per_pos, o.reached_per_pos);
+  AddInto(accepted_per_pos, o.accepted_per_pos);
+  AddInto(accepted_histogram, o.accepted_histogram);
+  AddInto(k_decisions, o.k_decisions);
+  prefill_seconds += o.prefill_seconds;
+  draft_seconds += o.draft_seconds;
+  verify_seconds += o.verify_seconds;
+  sample_seconds += o.sample_seconds;
+  other_seconds += o.other_seconds;
+  total_seconds += o.total_seconds;
+  if (drafter.empty()) drafter = o.drafter;
+  if (accept_rule.empty()) accept_rule = o.accept_rule;
+  lossy = lossy || o.lossy;
+  synthetic = synthetic || o.synthetic;
+}
+
+double SpecStats::mean_acceptance_length() const {
+  return num_drafts == 0 ? 1.0 : 1.0 + static_cast<double>(num_accepted_tokens) / num_drafts;
+}
+
+double SpecStats::draft_acceptance_rate() const {
+  return num_draft_tokens == 0 ? 0.0 : static_cast<double>(num_accepted_tokens) / num_draft_tokens;
+}
+
+std::vector<double> SpecStats::per_position_acceptance() const {
+  std::vector<double> out;
+  for (int64_t a : accepted_per_pos) out.push_back(num_drafts ? static_cast<double>(a) / num_drafts : 0.0);
+  return out;
+}
+
+std::vector<double> SpecStats::conditional_acceptance() const {
+  std::vector<double> out;
+  for (size_t i = 0; i < accepted_per_pos.size(); ++i) {
+    out.push_back(reached_per_pos[i] ? static_cast<double>(accepted_per_pos[i]) / reached_per_pos[i] : 0.0);
+  }
+  return out;
+}
+
+double SpecStats::tokens_per_second() const {
+  const double decode = total_seconds - prefill_seconds;
+  return decode > 0 ? generated_tokens / decode : 0.0;
+}
+
+nlohmann::json SpecStats::ToJson() const {
+  return nlohmann::json{
+      {"drafter", drafter},
+      {"accept_rule", accept_rule},
+      {"lossy", lossy},
+      {"synthetic_acceptance", synthetic},
+      {"prompt_tokens", prompt_tokens},
+      {"generated_tokens", generated_tokens},
+      {"verify_steps", verify_steps},
+      {"num_drafts", num_drafts},
+      {"num_draft_tokens", num_draft_tokens},
+      {"num_accepted_tokens", num_accepted_tokens},
+      {"mean_acceptance_length", mean_acceptance_length()},
+      {"draft_acceptance_rate", draft_acceptance_rate()},
+      {"num_accepted_tokens_per_pos", accepted_per_pos},
+      {"num_drafted_per_pos", drafted_per_pos},
+      {"num_reached_per_pos", reached_per_pos},
+      {"per_position_acceptance_rate", per_position_acceptance()},
+      {"conditional_acceptance_rate", conditional_acceptance()},
+      {"acceptance_histogram", accepted_histogram},
+      {"k_decisions", k_decisions},
+      {"time_seconds",
+       {{"prefill", prefill_seconds},
+        {"draft", draft_seconds},
+        {"verify", verify_seconds},
+        {"sampling", sample_seconds},
+        {"other", other_seconds},
+        {"total", total_seconds}}},
+      {"tokens_per_second", tokens_per_second()},
+  };
+}
+
+std::string SpecStats::Summary() const {
+  std::string s;
+  absl::StrAppendFormat(&s, "drafter %s, accept %s%s%s\n", drafter, accept_rule, lossy ? " (LOSSY)" : "",
+                        synthetic ? " (SYNTHETIC acceptance, benchmark only)" : "");
+  absl::StrAppendFormat(&s, "tokens: prompt %d, generated %d; verify steps %d (%d with drafts)\n", prompt_tokens,
+                        generated_tokens, verify_steps, num_drafts);
+  absl::StrAppendFormat(&s, "drafted %d, accepted %d (%.1f%%); mean acceptance length %.3f\n", num_draft_tokens,
+                        num_accepted_tokens, 100 * draft_acceptance_rate(), mean_acceptance_length());
+  const auto uncond = per_position_acceptance(), cond = conditional_acceptance();
+  if (!uncond.empty()) {
+    s += "per position   ";
+    for (size_t i = 0; i < uncond.size(); ++i) absl::StrAppendFormat(&s, " %6.3f", uncond[i]);
+    s += "\nconditional    ";
+    for (size_t i = 0; i < cond.size(); ++i) absl::StrAppendFormat(&s, " %6.3f", cond[i]);
+    s += "\nhistogram      ";
+    for (size_t i = 0; i < accepted_histogram.size(); ++i) absl::StrAppendFormat(&s, " %d:%d", i, accepted_histogram[i]);
+    s += "\n";
+  }
+  absl::StrAppendFormat(&s, "time: prefill %.3fs, draft %.3fs, verify %.3fs, sampling %.3fs, other %.3fs; %.1f tok/s\n",
+                        prefill_seconds, draft_seconds, verify_seconds, sample_seconds, other_seconds,
+                        tokens_per_second());
+  return s;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,52 @@
+// Speculative-decoding statistics, per request and aggregated. Metric names follow vLLM where it
+// has one (num_drafts, num_draft_tokens, num_accepted_tokens, mean_acceptance_length,
+// per-position acceptance).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace mtpspec {
+
+struct SpecStats {
+  std::string drafter;
+  std::string accept_rule;
+  bool lossy = false;
+  bool synthetic = false;
+
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t verify_steps = 0;         // target forwards after the prefill (plain steps included)
+  int64_t num_drafts = 0;           // verify steps that carried at least one draft
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
+  std::vector<int64_t> drafted_per_pos;   // [k_max] steps whose draft had a position i
+  std::vector<int64_t> reached_per_pos;   // [k_max] … and all positions before i accepted
+  std::vector<int64_t> accepted_per_pos;  // [k_max] … and position i accepted
+  std::vector<int64_t> accepted_histogram;  // [k_max + 1] verify steps (with drafts) by accepted count
+  std::vector<int64_t> k_decisions;         // [k_max + 1] how often each k was used
+
+  double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0, sample_seconds = 0, other_seconds = 0;
+  double total_seconds = 0;
+
+  void RecordStep(int64_t drafted, int64_t accepted);
+  void Merge(const SpecStats& other);
+
+  // 1 + accepted / num_drafts (bonus token included), the usual "AL".
+  double mean_acceptance_length() const;
+  double draft_acceptance_rate() const;
+  // Unconditional: accepted_i / num_drafts (vLLM's per-position rate). Conditional:
+  // accepted_i / reached_i.
+  std::vector<double> per_position_acceptance() const;
+  std::vector<double> conditional_acceptance() const;
+  double tokens_per_second() const;
+
+  nlohmann::json ToJson() const;
+  // One screen of text.
+  std::string Summary() const;
+};
+
+}  // namespace mtpspec

@@ -1,0 +1,124 @@
+#include "tools/generate_command.h"
+
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "spec/generator.h"
+#include "spec/lookup_drafter.h"
+#include "spec/model_target.h"
+#include "spec/mtp_drafter.h"
+
+namespace mtpspec {
+
+const std::set<std::string>& GenerateOptionNames() {
+  static const std::set<std::string> names = {
+      "ids",         "max-new",    "draft",      "k",          "accept",          "temperature", "top-k",
+      "top-p",       "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
+      "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
+      "synthetic-rates", "sample-drafts", "capacity"};
+  return names;
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& kind, const Model& model, int64_t capacity,
+                                                     const MtpOptions& mtp, const LookupOptions& lookup) {
+  if (kind == "none") return std::unique_ptr<Drafter>();
+  if (kind == "lookup") return std::unique_ptr<Drafter>(new LookupDrafter(lookup));
+  if (kind == "mtp") {
+    ASSIGN_OR_RETURN(auto d, MtpDrafter::Create(model, capacity, mtp));
+    return std::unique_ptr<Drafter>(std::move(d));
+  }
+  if (kind == "hybrid") {
+    ASSIGN_OR_RETURN(auto d, MtpDrafter::Create(model, capacity, mtp));
+    return std::unique_ptr<Drafter>(new HybridDrafter(std::make_unique<LookupDrafter>(lookup), std::move(d)));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--draft must be mtp, lookup, hybrid or none, got \"", kind, "\""));
+}
+
+}  // namespace
+
+absl::Status RunGenerate(const CliArgs& args) {
+  if (args.positional().size() != 1) return absl::InvalidArgumentError("generate takes one model directory");
+  if (!args.Has("ids")) return absl::InvalidArgumentError("generate needs --ids (a tokenizer arrives with --prompt)");
+  GenerateOptions options;
+  ASSIGN_OR_RETURN(options.max_new_tokens, args.GetInt("max-new", 32));
+  const std::string k_text = args.Get("k", "3");
+  if (k_text == "auto") {
+    options.adaptive_k = true;
+    options.k = kMaxDraftTokens / 2;
+  } else {
+    ASSIGN_OR_RETURN(options.k, args.GetInt("k", 3));
+  }
+  ASSIGN_OR_RETURN(options.accept.rule, ParseAcceptRule(args.Get("accept", "sampler-equality")));
+  SamplingParams& s = options.accept.sampling;
+  ASSIGN_OR_RETURN(s.temperature, args.GetDouble("temperature", 0.0));
+  ASSIGN_OR_RETURN(s.top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(s.top_p, args.GetDouble("top-p", 1.0));
+  ASSIGN_OR_RETURN(s.min_p, args.GetDouble("min-p", 0.0));
+  ASSIGN_OR_RETURN(s.seed, args.GetUint64("seed", 0));
+  ASSIGN_OR_RETURN(options.accept.relaxed_top_n, args.GetInt("relaxed-top-n", 3));
+  ASSIGN_OR_RETURN(options.accept.relaxed_delta, args.GetDouble("relaxed-delta", 0.1));
+  if (args.Has("synthetic-rates")) {
+    for (absl::string_view piece : absl::StrSplit(args.Get("synthetic-rates"), ',')) {
+      double v;
+      if (!absl::SimpleAtod(piece, &v)) {
+        return absl::InvalidArgumentError("--synthetic-rates must be comma-separated numbers");
+      }
+      options.accept.synthetic_rates.push_back(v);
+    }
+  }
+  options.sample_drafts = args.Get("sample-drafts", "false") == "true";
+  RETURN_IF_ERROR(ValidateGenerateOptions(options));
+
+  MtpOptions mtp;
+  ASSIGN_OR_RETURN(mtp.hidden, ParseMtpHidden(args.Get("mtp-hidden", "post")));
+  ASSIGN_OR_RETURN(mtp.chain, ParseMtpChain(args.Get("mtp-chain", "normed")));
+  const std::string share = args.Get("mtp-index-share", "exact");
+  if (share != "exact" && share != "shared") {
+    return absl::InvalidArgumentError(absl::StrCat("--mtp-index-share must be exact or shared, got \"", share, "\""));
+  }
+  mtp.index_share = share == "shared" ? MtpIndexShare::kShared : MtpIndexShare::kExact;
+  LookupOptions lookup;
+  ASSIGN_OR_RETURN(lookup.max_ngram, args.GetInt("ngram", 3));
+  if (lookup.max_ngram < 1) return absl::InvalidArgumentError("--ngram must be >= 1");
+
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids64, args.GetIntList("ids"));
+  LoadOptions load;
+  const std::string w = args.Get("weights", "stored");
+  load.weight_dtype = w == "f32" ? WeightDType::kF32 : w == "bf16" ? WeightDType::kBF16 : WeightDType::kAsStored;
+  ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load));
+  std::vector<int32_t> prompt;
+  for (size_t i = 0; i < ids64.size(); ++i) {
+    if (ids64[i] < 0 || ids64[i] >= model->config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("--ids[", i, "] = ", ids64[i], " is outside the vocabulary [0, ",
+                                                     model->config().vocab_size, ")"));
+    }
+    prompt.push_back(static_cast<int32_t>(ids64[i]));
+  }
+  const int64_t wanted = static_cast<int64_t>(prompt.size()) + options.max_new_tokens + kMaxDraftTokens + 1;
+  ASSIGN_OR_RETURN(int64_t capacity,
+                   args.GetInt("capacity", std::min(wanted, model->config().max_position_embeddings)));
+  ASSIGN_OR_RETURN(auto target, ModelTarget::Create(*model, capacity));
+  ASSIGN_OR_RETURN(auto drafter, MakeDrafter(args.Get("draft", "mtp"), *model, capacity, mtp, lookup));
+  ASSIGN_OR_RETURN(GenerateResult result, Generate(*target, drafter.get(), prompt, options));
+
+  std::cout << "tokens: " << absl::StrJoin(result.tokens, ",") << "\n"
+            << "stop: " << result.stop_reason << "\n"
+            << result.stats.Summary();
+  if (args.Has("stats-json")) {
+    nlohmann::json j = result.stats.ToJson();
+    j["tokens"] = result.tokens;
+    j["stop_reason"] = result.stop_reason;
+    std::ofstream out(args.Get("stats-json"));
+    out << j.dump(2) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat(args.Get("stats-json"), ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,56 @@
+// Acceptance rules for a verify block (model-spec §8).
+//
+// Row j of the target logits (j = 0..k) is the target's distribution for the token after the j-th
+// verified input, i.e. for absolute position first_position + j. Drafts d_1..d_k are proposals for
+// positions first_position .. first_position + k − 1.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verify/sampler.h"
+
+namespace mtpspec {
+
+enum class AcceptRule {
+  kSamplerEquality,  // lossless: accept while the draft equals the target sampler's own draw
+  kRejection,        // lossless in distribution: Leviathan/Chen speculative sampling
+  kRelaxed,          // LOSSY: accept drafts in the target's top-N within δ of the top-1 probability
+  kSynthetic,        // BENCHMARK ONLY: accept position i with a set probability, whatever the draft
+};
+
+const char* AcceptRuleName(AcceptRule rule);
+absl::StatusOr<AcceptRule> ParseAcceptRule(const std::string& name);
+inline bool IsLossless(AcceptRule rule) {
+  return rule == AcceptRule::kSamplerEquality || rule == AcceptRule::kRejection;
+}
+
+struct AcceptParams {
+  AcceptRule rule = AcceptRule::kSamplerEquality;
+  SamplingParams sampling;
+  int64_t relaxed_top_n = 3;
+  double relaxed_delta = 0.1;
+  std::vector<double> synthetic_rates;  // [k_max] acceptance probability of draft position i (0-based)
+};
+
+struct VerifyBlock {
+  const float* target_logits = nullptr;  // [k + 1, V]
+  int64_t vocab = 0;
+  std::span<const int32_t> drafts;       // [k]
+  // Draft distributions q_j over the vocabulary ([k][V]) for rejection sampling with sampled
+  // drafts; empty means deterministic drafts (q = one-hot at the draft).
+  const std::vector<std::vector<double>>* draft_probs = nullptr;
+  int64_t first_position = 0;
+};
+
+struct AcceptResult {
+  int64_t accepted = 0;         // m: drafts accepted
+  std::vector<int32_t> tokens;  // m accepted drafts, then one target token (correction or bonus)
+};
+
+AcceptResult AcceptDrafts(const VerifyBlock& block, const AcceptParams& params);
+
+}  // namespace mtpspec
