@@ -1,0 +1,227 @@
+// The lossless claim on real (golden, random-weight) models: speculative output is bit-identical to
+// plain decoding with the same seed — greedy and sampled, for k = 1..5, with prompts of K−3 … K+10
+// tokens so the verify rows cross the index_topk threshold (where the gather re-mask matters).
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spec/generator.h"
+#include "spec/lookup_drafter.h"
+#include "spec/model_target.h"
+#include "spec/mtp_drafter.h"
+#include "tests/model/model_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using testing_util::ScopedTempDir;
+using testing_util::TestTokens;
+
+const Model& Golden(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Model>>* models = new std::map<std::string, std::unique_ptr<Model>>();
+  auto& slot = (*models)[name];
+  if (!slot) {
+    auto m = Model::Load(absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name));
+    EXPECT_TRUE(m.ok()) << m.status();
+    slot = std::move(*m);
+  }
+  return *slot;
+}
+
+std::vector<int32_t> Decode(const Model& model, Drafter* drafter, const std::vector<int32_t>& prompt,
+                         const GenerateOptions& options, SpecStats* stats = nullptr) {
+  auto target = ModelTarget::Create(model, 96);
+  EXPECT_TRUE(target.ok()) << target.status();
+  auto result = Generate(**target, drafter, prompt, options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (stats) *stats = result->stats;
+  return result->tokens;
+}
+
+GenerateOptions Options(int64_t k, double temperature, uint64_t seed, double top_p = 1.0) {
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  o.k = k;
+  o.accept.sampling.temperature = temperature;
+  o.accept.sampling.seed = seed;
+  o.accept.sampling.top_p = top_p;
+  o.stop_at_eos = false;  // longer outputs test more
+  return o;
+}
+
+class LosslessTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LosslessTest, GreedyMtpEqualsPlainAcrossTheTopKThreshold) {
+  const Model& model = Golden(GetParam());
+  const int64_t K = model.config().index_topk;
+  auto drafter = *MtpDrafter::Create(model, 96, MtpOptions{});
+  int64_t accepted_somewhere = 0;
+  for (int64_t len = K - 3; len <= K + 10; ++len) {
+    const auto prompt = TestTokens(len, model.config().vocab_size, 100 + len);
+    const auto plain = Decode(model, nullptr, prompt, Options(0, 0.0, 0));
+    for (int64_t k = 1; k <= 5; ++k) {
+      SpecStats stats;
+      EXPECT_EQ(Decode(model, drafter.get(), prompt, Options(k, 0.0, 0), &stats), plain) << "len " << len << " k " << k;
+      accepted_somewhere += stats.num_accepted_tokens;
+      EXPECT_LE(stats.num_accepted_tokens, stats.num_draft_tokens);
+    }
+  }
+  // Random weights accept rarely; the lookup drafter below forces acceptance paths too.
+  RecordProperty("accepted", static_cast<int>(accepted_somewhere));
+}
+
+// Drafts from a script: the reference continuation with a deliberate mistake every `period`-th
+// proposal, so blocks are accepted in full, in part and not at all. With an inner MTP drafter it
+// also runs that drafter's cache rebuild on multi-token commits (its own proposals are discarded).
+class ScriptedDrafter : public Drafter {
+ public:
+  ScriptedDrafter(std::vector<int32_t> reference, int64_t prompt_len, int64_t period, Drafter* inner)
+      : reference_(std::move(reference)), prompt_len_(prompt_len), period_(period), inner_(inner) {}
+  std::string name() const override { return "scripted"; }
+  absl::Status Observe(std::span<const int32_t> seq, int64_t first, int64_t rows, const TargetStep& step) override {
+    return inner_ ? inner_->Observe(seq, first, rows, step) : absl::OkStatus();
+  }
+  absl::StatusOr<Draft> Propose(std::span<const int32_t> seq, int64_t k, const DraftSampling& sampling) override {
+    if (inner_) {
+      auto inner = inner_->Propose(seq, k, sampling);
+      if (!inner.ok()) return inner.status();
+    }
+    Draft d;
+    const int64_t next = static_cast<int64_t>(seq.size()) - prompt_len_;  // index into reference_
+    for (int64_t i = 0; i < k && next + i < static_cast<int64_t>(reference_.size()); ++i) {
+      int32_t token = reference_[next + i];
+      if (++proposals_ % period_ == 0) token = (token + 1) % 64;  // a mistake
+      d.tokens.push_back(token);
+    }
+    return d;
+  }
+  void Reset() override {
+    proposals_ = 0;
+    if (inner_) inner_->Reset();
+  }
+
+ private:
+  std::vector<int32_t> reference_;
+  int64_t prompt_len_, period_, proposals_ = 0;
+  Drafter* inner_;
+};
+
+TEST_P(LosslessTest, AcceptedBlocksAndRollbackStayLossless) {
+  const Model& model = Golden(GetParam());
+  auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
+  for (double temperature : {0.0, 0.9}) {
+    const auto prompt = TestTokens(10, model.config().vocab_size, 77);
+    const auto plain = Decode(model, nullptr, prompt, Options(0, temperature, 5));
+    for (int64_t k = 1; k <= 5; ++k) {
+      for (int64_t period : {3, 7}) {
+        ScriptedDrafter scripted(plain, static_cast<int64_t>(prompt.size()), period, mtp.get());
+        SpecStats stats;
+        EXPECT_EQ(Decode(model, &scripted, prompt, Options(k, temperature, 5), &stats), plain)
+            << "T " << temperature << " k " << k << " period " << period;
+        EXPECT_GE(stats.num_accepted_tokens, stats.num_draft_tokens / 3);
+        EXPECT_LT(stats.num_accepted_tokens, stats.num_draft_tokens);
+      }
+    }
+  }
+}
+
+// Sampled: sampler-equality output is identical to plain sampling with the same seed.
+TEST_P(LosslessTest, SampledSamplerEqualityEqualsPlain) {
+  const Model& model = Golden(GetParam());
+  auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
+  LookupDrafter lookup(LookupOptions{});
+  for (double temperature : {0.7, 1.0}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      const auto prompt = TestTokens(12, model.config().vocab_size, seed);
+      const auto plain = Decode(model, nullptr, prompt, Options(0, temperature, seed, 0.9));
+      for (int64_t k : {1, 3, 5}) {
+        EXPECT_EQ(Decode(model, mtp.get(), prompt, Options(k, temperature, seed, 0.9)), plain)
+            << "T " << temperature << " seed " << seed << " k " << k;
+        EXPECT_EQ(Decode(model, &lookup, prompt, Options(k, temperature, seed, 0.9)), plain)
+            << "lookup T " << temperature << " seed " << seed << " k " << k;
+      }
+    }
+  }
+}
+
+TEST_P(LosslessTest, AdaptiveKIsLossless) {
+  const Model& model = Golden(GetParam());
+  auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
+  const auto prompt = TestTokens(15, model.config().vocab_size, 5);
+  const auto plain = Decode(model, nullptr, prompt, Options(0, 0.8, 4));
+  GenerateOptions adaptive = Options(4, 0.8, 4);
+  adaptive.adaptive_k = true;
+  EXPECT_EQ(Decode(model, mtp.get(), prompt, adaptive), plain);
+}
+
+TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
+  const Model& model = Golden(GetParam());
+  const auto prompt = TestTokens(14, model.config().vocab_size, 8);
+  const auto plain = Decode(model, nullptr, prompt, Options(0, 0.0, 0));
+  for (MtpHidden hidden : {MtpHidden::kPostNorm, MtpHidden::kPreNorm}) {
+    for (MtpChain chain : {MtpChain::kNormed, MtpChain::kRaw}) {
+      for (MtpIndexShare share : {MtpIndexShare::kExact, MtpIndexShare::kShared}) {
+        auto drafter = *MtpDrafter::Create(model, 96, MtpOptions{hidden, chain, share, {}});
+        EXPECT_EQ(Decode(model, drafter.get(), prompt, Options(4, 0.0, 0)), plain);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LosslessTest, ::testing::Values("glm_a", "dsv32_b"));
+
+// index_share_for_mtp_iteration: identical drafts to exact mode whenever the MTP cache ≤ K.
+TEST(MtpIndexShareTest, SharedEqualsExactWhileTheCacheFitsTopK) {
+  const Model& model = Golden("glm_a");
+  const int64_t K = model.config().index_topk;
+  for (int64_t len = 3; len + 4 <= K; ++len) {
+    const auto prompt = TestTokens(len, model.config().vocab_size, 40 + len);
+    std::vector<int32_t> drafts[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      auto drafter = *MtpDrafter::Create(
+          model, 96, MtpOptions{MtpHidden::kPostNorm, MtpChain::kNormed,
+                                mode == 0 ? MtpIndexShare::kExact : MtpIndexShare::kShared, {}});
+      auto target = *ModelTarget::Create(model, 96);
+      auto prefill = target->Run(prompt, true);
+      ASSERT_TRUE(prefill.ok());
+      std::vector<int32_t> sequence = prompt;
+      sequence.push_back(3);
+      ASSERT_TRUE(drafter->Observe(sequence, 0, len, *prefill).ok());
+      auto draft = drafter->Propose(sequence, 3, DraftSampling{});
+      ASSERT_TRUE(draft.ok());
+      drafts[mode] = draft->tokens;
+    }
+    EXPECT_EQ(drafts[0], drafts[1]) << "prompt length " << len;
+  }
+}
+
+// Without MTP weights the model still loads; MTP drafting fails clearly, lookup still works.
+TEST(NoMtpTest, MtpDraftingFailsClearlyLookupWorks) {
+  ScopedTempDir tmp;
+  RandomCheckpointOptions options;
+  options.include_mtp = false;
+  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("m"), TinyGlmConfig(), options).ok());
+  auto model = Model::Load(tmp.File("m"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto drafter = MtpDrafter::Create(**model, 64, MtpOptions{});
+  ASSERT_FALSE(drafter.ok());
+  EXPECT_EQ(drafter.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(drafter.status().message()), ::testing::HasSubstr("no MTP weights"));
+  LookupDrafter lookup(LookupOptions{});
+  const auto prompt = TestTokens(10, 128, 1);
+  EXPECT_EQ(Decode(**model, &lookup, prompt, Options(3, 0.0, 0)), Decode(**model, nullptr, prompt, Options(0, 0.0, 0)));
+}
+
+TEST(GenerateBadInputTest, PromptLongerThanTheCache) {
+  const Model& model = Golden("glm_a");
+  auto target = *ModelTarget::Create(model, 16);
+  auto result = Generate(*target, nullptr, TestTokens(16, model.config().vocab_size), Options(0, 0.0, 0));
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), ::testing::HasSubstr("does not fit the cache"));
+  // The target is still usable.
+  EXPECT_TRUE(Generate(*target, nullptr, TestTokens(8, model.config().vocab_size), Options(0, 0.0, 0)).ok());
+}
+
+}  // namespace
+}  // namespace mtpspec
