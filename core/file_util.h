@@ -1,9 +1,9 @@
 // File helpers: whole-file reads and atomic whole-file writes.
 //
-// AtomicFileWriter writes a file so that readers never see it half written: the bytes go to a temporary file in the
-// same directory, which is fsync'd and then renamed over the final name by Commit(). If the writer
-// is destroyed without a successful Commit(), the temporary file is removed and the final name is
-// untouched.
+// AtomicFileWriter writes a file so that readers never see it half written: the bytes go to a
+// temporary file in the same directory, which is fsync'd and then renamed over the final name by
+// Commit(). If the writer is destroyed without a successful Commit(), the temporary file is removed
+// and the final name is untouched.
 #pragma once
 
 #include <string>

@@ -13,58 +13,157 @@
 namespace mtpspec {
 namespace {
 
-// Number of input rows handled together against one weight row (the weight row is loaded once
-// into registers per chunk and multiplied into kRowBlock accumulators).
+// Small-row path (decode, short verify chunks): a tile of up to kRowBlock input rows × kWeightBlock
+// weight rows is computed at once. Each weight vector is widened once and used for every input
+// row, and the kRowBlock·kWeightBlock independent accumulators stay in registers, so a single-row
+// GEMV keeps four weight rows' loads in flight instead of waiting on one FMA chain.
 constexpr int kRowBlock = 4;
-
-#if defined(__AVX512F__)
-inline __m512 LoadBf16x16(const uint16_t* p) {
-  __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-inline __m512 LoadF32x16(const float* p) { return _mm512_loadu_ps(p); }
-#endif
+constexpr int kWeightBlock = 4;
 
 inline float WeightAt(const float* w, int64_t i) { return w[i]; }
 inline float WeightAt(const uint16_t* w, int64_t i) { return Bf16ToF32(w[i]); }
 
-// acc[r] = Σ_i x[r][i] · w[i] for r < nrows (nrows ≤ kRowBlock).
-template <typename W>
-void DotRows(const float* const* x, int nrows, const W* w, int64_t n, float* acc) {
-  int64_t i = 0;
 #if defined(__AVX512F__)
-  __m512 sum[kRowBlock];
-  for (int r = 0; r < kRowBlock; ++r) sum[r] = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) {
-    __m512 wv;
-    if constexpr (std::is_same_v<W, uint16_t>) {
-      wv = LoadBf16x16(w + i);
-    } else {
-      wv = LoadF32x16(w + i);
-    }
-    for (int r = 0; r < nrows; ++r) sum[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[r] + i), sum[r]);
+inline __m512 LoadWeights(const uint16_t* p) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+inline __m512 LoadWeights(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 LoadWeights(const uint16_t* p, __mmask16 mask) {
+  const __m256i raw = _mm256_maskz_loadu_epi16(mask, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+inline __m512 LoadWeights(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+
+// out[r][k] = Σ_i x[r][i] · w[k][i] for an NR × NK tile. Every (r, k) pair accumulates in the
+// same order whatever the tile shape (16-wide partial sums, a masked tail, one reduction), so a
+// result never depends on how rows were grouped or split across threads.
+template <int NR, int NK, typename W>
+inline void DotTile(const float* const* x, const W* const* w, int64_t n, float (*out)[kWeightBlock]) {
+  __m512 acc[NR][NK];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_setzero_ps();
   }
-  for (int r = 0; r < nrows; ++r) acc[r] = _mm512_reduce_add_ps(sum[r]);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 wv[NK];
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) wv[k] = LoadWeights(w[k] + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x[r] + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
+    }
+  }
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    __m512 wv[NK];
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) wv[k] = LoadWeights(w[k] + i, mask);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) out[r][k] = _mm512_reduce_add_ps(acc[r][k]);
+  }
+}
+
+// Σ a[i]·b[i] for one pair of vectors, four accumulators deep (attention's short dot products are
+// latency-bound on a single FMA chain otherwise).
+template <typename W>
+float DotOne(const float* a, const W* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_fmadd_ps(LoadWeights(b + i), _mm512_loadu_ps(a + i), acc0);
+    acc1 = _mm512_fmadd_ps(LoadWeights(b + i + 16), _mm512_loadu_ps(a + i + 16), acc1);
+    acc2 = _mm512_fmadd_ps(LoadWeights(b + i + 32), _mm512_loadu_ps(a + i + 32), acc2);
+    acc3 = _mm512_fmadd_ps(LoadWeights(b + i + 48), _mm512_loadu_ps(a + i + 48), acc3);
+  }
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(LoadWeights(b + i), _mm512_loadu_ps(a + i), acc0);
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    acc1 = _mm512_fmadd_ps(LoadWeights(b + i, mask), _mm512_maskz_loadu_ps(mask, a + i), acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+// Widens n weights to f32.
+inline void WidenRow(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, LoadWeights(src + i));
+  for (; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
+}
 #else
-  for (int r = 0; r < nrows; ++r) acc[r] = 0.0f;
+template <int NR, int NK, typename W>
+inline void DotTile(const float* const* x, const W* const* w, int64_t n, float (*out)[kWeightBlock]) {
+  for (int r = 0; r < NR; ++r) {
+    for (int k = 0; k < NK; ++k) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n; ++i) acc += x[r][i] * WeightAt(w[k], i);
+      out[r][k] = acc;
+    }
+  }
+}
+
+template <typename W>
+float DotOne(const float* a, const W* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * WeightAt(b, i);
+  return acc;
+}
+
+inline void WidenRow(const uint16_t* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
+}
 #endif
-  for (; i < n; ++i) {
-    const float wi = WeightAt(w, i);
-    for (int r = 0; r < nrows; ++r) acc[r] += wi * x[r][i];
+
+inline void WidenRow(const float* src, int64_t n, float* dst) { std::copy_n(src, n, dst); }
+
+// Output rows [o_begin, o_end) for NR input rows starting at x.
+template <int NR, typename W>
+void LinearRowGroup(const float* x, int64_t in, const W* w, int64_t w_stride, int64_t o_begin, int64_t o_end,
+                    float* y, int64_t y_stride, int64_t y_col0) {
+  const float* xr[NR];
+  for (int r = 0; r < NR; ++r) xr[r] = x + r * in;
+  float out[kRowBlock][kWeightBlock];
+  const W* wr[kWeightBlock];
+  int64_t o = o_begin;
+  for (; o + kWeightBlock <= o_end; o += kWeightBlock) {
+    for (int k = 0; k < kWeightBlock; ++k) wr[k] = w + (o + k) * w_stride;
+    DotTile<NR, kWeightBlock>(xr, wr, in, out);
+    for (int r = 0; r < NR; ++r) {
+      for (int k = 0; k < kWeightBlock; ++k) y[r * y_stride + (o + k - y_col0)] = out[r][k];
+    }
+  }
+  for (; o < o_end; ++o) {
+    wr[0] = w + o * w_stride;
+    DotTile<NR, 1>(xr, wr, in, out);
+    for (int r = 0; r < NR; ++r) y[r * y_stride + (o - y_col0)] = out[r][0];
   }
 }
 
 template <typename W>
 void LinearSmallRows(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
                      int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
-  const float* xr[kRowBlock];
-  float acc[kRowBlock];
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
-    const int nr = static_cast<int>(std::min<int64_t>(kRowBlock, rows - r0));
-    for (int r = 0; r < nr; ++r) xr[r] = x + (r0 + r) * in;
-    for (int64_t o = o_begin; o < o_end; ++o) {
-      DotRows(xr, nr, w + o * w_stride, in, acc);
-      for (int r = 0; r < nr; ++r) y[(r0 + r) * y_stride + (o - y_col0)] = acc[r];
+    const float* xr = x + r0 * in;
+    float* yr = y + r0 * y_stride;
+    switch (std::min<int64_t>(kRowBlock, rows - r0)) {
+      case 1: LinearRowGroup<1>(xr, in, w, w_stride, o_begin, o_end, yr, y_stride, y_col0); break;
+      case 2: LinearRowGroup<2>(xr, in, w, w_stride, o_begin, o_end, yr, y_stride, y_col0); break;
+      case 3: LinearRowGroup<3>(xr, in, w, w_stride, o_begin, o_end, yr, y_stride, y_col0); break;
+      default: LinearRowGroup<4>(xr, in, w, w_stride, o_begin, o_end, yr, y_stride, y_col0); break;
     }
   }
 }
@@ -81,9 +180,7 @@ void LinearManyRows(const float* x, int64_t rows, const W* w, int64_t w_stride, 
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kBlock) {
     const int64_t nb = std::min(kBlock, o_end - o0);
     for (int64_t b = 0; b < nb; ++b) {
-      const W* src = w + (o0 + b) * w_stride;
-      float* dst = wblock.row(b).data();
-      for (int64_t i = 0; i < in; ++i) dst[i] = WeightAt(src, i);
+      WidenRow(w + (o0 + b) * w_stride, in, wblock.row(b).data());
     }
     Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> ym(y + (o0 - y_col0), rows, nb, Eigen::OuterStride<>(y_stride));
     ym.noalias() = xm * wblock.topRows(nb).transpose();
@@ -132,19 +229,9 @@ void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadP
   LinearRows(x, rows, w, 0, w.shape[0], y, pool);
 }
 
-float DotF32(const float* a, const float* b, int64_t n) {
-  const float* rows[1] = {a};
-  float acc;
-  DotRows(rows, 1, b, n, &acc);
-  return acc;
-}
+float DotF32(const float* a, const float* b, int64_t n) { return DotOne(a, b, n); }
 
-float DotBf16(const float* a, const uint16_t* b, int64_t n) {
-  const float* rows[1] = {a};
-  float acc;
-  DotRows(rows, 1, b, n, &acc);
-  return acc;
-}
+float DotBf16(const float* a, const uint16_t* b, int64_t n) { return DotOne(a, b, n); }
 
 void Axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];

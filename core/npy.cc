@@ -18,10 +18,14 @@ constexpr size_t kHeaderAlignment = 64;  // numpy pads magic + length + header t
 
 std::optional<std::string_view> NumpyDescr(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "<f4";
-    case DType::kI32: return "<i4";
-    case DType::kI64: return "<i8";
-    default: return std::nullopt;
+    case DType::kF32:
+      return "<f4";
+    case DType::kI32:
+      return "<i4";
+    case DType::kI64:
+      return "<i8";
+    default:
+      return std::nullopt;
   }
 }
 
@@ -115,8 +119,8 @@ struct NpyHeader {
 absl::StatusOr<NpyHeader> ParseHeaderDict(std::string_view name, std::string_view text) {
   const auto malformed = [&](std::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(name), ": malformed .npy header (",
-                                                   std::string(what), "): ",
-                                                   std::string(text.substr(0, 200))));
+                                                   std::string(what),
+                                                   "): ", std::string(text.substr(0, 200))));
   };
   HeaderParser parser(text);
   NpyHeader header;
@@ -159,19 +163,22 @@ absl::StatusOr<NpyHeader> ParseHeaderDict(std::string_view name, std::string_vie
 absl::Status WriteNpy(const std::string& path, const TensorView& view) {
   const std::optional<std::string_view> descr = NumpyDescr(view.dtype);
   if (!descr) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": WriteNpy supports F32, I32 and I64, not ",
-                                                   std::string(DTypeName(view.dtype))));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": WriteNpy supports F32, I32 and I64, not ", std::string(DTypeName(view.dtype))));
   }
   if (view.ndim < 0 || view.ndim > kMaxDims || !view.is_contiguous() ||
       (view.data == nullptr && view.nbytes() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": WriteNpy needs a contiguous view with "
-                                                   "data and at most ", kMaxDims, " dims"));
+    return absl::InvalidArgumentError(absl::StrCat(path,
+                                                   ": WriteNpy needs a contiguous view with "
+                                                   "data and at most ",
+                                                   kMaxDims, " dims"));
   }
   const std::vector<int64_t> shape = view.shape_vector();
-  const std::string shape_text = shape.size() == 1 ? absl::StrCat("(", shape[0], ",)")
-                                                   : absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
-  std::string header = absl::StrCat("{'descr': '", std::string(*descr), "', 'fortran_order': False, 'shape': ",
-                                    shape_text, ", }");
+  const std::string shape_text = shape.size() == 1
+                                     ? absl::StrCat("(", shape[0], ",)")
+                                     : absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+  std::string header = absl::StrCat("{'descr': '", std::string(*descr),
+                                    "', 'fortran_order': False, 'shape': ", shape_text, ", }");
   // Pad with spaces and end with '\n' so the data starts on a 64-byte boundary.
   const size_t unpadded = kMagicSize + 2 + 2 + header.size() + 1;
   header.append((kHeaderAlignment - unpadded % kHeaderAlignment) % kHeaderAlignment, ' ');

@@ -26,7 +26,7 @@ thread_local bool t_inside_parallel_job = false;
 // between polls until kPollTimeBeforeSleep, then sleeps. Waking a sleeping worker costs tens of
 // microseconds (~60 us measured on a 2-vCPU VM), more than a small matmul, so polling must outlast
 // the gaps between the ParallelFor calls of a decode step. Yielding matters when the machine is
-// oversubscribed: a worker spinning on the dispatcher's CPU would otherwise hold it for a time slice.
+// oversubscribed: a worker spinning on the dispatcher's CPU would hold it for a whole time slice.
 constexpr std::chrono::microseconds kPauseSpinTime{50};
 constexpr std::chrono::microseconds kPollTimeBeforeSleep{2000};
 // Spins between clock reads while waiting for a job.
@@ -217,9 +217,9 @@ ThreadPool& DefaultThreadPool() {
 
 absl::Status SetDefaultThreadCount(int num_threads) {
   if (num_threads < 1 || num_threads > kMaxThreads) {
-    return absl::InvalidArgumentError(absl::StrCat("SetDefaultThreadCount: num_threads = ",
-                                                   num_threads, " is outside [1, ", kMaxThreads,
-                                                   "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetDefaultThreadCount: num_threads = ", num_threads, " is outside [1, ",
+                     kMaxThreads, "]"));
   }
   std::lock_guard<std::mutex> lock(g_default_pool_mutex);
   if (g_default_pool.load(std::memory_order_relaxed) != nullptr) {
@@ -234,9 +234,8 @@ absl::StatusOr<int> ParseThreadCount(std::string_view text) {
   int count = 0;
   const std::string digits(text);
   if (!absl::SimpleAtoi(digits, &count) || count < 1 || count > kMaxThreads) {
-    return absl::InvalidArgumentError(absl::StrCat("thread count \"", digits,
-                                                   "\" is not an integer in [1, ", kMaxThreads,
-                                                   "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("thread count \"", digits, "\" is not an integer in [1, ", kMaxThreads, "]"));
   }
   return count;
 }

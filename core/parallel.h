@@ -82,7 +82,8 @@ absl::Status SetDefaultThreadCount(int num_threads);
 
 inline constexpr int kMaxThreads = 1024;
 
-// Parses a thread count such as the value of MTPSPEC_THREADS: a decimal integer in [1, kMaxThreads].
+// Parses a thread count such as the value of MTPSPEC_THREADS: a decimal integer in [1,
+// kMaxThreads].
 absl::StatusOr<int> ParseThreadCount(std::string_view text);
 
 }  // namespace mtpspec

@@ -46,8 +46,8 @@ absl::StatusOr<uint64_t> NonNegativeInteger(const Json& value, absl::string_view
     return v;
   }
   if (value.is_number_integer()) {  // signed, so negative
-    return TensorError(path, tensor, absl::StrCat(field, " value ", value.get<int64_t>(),
-                                                  " is negative"));
+    return TensorError(path, tensor,
+                       absl::StrCat(field, " value ", value.get<int64_t>(), " is negative"));
   }
   return TensorError(path, tensor,
                      absl::StrCat(field, " holds a ", value.type_name(), ", not an integer"));
@@ -65,8 +65,8 @@ struct ParsedTensorEntry {
 absl::StatusOr<ParsedTensorEntry> ParseTensorEntry(const Json& value, absl::string_view path,
                                                    absl::string_view tensor) {
   if (!value.is_object()) {
-    return TensorError(path, tensor, absl::StrCat("entry is a JSON ", value.type_name(),
-                                                  ", not an object"));
+    return TensorError(path, tensor,
+                       absl::StrCat("entry is a JSON ", value.type_name(), ", not an object"));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!value.contains(field)) {
@@ -77,8 +77,8 @@ absl::StatusOr<ParsedTensorEntry> ParseTensorEntry(const Json& value, absl::stri
 
   const Json& dtype = value["dtype"];
   if (!dtype.is_string()) {
-    return TensorError(path, tensor, absl::StrCat("dtype is a JSON ", dtype.type_name(),
-                                                  ", not a string"));
+    return TensorError(path, tensor,
+                       absl::StrCat("dtype is a JSON ", dtype.type_name(), ", not a string"));
   }
   absl::StatusOr<DType> parsed_dtype = ParseSafetensorsDType(dtype.get<std::string>());
   if (!parsed_dtype.ok()) return TensorError(path, tensor, parsed_dtype.status().message());
@@ -86,13 +86,13 @@ absl::StatusOr<ParsedTensorEntry> ParseTensorEntry(const Json& value, absl::stri
 
   const Json& shape = value["shape"];
   if (!shape.is_array()) {
-    return TensorError(path, tensor, absl::StrCat("shape is a JSON ", shape.type_name(),
-                                                  ", not an array"));
+    return TensorError(path, tensor,
+                       absl::StrCat("shape is a JSON ", shape.type_name(), ", not an array"));
   }
   if (shape.size() > static_cast<size_t>(kMaxDims)) {
-    return TensorError(path, tensor, absl::StrCat("shape has ", shape.size(),
-                                                  " dimensions; at most ", kMaxDims,
-                                                  " are supported"));
+    return TensorError(path, tensor,
+                       absl::StrCat("shape has ", shape.size(), " dimensions; at most ", kMaxDims,
+                                    " are supported"));
   }
   for (const Json& dim_value : shape) {
     ASSIGN_OR_RETURN(const uint64_t dim, NonNegativeInteger(dim_value, path, tensor, "shape"));
@@ -106,15 +106,17 @@ absl::StatusOr<ParsedTensorEntry> ParseTensorEntry(const Json& value, absl::stri
     if (dim == 0) {
       has_zero_dim = true;
     } else if (__builtin_mul_overflow(nonzero_product, dim, &nonzero_product)) {
-      return TensorError(path, tensor, absl::StrCat("shape ", ShapeString(entry.shape),
-                                                    " overflows the element count"));
+      return TensorError(
+          path, tensor,
+          absl::StrCat("shape ", ShapeString(entry.shape), " overflows the element count"));
     }
   }
   int64_t max_bytes = 0;
   if (__builtin_mul_overflow(nonzero_product, static_cast<int64_t>(DTypeSize(entry.dtype)),
                              &max_bytes)) {
-    return TensorError(path, tensor, absl::StrCat("shape ", ShapeString(entry.shape),
-                                                  " overflows the byte count"));
+    return TensorError(
+        path, tensor,
+        absl::StrCat("shape ", ShapeString(entry.shape), " overflows the byte count"));
   }
   const uint64_t expected_bytes = has_zero_dim ? 0 : static_cast<uint64_t>(max_bytes);
 
@@ -125,14 +127,16 @@ absl::StatusOr<ParsedTensorEntry> ParseTensorEntry(const Json& value, absl::stri
   ASSIGN_OR_RETURN(entry.begin, NonNegativeInteger(offsets[0], path, tensor, "data_offsets"));
   ASSIGN_OR_RETURN(entry.end, NonNegativeInteger(offsets[1], path, tensor, "data_offsets"));
   if (entry.begin > entry.end) {
-    return TensorError(path, tensor, absl::StrCat("data_offsets [", entry.begin, ", ", entry.end,
-                                                  "] has begin > end"));
+    return TensorError(
+        path, tensor,
+        absl::StrCat("data_offsets [", entry.begin, ", ", entry.end, "] has begin > end"));
   }
   if (entry.end - entry.begin != expected_bytes) {
-    return TensorError(path, tensor,
-                       absl::StrCat("data_offsets [", entry.begin, ", ", entry.end, "] span ",
-                                    entry.end - entry.begin, " bytes but ", std::string(DTypeName(entry.dtype)),
-                                    " ", ShapeString(entry.shape), " needs ", expected_bytes));
+    return TensorError(
+        path, tensor,
+        absl::StrCat("data_offsets [", entry.begin, ", ", entry.end, "] span ",
+                     entry.end - entry.begin, " bytes but ", std::string(DTypeName(entry.dtype)),
+                     " ", ShapeString(entry.shape), " needs ", expected_bytes));
   }
   return entry;
 }
@@ -207,14 +211,16 @@ absl::Status SafetensorsFile::ParseHeader() {
                                          kMaxSafetensorsHeaderBytes, " bytes (corrupt file?)"));
   }
   if (header_size > size_ - 8) {
-    return FileError(path_, absl::StrCat("header length ", header_size, " runs past the end of the ",
-                                         size_, "-byte file (truncated?)"));
+    return FileError(
+        path_, absl::StrCat("header length ", header_size, " runs past the end of the ", size_,
+                            "-byte file (truncated?)"));
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes_ + 8);
   ASSIGN_OR_RETURN(Json header,
                    ParseJsonText(std::string_view(header_begin, header_size), path_, "header"));
   if (!header.is_object()) {
-    return FileError(path_, absl::StrCat("header is a JSON ", header.type_name(), ", not an object"));
+    return FileError(path_,
+                     absl::StrCat("header is a JSON ", header.type_name(), ", not an object"));
   }
 
   const uint64_t data_start = 8 + header_size;
@@ -230,8 +236,12 @@ absl::Status SafetensorsFile::ParseHeader() {
                          absl::StrCat("data_offsets end ", parsed.end, " is beyond the ", data_size,
                                       "-byte data section"));
     }
-    Entry entry{parsed.dtype, std::move(parsed.shape), parsed.begin, parsed.end,
-                bytes_ + data_start + parsed.begin, Tensor()};
+    Entry entry{parsed.dtype,
+                std::move(parsed.shape),
+                parsed.begin,
+                parsed.end,
+                bytes_ + data_start + parsed.begin,
+                Tensor()};
     entries_.emplace(name, std::move(entry));
   }
 
@@ -246,10 +256,10 @@ absl::Status SafetensorsFile::ParseHeader() {
   const std::string* previous = nullptr;
   for (const auto& [name, entry] : by_offset) {
     if (entry->begin < covered_until) {
-      return TensorError(path_, *name,
-                         absl::StrCat("bytes [", entry->begin, ", ", entry->end,
-                                      ") overlap tensor \"", *previous, "\" which ends at ",
-                                      covered_until));
+      return TensorError(
+          path_, *name,
+          absl::StrCat("bytes [", entry->begin, ", ", entry->end, ") overlap tensor \"", *previous,
+                       "\" which ends at ", covered_until));
     }
     if (entry->begin > covered_until) {
       const std::string before =
@@ -285,7 +295,8 @@ bool SafetensorsFile::Has(std::string_view name) const { return entries_.contain
 absl::StatusOr<TensorView> SafetensorsFile::Get(std::string_view name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) {
-    return absl::NotFoundError(absl::StrCat(path_, ": no tensor named \"", std::string(name), "\""));
+    return absl::NotFoundError(
+        absl::StrCat(path_, ": no tensor named \"", std::string(name), "\""));
   }
   const Entry& entry = it->second;
   // The view type is mutable for uniformity with Tensor; this memory is read-only.

@@ -34,7 +34,8 @@
 
 namespace mtpspec {
 
-// Headers larger than this are rejected as corrupt (the reference implementation uses the same cap).
+// Headers larger than this are rejected as corrupt (the reference implementation uses the same
+// cap).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 class SafetensorsFile {
@@ -65,8 +66,8 @@ class SafetensorsFile {
     std::vector<int64_t> shape;  // outermost first; empty for a 0-d tensor
     uint64_t begin;              // byte offsets into the data section
     uint64_t end;
-    const uint8_t* data;         // into the file bytes, or into `aligned_copy` below
-    Tensor aligned_copy;         // only for tensors whose file offset is misaligned for the dtype
+    const uint8_t* data;  // into the file bytes, or into `aligned_copy` below
+    Tensor aligned_copy;  // only for tensors whose file offset is misaligned for the dtype
   };
   class Mapping;  // munmaps on destruction
 

@@ -48,8 +48,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const s
     for (const std::string& name : file->names()) store->file_of_tensor_.emplace(name, file.get());
     store->files_.push_back(std::move(file));
   } else {
-    return absl::NotFoundError(absl::StrCat(dir, ": contains neither ", kIndexFileName, " nor ",
-                                            kSingleFileName));
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": contains neither ", kIndexFileName, " nor ", kSingleFileName));
   }
   for (const auto& [name, file] : store->file_of_tensor_) store->names_.push_back(name);
   return store;
@@ -62,8 +62,8 @@ absl::Status SafetensorsStore::OpenSharded(const std::string& index_path) {
     return absl::InvalidArgumentError(
         absl::StrCat(index_path, ": expected a JSON object with a \"weight_map\""));
   }
-  ASSIGN_OR_RETURN(const auto weight_map, ParseStringMap(index["weight_map"], index_path,
-                                                         "weight_map"));
+  ASSIGN_OR_RETURN(const auto weight_map,
+                   ParseStringMap(index["weight_map"], index_path, "weight_map"));
 
   std::set<std::string> shard_names;
   for (const auto& [tensor, shard] : weight_map) {
@@ -80,9 +80,9 @@ absl::Status SafetensorsStore::OpenSharded(const std::string& index_path) {
     const std::string shard_path = (std::filesystem::path(dir_) / shard).string();
     absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(shard_path);
     if (!file.ok()) {
-      return absl::Status(file.status().code(),
-                          absl::StrCat(file.status().message(), " (shard listed in ", index_path,
-                                       ")"));
+      return absl::Status(
+          file.status().code(),
+          absl::StrCat(file.status().message(), " (shard listed in ", index_path, ")"));
     }
     file_of_shard.emplace(shard, file->get());
     files_.push_back(*std::move(file));
@@ -92,9 +92,9 @@ absl::Status SafetensorsStore::OpenSharded(const std::string& index_path) {
     for (const std::string& name : file->names()) {
       auto [it, inserted] = file_of_tensor_.emplace(name, file.get());
       if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(dir_, ": tensor \"", name,
-                                                       "\" is stored in two shards: ",
-                                                       it->second->path(), " and ", file->path()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            dir_, ": tensor \"", name, "\" is stored in two shards: ", it->second->path(), " and ",
+            file->path()));
       }
     }
   }
@@ -114,8 +114,8 @@ bool SafetensorsStore::Has(std::string_view name) const { return file_of_tensor_
 absl::StatusOr<TensorView> SafetensorsStore::Get(std::string_view name) const {
   auto it = file_of_tensor_.find(name);
   if (it == file_of_tensor_.end()) {
-    return absl::NotFoundError(absl::StrCat(dir_, ": checkpoint has no tensor named \"", std::string(name),
-                                            "\""));
+    return absl::NotFoundError(
+        absl::StrCat(dir_, ": checkpoint has no tensor named \"", std::string(name), "\""));
   }
   return it->second->Get(name);
 }

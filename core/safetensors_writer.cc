@@ -15,7 +15,8 @@ absl::Status TensorError(absl::string_view path, absl::string_view tensor,
   return absl::InvalidArgumentError(absl::StrCat(path, ": tensor \"", tensor, "\": ", message));
 }
 
-absl::Status CheckWritable(const std::string& path, const std::string& name, const TensorView& view) {
+absl::Status CheckWritable(const std::string& path, const std::string& name,
+                           const TensorView& view) {
   if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty tensor name"));
   if (name == "__metadata__") return TensorError(path, name, "name is reserved for metadata");
   if (view.ndim < 0 || view.ndim > kMaxDims) {
@@ -25,8 +26,8 @@ absl::Status CheckWritable(const std::string& path, const std::string& name, con
     if (view.shape[i] < 0) return TensorError(path, name, "has a negative dimension");
   }
   if (!view.is_contiguous()) {
-    return TensorError(path, name, absl::StrCat("view with shape ", ShapeString(view),
-                                                " is not contiguous"));
+    return TensorError(path, name,
+                       absl::StrCat("view with shape ", ShapeString(view), " is not contiguous"));
   }
   if (view.data == nullptr && view.nbytes() > 0) return TensorError(path, name, "data is null");
   return absl::OkStatus();
@@ -67,7 +68,8 @@ absl::Status WriteSafetensors(const std::string& path,
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
 
   uint8_t length_prefix[8];
-  for (int i = 0; i < 8; ++i) length_prefix[i] = static_cast<uint8_t>(header_text.size() >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    length_prefix[i] = static_cast<uint8_t>(header_text.size() >> (8 * i));
 
   ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::Create(path));
   RETURN_IF_ERROR(out.Append(length_prefix, sizeof length_prefix));
@@ -79,4 +81,3 @@ absl::Status WriteSafetensors(const std::string& path,
 }
 
 }  // namespace mtpspec
-

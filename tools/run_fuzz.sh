@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the `fuzz` preset and runs every libFuzzer target (build/fuzz/tests/fuzz/fuzz_*) for
 # SECONDS (default 30) over a scratch copy of its seed corpus (tests/fuzz/corpus/<name without
-# fuzz_>/), so the checked-in corpus is never modified. Exits non-zero if any target crashes,
+# fuzz_>/), so the checked-in corpus is never modified, with tests/fuzz/<name without fuzz_>.dict as
+# the dictionary when present. Exits non-zero if any target crashes,
 # leaks, hangs or trips a sanitizer; the reproducer is kept under build/fuzz/artifacts/<target>/.
 #
 # Usage: tools/run_fuzz.sh [SECONDS]        Environment: JOBS (build parallelism, default 2)
@@ -36,9 +37,12 @@ for target in "${targets[@]}"; do
   artifacts="$work/$name/artifacts"
   mkdir -p "$corpus" "$artifacts"
   if [[ -d "$seeds" ]]; then cp -R "$seeds"/. "$corpus"/; fi
+  options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+           -artifact_prefix="$artifacts/")
+  dictionary="tests/fuzz/${name#fuzz_}.dict"
+  if [[ -f "$dictionary" ]]; then options+=(-dict="$dictionary"); fi
   echo "== $name: ${seconds}s over $(ls "$corpus" | wc -l) seeds"
-  if "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$artifacts/" "$corpus" >"$work/$name/log" 2>&1; then
+  if "$target" "${options[@]}" "$corpus" >"$work/$name/log" 2>&1; then
     grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$work/$name/log" || true
     echo "== $name: OK ($(ls "$corpus" | wc -l) corpus files after the run)"
   else

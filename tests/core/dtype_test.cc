@@ -104,8 +104,8 @@ TEST(Bf16Test, RoundsToNearestEven) {
 }
 
 TEST(Bf16Test, KeepsNaNsNaN) {
-  for (uint32_t bits : {0x7fc00000u, 0x7f800001u, 0x7fffffffu, 0xffc00000u, 0xff800001u,
-                        0x7f80ffffu}) {
+  for (uint32_t bits :
+       {0x7fc00000u, 0x7f800001u, 0x7fffffffu, 0xffc00000u, 0xff800001u, 0x7f80ffffu}) {
     const uint16_t converted = F32ToBf16(FloatOf(bits));
     EXPECT_TRUE(std::isnan(Bf16ToF32(converted))) << std::hex << bits;
     EXPECT_EQ(converted & 0x8000, (bits >> 16) & 0x8000) << std::hex << bits;
@@ -201,9 +201,9 @@ TEST(DTypeTest, NamesRoundTripThroughTheParser) {
 }
 
 TEST(DTypeTest, ToF32WidensEveryFloatFormat) {
-  uint16_t bf16[2] = {0x3f80, 0xc000};   // [2]: 1, -2
-  uint16_t f16[2] = {0x3c00, 0x0001};    // [2]: 1, 2^-24
-  uint8_t f8[2] = {0x7e, 0x38};          // [2]: 448, 1
+  uint16_t bf16[2] = {0x3f80, 0xc000};  // [2]: 1, -2
+  uint16_t f16[2] = {0x3c00, 0x0001};   // [2]: 1, 2^-24
+  uint8_t f8[2] = {0x7e, 0x38};         // [2]: 448, 1
   absl::StatusOr<Tensor> from_bf16 = ToF32(TensorView::Contiguous(DType::kBF16, bf16, {2}));
   absl::StatusOr<Tensor> from_f16 = ToF32(TensorView::Contiguous(DType::kF16, f16, {2}));
   absl::StatusOr<Tensor> from_f8 = ToF32(TensorView::Contiguous(DType::kF8E4M3, f8, {2}));

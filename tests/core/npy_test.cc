@@ -63,13 +63,19 @@ TEST(NpyTest, NumpyLoadsOurFilesAndWeLoadNumpys) {
   ASSERT_TRUE(WriteNpy(dir.File("logits.npy"), logits.view()).ok());
   ASSERT_TRUE(WriteNpy(dir.File("ids.npy"), ids.view()).ok());
   EXPECT_TRUE(testing_util::RunPython(
-      "import numpy as np; a = np.load(\"" + dir.File("logits.npy") + "\");"
+      "import numpy as np; a = np.load(\"" + dir.File("logits.npy") +
+      "\");"
       "assert a.dtype == np.float32 and a.shape == (2, 3);"
       "assert (a == np.arange(6, dtype=np.float32).reshape(2, 3) - 1.5).all();"
-      "b = np.load(\"" + dir.File("ids.npy") + "\");"
+      "b = np.load(\"" +
+      dir.File("ids.npy") +
+      "\");"
       "assert b.dtype == np.int64 and (b == np.arange(4) + 2**40).all();"
-      "np.save(\"" + dir.File("theirs.npy") + "\", np.arange(24, dtype=np.float32).reshape(2, 3, 4));"
-      "np.save(\"" + dir.File("scalar.npy") + "\", np.int64(-9))"));
+      "np.save(\"" +
+      dir.File("theirs.npy") +
+      "\", np.arange(24, dtype=np.float32).reshape(2, 3, 4));"
+      "np.save(\"" +
+      dir.File("scalar.npy") + "\", np.int64(-9))"));
   absl::StatusOr<Tensor> theirs = ReadNpy(dir.File("theirs.npy"));
   ASSERT_TRUE(theirs.ok()) << theirs.status();
   EXPECT_EQ(theirs->view().shape_vector(), (std::vector<int64_t>{2, 3, 4}));

@@ -90,7 +90,8 @@ TEST(ParallelForTest, ManyBackToBackJobs) {
   constexpr int kJobs = 20000;
   for (int job = 0; job < kJobs; ++job) {
     pool.ParallelFor(9, 1, [&](int64_t begin, int64_t end) { total.fetch_add(end - begin); });
-    if (job % 5000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let them sleep
+    if (job % 5000 == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let them sleep
   }
   EXPECT_EQ(total.load(), int64_t{9} * kJobs);
 }
@@ -102,7 +103,8 @@ TEST(ParallelForTest, ConcurrentCallersFromSeveralThreads) {
   for (int t = 0; t < 4; ++t) {
     callers.emplace_back([&] {
       for (int job = 0; job < 2000; ++job) {
-        pool.ParallelFor(100, 10, [&](int64_t begin, int64_t end) { total.fetch_add(end - begin); });
+        pool.ParallelFor(100, 10,
+                         [&](int64_t begin, int64_t end) { total.fetch_add(end - begin); });
       }
     });
   }

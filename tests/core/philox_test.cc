@@ -43,7 +43,8 @@ TEST(PhiloxTest, UniformStaysInUnitIntervalWith53Bits) {
 }
 
 // Pearson chi-square over 100 equal bins with 10^5 draws. The statistic has 99 degrees of freedom;
-// P(chi2 > 148.2) = 0.001, so a correct generator essentially never fails (and the draws are fixed).
+// P(chi2 > 148.2) = 0.001, so a correct generator essentially never fails (and the draws are
+// fixed).
 double ChiSquare(uint64_t seed, uint32_t stream) {
   constexpr int kBins = 100;
   constexpr int kDraws = 100000;

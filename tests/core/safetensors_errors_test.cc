@@ -46,33 +46,43 @@ std::vector<BadCase> BadCases() {
       {"header not UTF-8", FileBytes("{\"\xff\": 1}", 0), {"not valid JSON"}},
       {"header not an object", FileBytes("[1, 2]", 0), {"not an object"}},
       {"entry not an object", FileBytes(entry("5"), 0), {"\"w\"", "not an object"}},
-      {"missing dtype", FileBytes(entry(R"({"shape":[1],"data_offsets":[0,4]})"), 4),
+      {"missing dtype",
+       FileBytes(entry(R"({"shape":[1],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "missing \"dtype\""}},
-      {"missing shape", FileBytes(entry(R"({"dtype":"F32","data_offsets":[0,4]})"), 4),
+      {"missing shape",
+       FileBytes(entry(R"({"dtype":"F32","data_offsets":[0,4]})"), 4),
        {"\"w\"", "missing \"shape\""}},
-      {"missing data_offsets", FileBytes(entry(R"({"dtype":"F32","shape":[1]})"), 4),
+      {"missing data_offsets",
+       FileBytes(entry(R"({"dtype":"F32","shape":[1]})"), 4),
        {"\"w\"", "missing \"data_offsets\""}},
-      {"unknown dtype", FileBytes(entry(R"({"dtype":"F4","shape":[1],"data_offsets":[0,4]})"), 4),
+      {"unknown dtype",
+       FileBytes(entry(R"({"dtype":"F4","shape":[1],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "F4"}},
-      {"dtype not a string", FileBytes(entry(R"({"dtype":7,"shape":[1],"data_offsets":[0,4]})"), 4),
+      {"dtype not a string",
+       FileBytes(entry(R"({"dtype":7,"shape":[1],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "dtype"}},
       {"shape not an array",
-       FileBytes(entry(R"({"dtype":"F32","shape":3,"data_offsets":[0,4]})"), 4), {"\"w\"", "shape"}},
-      {"negative dim", FileBytes(entry(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"), 4),
+       FileBytes(entry(R"({"dtype":"F32","shape":3,"data_offsets":[0,4]})"), 4),
+       {"\"w\"", "shape"}},
+      {"negative dim",
+       FileBytes(entry(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "negative"}},
       {"fractional dim",
        FileBytes(entry(R"({"dtype":"F32","shape":[1.5],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "not an integer"}},
-      {"string dim", FileBytes(entry(R"({"dtype":"F32","shape":["1"],"data_offsets":[0,4]})"), 4),
+      {"string dim",
+       FileBytes(entry(R"({"dtype":"F32","shape":["1"],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "not an integer"}},
       {"dim beyond int64",
-       FileBytes(entry(R"({"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]})"), 4),
+       FileBytes(entry(R"({"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]})"),
+                 4),
        {"\"w\"", "too large"}},
       {"too many dims",
        FileBytes(entry(R"({"dtype":"F32","shape":[1,1,1,1,1],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "5 dimensions"}},
       {"element count overflow",
-       FileBytes(entry(R"({"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]})"), 0),
+       FileBytes(entry(R"({"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]})"),
+                 0),
        {"\"w\"", "overflows"}},
       {"overflow hidden behind a zero dim",
        FileBytes(entry(R"({"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]})"),
@@ -87,28 +97,37 @@ std::vector<BadCase> BadCases() {
       {"data_offsets not an array",
        FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":{"a":1}})"), 4),
        {"\"w\"", "data_offsets"}},
-      {"negative offset", FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})"), 4),
+      {"negative offset",
+       FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})"), 4),
        {"\"w\"", "negative"}},
-      {"begin after end", FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})"), 4),
+      {"begin after end",
+       FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})"), 4),
        {"\"w\"", "begin > end"}},
       {"end beyond the data section",
        FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), 3),
        {"\"w\"", "beyond"}},
-      {"huge end", FileBytes(entry(R"({"dtype":"U8","shape":[1],"data_offsets":[9223372036854775806,9223372036854775807]})"), 3),
+      {"huge end",
+       FileBytes(entry(R"({"dtype":"U8","shape":[1],)"
+                       R"("data_offsets":[9223372036854775806,9223372036854775807]})"),
+                 3),
        {"\"w\"", "beyond"}},
-      {"size mismatch", FileBytes(entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), 4),
+      {"size mismatch",
+       FileBytes(entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), 4),
        {"\"w\"", "needs 8"}},
       {"overlapping tensors",
        FileBytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                 12),
        {"\"b\"", "overlap", "\"a\""}},
       {"identical ranges",
        FileBytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                 R"("b":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", 4),
+                 R"("b":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
+                 4),
        {"\"b\"", "overlap", "\"a\""}},
       {"gap between tensors",
        FileBytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12),
+                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                 12),
        {"\"b\"", "gaps", "\"a\""}},
       {"data not starting at 0",
        FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4,8]})"), 8),
@@ -117,7 +136,8 @@ std::vector<BadCase> BadCases() {
        FileBytes(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), 6),
        {"trailing"}},
       {"metadata not an object", FileBytes(R"({"__metadata__":[1]})", 0), {"__metadata__"}},
-      {"metadata value not a string", FileBytes(R"({"__metadata__":{"k":1}})", 0),
+      {"metadata value not a string",
+       FileBytes(R"({"__metadata__":{"k":1}})", 0),
        {"__metadata__", "\"k\"", "not a string"}},
   };
 }
@@ -162,7 +182,8 @@ TEST(SafetensorsErrorsTest, OpenReportsFileProblemsWithThePath) {
     EXPECT_NE(truncated.message().find("truncated"), std::string_view::npos) << truncated;
   }
 
-  const std::string good = FileBytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
+  const std::string good =
+      FileBytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
   testing_util::WriteBytes(dir.File("cut.safetensors"), good.substr(0, good.size() - 3));
   const absl::Status cut = SafetensorsFile::Open(dir.File("cut.safetensors")).status();
   EXPECT_NE(cut.message().find("cut.safetensors"), std::string_view::npos) << cut;
@@ -171,10 +192,10 @@ TEST(SafetensorsErrorsTest, OpenReportsFileProblemsWithThePath) {
 
 TEST(SafetensorsErrorsTest, AcceptsValidEdgeCases) {
   // Zero-sized tensors anywhere in the tiling, 0-d tensors, and an empty header with padding.
-  const std::string bytes =
-      FileBytes(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
-                R"("e":{"dtype":"BF16","shape":[0,3],"data_offsets":[4,4]},)"
-                R"("z":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}}    )", 6);
+  const std::string bytes = FileBytes(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
+                                      R"("e":{"dtype":"BF16","shape":[0,3],"data_offsets":[4,4]},)"
+                                      R"("z":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}}    )",
+                                      6);
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::FromBuffer(kName, bytes);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->Get("a")->ndim, 0);

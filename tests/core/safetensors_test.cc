@@ -1,5 +1,7 @@
 // Round trips through WriteSafetensors / SafetensorsFile, and interoperability with the reference
 // Python implementation when it is installed.
+#include "core/safetensors.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/safetensors.h"
 #include "core/safetensors_writer.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
@@ -21,9 +22,8 @@ namespace {
 using testing_util::ReadBytes;
 using testing_util::ScopedTempDir;
 
-constexpr DType kAllDTypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
-                                DType::kF8E4M3, DType::kI8, DType::kU8, DType::kI32,
-                                DType::kI64, DType::kBool};
+constexpr DType kAllDTypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kF8E4M3,
+                                DType::kI8,  DType::kU8,  DType::kI32,  DType::kI64, DType::kBool};
 
 // A tensor whose bytes are a recognizable function of its index, so mixed-up data shows.
 Tensor PatternTensor(DType dtype, const std::vector<int64_t>& shape, uint8_t salt) {
@@ -73,9 +73,9 @@ TEST(SafetensorsTest, RoundTripsEveryDTypeAndShape) {
 }
 
 TEST(SafetensorsTest, WriterIsDeterministicAndPadsTheHeader) {
-  Tensor a = PatternTensor(DType::kBF16, {3}, 1);   // [3]
+  Tensor a = PatternTensor(DType::kBF16, {3}, 1);    // [3]
   Tensor b = PatternTensor(DType::kF32, {2, 2}, 2);  // [2, 2]
-  Tensor c = PatternTensor(DType::kU8, {5}, 3);     // [5]
+  Tensor c = PatternTensor(DType::kU8, {5}, 3);      // [5]
   ScopedTempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir.File("x"), {{"a", a.view()}, {"b", b.view()}, {"c", c.view()}},
                                {{"k", "v"}})
@@ -97,7 +97,8 @@ TEST(SafetensorsTest, WriterIsDeterministicAndPadsTheHeader) {
   EXPECT_NE(header.find("\"c\":{\"data_offsets\":[22,27]"), std::string::npos) << header;
   // No temporary files are left next to the output.
   int files = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    ++files;
   EXPECT_EQ(files, 2);
 }
 
@@ -170,21 +171,27 @@ TEST(SafetensorsTest, ReferencePythonLoadsOurFile) {
   std::iota(f32.data<float>(), f32.data<float>() + 6, 0.5f);
   Tensor i64 = Tensor::Empty(DType::kI64, {});  // []
   *i64.data<int64_t>() = -7;
-  Tensor u8 = PatternTensor(DType::kU8, {3}, 1);  // [3]
+  Tensor u8 = PatternTensor(DType::kU8, {3}, 1);      // [3]
   Tensor empty = Tensor::Empty(DType::kF16, {0, 4});  // [0, 4]
   ScopedTempDir dir;
   const std::string path = dir.File("ours.safetensors");
-  ASSERT_TRUE(WriteSafetensors(path, {{"f32", f32.view()}, {"i64", i64.view()}, {"u8", u8.view()},
-                                      {"empty", empty.view()}},
-                               {{"format", "np"}})
-                  .ok());
+  ASSERT_TRUE(
+      WriteSafetensors(
+          path,
+          {{"f32", f32.view()}, {"i64", i64.view()}, {"u8", u8.view()}, {"empty", empty.view()}},
+          {{"format", "np"}})
+          .ok());
   EXPECT_TRUE(testing_util::RunPython(
-      "import numpy as np; from safetensors.numpy import load_file; from safetensors import safe_open;"
-      "t = load_file(\"" + path + "\");"
+      "import numpy as np; from safetensors.numpy import load_file; from safetensors import "
+      "safe_open;"
+      "t = load_file(\"" +
+      path +
+      "\");"
       "assert (t[\"f32\"] == np.arange(6, dtype=np.float32).reshape(2, 3) + 0.5).all();"
       "assert t[\"i64\"].shape == () and t[\"i64\"] == -7;"
       "assert t[\"u8\"].tolist() == [1, 8, 15]; assert t[\"empty\"].shape == (0, 4);"
-      "assert safe_open(\"" + path + "\", \"np\").metadata() == {\"format\": \"np\"}"));
+      "assert safe_open(\"" +
+      path + "\", \"np\").metadata() == {\"format\": \"np\"}"));
 }
 
 TEST(SafetensorsTest, ReadsAFileWrittenByReferencePython) {
@@ -194,7 +201,9 @@ TEST(SafetensorsTest, ReadsAFileWrittenByReferencePython) {
   ASSERT_TRUE(testing_util::RunPython(
       "import numpy as np; from safetensors.numpy import save_file;"
       "save_file({\"h\": np.arange(5, dtype=np.float16), \"b\": np.array([True, False, True]),"
-      "\"d\": np.full((2, 2), 0.25), \"i\": np.arange(3, dtype=np.int32) - 1}, \"" + path + "\","
+      "\"d\": np.full((2, 2), 0.25), \"i\": np.arange(3, dtype=np.int32) - 1}, \"" +
+      path +
+      "\","
       "metadata={\"m\": \"x\"})"));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();

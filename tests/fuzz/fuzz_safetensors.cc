@@ -20,7 +20,7 @@ uint64_t TouchTensor(const mtpspec::TensorView& view, size_t input_size) {
   uint64_t checksum = 0;
   const uint8_t* bytes = view.as<uint8_t>();
   for (size_t i = 0; i < view.nbytes(); ++i) checksum += bytes[i];  // ASan checks every byte
-  absl::StatusOr<mtpspec::Tensor> widened = mtpspec::ToF32(view);  // typed reads, floats only
+  absl::StatusOr<mtpspec::Tensor> widened = mtpspec::ToF32(view);   // typed reads, floats only
   if (widened.ok()) {
     for (int64_t i = 0; i < widened->numel(); ++i) {
       float value = widened->data<float>()[i];
@@ -36,8 +36,8 @@ uint64_t TouchTensor(const mtpspec::TensorView& view, size_t input_size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<std::unique_ptr<mtpspec::SafetensorsFile>> file =
-      mtpspec::SafetensorsFile::FromBuffer(kName, std::string(reinterpret_cast<const char*>(data),
-                                                              size));
+      mtpspec::SafetensorsFile::FromBuffer(kName,
+                                           std::string(reinterpret_cast<const char*>(data), size));
   if (!file.ok()) {
     if (file.status().message().find(kName) == std::string_view::npos) __builtin_trap();
     return 0;

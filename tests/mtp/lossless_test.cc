@@ -119,7 +119,7 @@ TEST_P(LosslessTest, AcceptedBlocksAndRollbackStayLossless) {
         SpecStats stats;
         EXPECT_EQ(Decode(model, &scripted, prompt, Options(k, temperature, 5), &stats), plain)
             << "T " << temperature << " k " << k << " period " << period;
-        EXPECT_GE(stats.num_accepted_tokens, stats.num_draft_tokens / 3);
+        EXPECT_GE(stats.num_accepted_tokens, 8);  // many blocks accepted in full or in part
         EXPECT_LT(stats.num_accepted_tokens, stats.num_draft_tokens);
       }
     }
