@@ -216,3 +216,33 @@ TEST(LoaderTest, Bf16InPlaceEqualsWidenedCopy) {
 
 }  // namespace
 }  // namespace mtpspec
+
+namespace mtpspec {
+namespace {
+
+// For T ≤ K every causal key is selected, so the indexer weights cannot matter: a model whose
+// indexers are replaced by different random ones gives bit-identical logits (model-spec §11).
+TEST(DenseEquivalenceTest, IndexerWeightsDoNotMatterWhileTFitsTopK) {
+  ScopedTempDir tmp;
+  WriteEdited(tmp.File("other_indexers"), [](auto& tensors, auto& storage) {
+    for (auto& [name, view] : tensors) {
+      if (name.find(".indexer.") == std::string::npos) continue;
+      Tensor t = Tensor::Empty(DType::kF32, view.shape_vector());
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 0.37f * static_cast<float>((i * 7919) % 13) - 2.0f;
+      storage.push_back(std::move(t));
+      view = storage.back().view();
+    }
+  });
+  auto other = Model::Load(tmp.File("other_indexers"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  const Model& base = TinyModelEnv::Get().model();
+  const int64_t K = base.config().index_topk;
+  const auto a = PrefillLogits(**other, K), b = PrefillLogits(base, K);
+  EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+  // Beyond K the indexer decides, so the outputs differ.
+  const auto c = PrefillLogits(**other, K + 12), d = PrefillLogits(base, K + 12);
+  EXPECT_GT(RelativeMaxDiff(c.data(), d.data(), c.size()), 1e-4);
+}
+
+}  // namespace
+}  // namespace mtpspec
