@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -165,6 +166,8 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   }
   result.path_used = path;
 
+  ForwardProfile* profile = options.profile;
+  std::optional<ScopedTimer> projection_timer(std::in_place, profile, Component::kAttentionProjections);
   // Query: c_q = RMSNorm(W_qa x); q = W_qb c_q, RoPE on each head's trailing d_r dims.
   std::vector<float> q_latent(rows * r_q);  // [rows, r_q]
   Linear(x, rows, w.q_a_proj, q_latent.data());
@@ -194,16 +197,22 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
     rope.Apply(kr, positions[r], dims.rope_style);
   }
 
+  projection_timer.reset();
   // Selection: full layers run their indexer; shared layers received the donor's top-k.
   const bool use_given_topk = !w.indexer.has_value() || options.reuse_topk;
   if (w.indexer.has_value()) {
+    ScopedTimer timer(profile, Component::kIndexerScores);
     IndexerWriteKeys(*w.indexer, dims.indexer, rope, x, rows, positions, cache.index_key.data<float>());
   }
   if (!use_given_topk) {
     if (path != AttentionPath::kDense) {
       std::vector<float> scores(rows * num_keys);  // [rows, T]
-      IndexerScores(*w.indexer, dims.indexer, rope, x, q_latent.data(), rows, positions,
-                    cache.index_key.data<float>(), num_keys, scores.data());
+      {
+        ScopedTimer timer(profile, Component::kIndexerScores);
+        IndexerScores(*w.indexer, dims.indexer, rope, x, q_latent.data(), rows, positions,
+                      cache.index_key.data<float>(), num_keys, scores.data());
+      }
+      ScopedTimer timer(profile, Component::kTopK);
       *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions);
     } else {
       *topk = AllCausalKeys(rows, num_keys, positions);
@@ -214,6 +223,7 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
     }
   }
 
+  std::optional<ScopedTimer> attention_timer(std::in_place, profile, Component::kAttention);
   AttentionForm form = options.form;
   if (path == AttentionPath::kGather) form = AttentionForm::kAbsorbed;
   if (form == AttentionForm::kAuto) {
@@ -270,6 +280,8 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
                   [&](int64_t r, int64_t j) { return selected[r * num_keys + j] != 0; }, o.data());
     }
   }
+  attention_timer.reset();
+  ScopedTimer timer(profile, Component::kAttentionProjections);
   Linear(o.data(), rows, w.o_proj, out);
   return result;
 }

@@ -16,6 +16,7 @@
 #include "attention/indexer.h"
 #include "attention/kv_cache.h"
 #include "attention/rope.h"
+#include "core/profile.h"
 #include "core/tensor.h"
 
 namespace mtpspec {
@@ -57,6 +58,7 @@ struct AttentionOptions {
   // match this call's). Used by `index_share_for_mtp_iteration` (model-spec §7.5); the new
   // tokens' indexer keys are still written to the cache.
   bool reuse_topk = false;
+  ForwardProfile* profile = nullptr;  // optional per-component timing (benchmarks)
 };
 
 struct MlaStepResult {

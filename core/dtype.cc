@@ -68,11 +68,28 @@ float F16ToF32(uint16_t h) {
 }
 
 uint16_t F32ToF16(float f) {
-  // Conversion through the compiler's _Float16 gives IEEE round-to-nearest-even.
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
+  // IEEE binary16 with round-to-nearest-even, written out so it builds without compiler
+  // _Float16 support.
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity (≥ 65520)
+  if (abs < 0x38800000u) {
+    // Subnormal half (or zero): value = abs_float / 2^-24, rounded to nearest even.
+    if (abs < 0x33000000u) return sign;  // < 2^-25 rounds to zero
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14 … 24
+    uint32_t half = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
+    return sign | static_cast<uint16_t>(half);
+  }
+  uint32_t half = ((abs >> 13) - (112u << 10));  // rebias exponent 127 → 15
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return sign | static_cast<uint16_t>(half);
 }
 
 float F8E4M3ToF32(uint8_t b) {

@@ -35,17 +35,25 @@ absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContex
                                  const AttentionOptions& options, TopK* topk, AttentionPath* path_used) {
   const ModelConfig& c = *ctx.config;
   const int64_t H = c.hidden_size;
+  ForwardProfile* profile = options.profile;
   std::vector<float> normed(rows * H), delta(rows * H);  // [rows, H]
-  for (int64_t r = 0; r < rows; ++r) {
-    RmsNorm(hidden + r * H, w.input_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+  {
+    ScopedTimer timer(profile, Component::kNorms);
+    for (int64_t r = 0; r < rows; ++r) {
+      RmsNorm(hidden + r * H, w.input_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+    }
   }
   ASSIGN_OR_RETURN(MlaStepResult step, MlaForward(w.attn, ctx.mla, ctx.rope, normed.data(), rows, positions, cache,
                                                   capacity, options, topk, delta.data()));
   if (path_used) *path_used = step.path_used;
-  for (int64_t i = 0; i < rows * H; ++i) hidden[i] += delta[i];
-  for (int64_t r = 0; r < rows; ++r) {
-    RmsNorm(hidden + r * H, w.post_attention_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+  {
+    ScopedTimer timer(profile, Component::kNorms);
+    for (int64_t i = 0; i < rows * H; ++i) hidden[i] += delta[i];
+    for (int64_t r = 0; r < rows; ++r) {
+      RmsNorm(hidden + r * H, w.post_attention_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+    }
   }
+  ScopedTimer timer(profile, Component::kFeedForward);
   if (w.dense_mlp) {
     MlpForward(w.mlp, normed.data(), rows, H, delta.data());
   } else {

@@ -95,7 +95,11 @@ absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int
   ForwardOutput out;
   out.hidden_prenorm = Tensor::Empty(DType::kF32, {rows, H});
   float* hidden = out.hidden_prenorm.data<float>();  // [rows, H]
-  Embed(weights_->embed, tokens, hidden);
+  ForwardProfile* profile = options.attention.profile;
+  {
+    ScopedTimer timer(profile, Component::kEmbed);
+    Embed(weights_->embed, tokens, hidden);
+  }
   TopK topk;
   out.paths.resize(config_.num_hidden_layers);
   if (options.capture_topk) out.topk.resize(config_.num_hidden_layers);
@@ -109,6 +113,7 @@ absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int
   }
   cache.SetLength(positions[rows - 1] + 1);
 
+  ScopedTimer head_timer(profile, Component::kHead);
   out.hidden_postnorm = Tensor::Empty(DType::kF32, {rows, H});
   float* post = out.hidden_postnorm.data<float>();
   for (int64_t r = 0; r < rows; ++r) {

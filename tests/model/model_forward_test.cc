@@ -196,3 +196,28 @@ TEST(ModelForwardTest, CacheBytesPerToken) {
 
 }  // namespace
 }  // namespace mtpspec
+
+namespace mtpspec {
+namespace {
+
+// The optional profile does not change results and accounts every component it covers.
+TEST(ForwardProfileTest, ProfilingIsTransparentAndCoversTheComponents) {
+  const Model& model = TinyModelEnv::Get().model();
+  const auto tokens = testing_util::TestTokens(24, model.config().vocab_size, 4);
+  auto plain_cache = *model.NewCache(32), profiled_cache = *model.NewCache(32);
+  ForwardProfile profile;
+  ForwardOptions options;
+  options.attention.profile = &profile;
+  auto plain = model.Forward(*plain_cache, tokens, testing_util::Range(0, 24));
+  auto profiled = model.Forward(*profiled_cache, tokens, testing_util::Range(0, 24), options);
+  ASSERT_TRUE(plain.ok() && profiled.ok());
+  EXPECT_EQ(testing_util::RelativeMaxDiff(profiled->logits, plain->logits), 0.0);
+  for (Component c : {Component::kEmbed, Component::kAttentionProjections, Component::kIndexerScores,
+                      Component::kTopK, Component::kAttention, Component::kFeedForward, Component::kNorms,
+                      Component::kHead}) {
+    EXPECT_GT(profile[c], 0.0) << ComponentName(c);
+  }
+}
+
+}  // namespace
+}  // namespace mtpspec
