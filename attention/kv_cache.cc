@@ -1,13 +1,22 @@
 #include "attention/kv_cache.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "core/linear.h"
 
 namespace mtpspec {
 
 KvCache::KvCache(const KvCacheShape& shape, int64_t capacity) : shape_(shape), capacity_(capacity) {
   layers_.resize(shape.has_indexer.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    layers_[l].latent = Tensor::Zeros(DType::kF32, {capacity, shape.kv_lora_rank});
+    if (shape.latent_storage == LatentStorage::kInt8) {
+      layers_[l].latent = Tensor::Zeros(DType::kI8, {capacity, shape.kv_lora_rank});
+      layers_[l].latent_scale = Tensor::Zeros(DType::kF32, {capacity});
+    } else {
+      layers_[l].latent = Tensor::Zeros(DType::kF32, {capacity, shape.kv_lora_rank});
+    }
     layers_[l].rope_key = Tensor::Zeros(DType::kF32, {capacity, shape.rope_dim});
     if (shape.has_indexer[l]) layers_[l].index_key = Tensor::Zeros(DType::kF32, {capacity, shape.index_head_dim});
   }
@@ -23,11 +32,65 @@ absl::Status KvCache::Truncate(int64_t n) {
 }
 
 int64_t KvCache::BytesPerToken() const {
-  int64_t values = 0;
+  const bool int8 = shape_.latent_storage == LatentStorage::kInt8;
+  int64_t bytes = 0;
   for (bool full : shape_.has_indexer) {
-    values += shape_.kv_lora_rank + shape_.rope_dim + (full ? shape_.index_head_dim : 0);
+    bytes += int8 ? shape_.kv_lora_rank + 4 : shape_.kv_lora_rank * 4;  // latent (+ scale)
+    bytes += (shape_.rope_dim + (full ? shape_.index_head_dim : 0)) * 4;
   }
-  return values * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
+int64_t KvCache::Bf16BytesPerToken() const {
+  int64_t values = 0;
+  for (bool full : shape_.has_indexer) values += shape_.kv_lora_rank + shape_.rope_dim + (full ? shape_.index_head_dim : 0);
+  return values * 2;
+}
+
+void LayerKvCache::StoreLatent(int64_t j, const float* c) {
+  const int64_t n = latent_dim();
+  if (!int8()) {
+    std::copy(c, c + n, latent.data<float>() + j * n);
+    return;
+  }
+  float max_abs = 0.0f;
+  for (int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(c[i]));
+  const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+  const float inv = 1.0f / scale;
+  int8_t* q = latent.data<int8_t>() + j * n;
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::lrint(std::clamp(c[i] * inv, -127.0f, 127.0f)));
+  latent_scale.data<float>()[j] = scale;
+}
+
+void LayerKvCache::LoadLatent(int64_t j, float* out) const {
+  const int64_t n = latent_dim();
+  if (!int8()) {
+    std::copy(latent.data<float>() + j * n, latent.data<float>() + (j + 1) * n, out);
+    return;
+  }
+  const int8_t* q = latent.data<int8_t>() + j * n;
+  const float scale = latent_scale.data<float>()[j];
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
+}
+
+float LayerKvCache::DotLatent(const float* x, int64_t j) const {
+  const int64_t n = latent_dim();
+  if (!int8()) return DotF32(x, latent.data<float>() + j * n, n);
+  const int8_t* q = latent.data<int8_t>() + j * n;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * static_cast<float>(q[i]);
+  return sum * latent_scale.data<float>()[j];
+}
+
+void LayerKvCache::AxpyLatent(float a, int64_t j, float* y) const {
+  const int64_t n = latent_dim();
+  if (!int8()) {
+    Axpy(a, latent.data<float>() + j * n, y, n);
+    return;
+  }
+  const int8_t* q = latent.data<int8_t>() + j * n;
+  const float as = a * latent_scale.data<float>()[j];
+  for (int64_t i = 0; i < n; ++i) y[i] += as * static_cast<float>(q[i]);
 }
 
 }  // namespace mtpspec

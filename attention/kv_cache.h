@@ -13,7 +13,12 @@
 
 namespace mtpspec {
 
+// How the MLA latent is stored. kInt8 keeps one int8 per value plus one f32 scale per token
+// (symmetric, scale = max|c| / 127); the rope key and the indexer key stay f32.
+enum class LatentStorage { kF32, kInt8 };
+
 struct KvCacheShape {
+  LatentStorage latent_storage = LatentStorage::kF32;
   int64_t kv_lora_rank = 0;       // r_kv
   int64_t rope_dim = 0;           // d_r
   int64_t index_head_dim = 0;     // d_I
@@ -21,9 +26,20 @@ struct KvCacheShape {
 };
 
 struct LayerKvCache {
-  Tensor latent;     // [capacity, r_kv] f32
-  Tensor rope_key;   // [capacity, d_r] f32
-  Tensor index_key;  // [capacity, d_I] f32; empty on shared layers
+  Tensor latent;        // [capacity, r_kv] f32, or I8 with kInt8 storage
+  Tensor latent_scale;  // [capacity] f32 per-token scales (kInt8 storage only)
+  Tensor rope_key;      // [capacity, d_r] f32
+  Tensor index_key;     // [capacity, d_I] f32; empty on shared layers
+
+  bool int8() const { return latent.dtype() == DType::kI8; }
+  int64_t latent_dim() const { return latent.dim(1); }
+  // Stores the normalized latent c [r_kv] of position j (quantising when int8).
+  void StoreLatent(int64_t j, const float* c);
+  // c_j widened to f32. out: [r_kv]
+  void LoadLatent(int64_t j, float* out) const;
+  // q · c_j and y += a · c_j without materialising c_j.
+  float DotLatent(const float* q, int64_t j) const;
+  void AxpyLatent(float a, int64_t j, float* y) const;
 };
 
 class KvCache {
@@ -44,10 +60,10 @@ class KvCache {
   void SetLength(int64_t n) { length_ = n; }
   void Clear() { length_ = 0; }
 
-  // Bytes stored per token over all layers, at the cache's element type (f32 here).
+  // Bytes stored per token over all layers, as stored (f32, or int8 latent + scale).
   int64_t BytesPerToken() const;
-  // The same count in bf16, the unit engines usually quote (model-spec §3.4).
-  int64_t Bf16BytesPerToken() const { return BytesPerToken() / 2; }
+  // The same values counted at 2 bytes each (bf16), the unit engines usually quote (§3.4).
+  int64_t Bf16BytesPerToken() const;
 
  private:
   KvCacheShape shape_;

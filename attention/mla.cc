@@ -63,7 +63,6 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
                     const int64_t* positions, int64_t num_keys, KeysOf keys_of, float* o /*[rows, N_h·d_v]*/) {
   const int64_t nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim, d_n = dims.nope_dim;
   const int64_t d_qk = d_n + d_r, d_v = dims.v_dim;
-  const float* latent = cache.latent.data<float>();      // [capacity, r_kv]
   const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
   DefaultThreadPool().ParallelFor(qb.rows * nh, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
@@ -77,14 +76,14 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
       for (int64_t k = 0; k < n; ++k) {
         const int64_t j = keys[k];
         scores[k] = KeyValid(j, positions[r], num_keys)
-                        ? dims.softmax_scale * (DotF32(q_lat, latent + j * r_kv, r_kv) +
+                        ? dims.softmax_scale * (cache.DotLatent(q_lat, j) +
                                                 DotF32(q_rope, rope_key + j * d_r, d_r))
                         : kNegInf;
       }
       std::fill(z.begin(), z.end(), 0.0f);
       if (SoftmaxInPlace(scores.data(), n)) {
         for (int64_t k = 0; k < n; ++k) {
-          if (scores[k] != 0.0f) Axpy(scores[k], latent + keys[k] * r_kv, z.data(), r_kv);
+          if (scores[k] != 0.0f) cache.AxpyLatent(scores[k], keys[k], z.data());
         }
       }
       // Un-absorb: o^h[v] = W_UV^h[v, :] · z.
@@ -103,7 +102,14 @@ void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb,
   const int64_t nh = dims.heads, d_r = dims.rope_dim, d_n = dims.nope_dim, d_v = dims.v_dim;
   const int64_t d_qk = d_n + d_r, kv_width = nh * (d_n + d_v);
   std::vector<float> expanded(num_keys * kv_width);  // [T, N_h, d_n + d_v]
-  Linear(cache.latent.data<float>(), num_keys, w.kv_b_proj, expanded.data());
+  const float* latent_rows = cache.latent.data<float>();  // [T, r_kv]
+  std::vector<float> widened;
+  if (cache.int8()) {  // the expansion reads every row once: widen them first
+    widened.resize(num_keys * dims.kv_lora);
+    for (int64_t j = 0; j < num_keys; ++j) cache.LoadLatent(j, widened.data() + j * dims.kv_lora);
+    latent_rows = widened.data();
+  }
+  Linear(latent_rows, num_keys, w.kv_b_proj, expanded.data());
   const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
   DefaultThreadPool().ParallelFor(qb.rows * nh, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(num_keys);
@@ -186,12 +192,12 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   // Latent and rope key of the new tokens go straight into the cache.
   std::vector<float> kv(rows * (r_kv + d_r));  // [rows, r_kv + d_r]
   Linear(x, rows, w.kv_a_proj, kv.data());
-  float* latent_cache = cache.latent.data<float>();
   float* rope_cache = cache.rope_key.data<float>();
+  std::vector<float> c(r_kv);  // [r_kv] normalized latent of one token
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = kv.data() + r * (r_kv + d_r);
-    float* c = latent_cache + positions[r] * r_kv;
-    RmsNorm(row, w.kv_a_norm.data<float>(), r_kv, dims.latent_norm_eps, c);
+    RmsNorm(row, w.kv_a_norm.data<float>(), r_kv, dims.latent_norm_eps, c.data());
+    cache.StoreLatent(positions[r], c.data());
     float* kr = rope_cache + positions[r] * d_r;
     std::copy(row + r_kv, row + r_kv + d_r, kr);
     rope.Apply(kr, positions[r], dims.rope_style);

@@ -16,8 +16,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   return model;
 }
 
-KvCacheShape Model::CacheShape() const {
+KvCacheShape Model::CacheShape(LatentStorage storage) const {
   KvCacheShape shape;
+  shape.latent_storage = storage;
   shape.kv_lora_rank = config_.kv_lora_rank;
   shape.rope_dim = config_.qk_rope_head_dim;
   shape.index_head_dim = config_.index_head_dim;
@@ -25,12 +26,12 @@ KvCacheShape Model::CacheShape() const {
   return shape;
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> Model::NewCache(int64_t capacity) const {
+absl::StatusOr<std::unique_ptr<KvCache>> Model::NewCache(int64_t capacity, LatentStorage storage) const {
   if (capacity <= 0 || capacity > config_.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat("cache capacity ", capacity, " is outside [1, max_position_embeddings = ",
                                                    config_.max_position_embeddings, "]"));
   }
-  return std::make_unique<KvCache>(CacheShape(), capacity);
+  return std::make_unique<KvCache>(CacheShape(storage), capacity);
 }
 
 absl::Status Model::CheckTokens(std::span<const int32_t> tokens, const std::string& what) const {

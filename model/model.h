@@ -47,9 +47,11 @@ class Model {
   const std::string& dir() const { return dir_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }
 
-  // A cache for up to `capacity` positions (≤ max_position_embeddings).
-  absl::StatusOr<std::unique_ptr<KvCache>> NewCache(int64_t capacity) const;
-  KvCacheShape CacheShape() const;
+  // A cache for up to `capacity` positions (≤ max_position_embeddings). kInt8 stores the MLA
+  // latent in int8 with per-token scales (rope and indexer keys stay f32).
+  absl::StatusOr<std::unique_ptr<KvCache>> NewCache(int64_t capacity,
+                                                    LatentStorage storage = LatentStorage::kF32) const;
+  KvCacheShape CacheShape(LatentStorage storage = LatentStorage::kF32) const;
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
   // cache.length(); a start before the end first truncates the cache there. On error the cache is

@@ -3,8 +3,8 @@
 namespace mtpspec {
 
 absl::StatusOr<std::unique_ptr<ModelTarget>> ModelTarget::Create(const Model& model, int64_t capacity,
-                                                                 AttentionOptions attention) {
-  ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity));
+                                                                 AttentionOptions attention, LatentStorage storage) {
+  ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity, storage));
   return std::unique_ptr<ModelTarget>(new ModelTarget(model, std::move(cache), attention));
 }
 

@@ -11,7 +11,8 @@ namespace mtpspec {
 class ModelTarget : public Target {
  public:
   static absl::StatusOr<std::unique_ptr<ModelTarget>> Create(const Model& model, int64_t capacity,
-                                                             AttentionOptions attention = {});
+                                                             AttentionOptions attention = {},
+                                                             LatentStorage storage = LatentStorage::kF32);
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t capacity() const override { return cache_->capacity(); }
   int64_t length() const override { return cache_->length(); }

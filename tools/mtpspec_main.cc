@@ -24,7 +24,7 @@ constexpr char kUsage[] =
     "usage:\n"
     "  mtpspec info DIR\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
-    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]\n"
+    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N] [--kv-cache f32|int8]\n"
     "  mtpspec generate DIR --ids 1,2,3 [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
@@ -151,7 +151,10 @@ absl::Status RunLogits(const CliArgs& args) {
     ASSIGN_OR_RETURN(options.logit_rows, args.GetIntList("rows"));
   }
   const int64_t capacity = std::min<int64_t>(model->config().max_position_embeddings, positions.back() + 1);
-  ASSIGN_OR_RETURN(auto cache, model->NewCache(std::max<int64_t>(capacity, 1)));
+  const std::string kv = args.Get("kv-cache", "f32");
+  if (kv != "f32" && kv != "int8") return absl::InvalidArgumentError("--kv-cache must be f32 or int8");
+  ASSIGN_OR_RETURN(auto cache, model->NewCache(std::max<int64_t>(capacity, 1),
+                                               kv == "int8" ? LatentStorage::kInt8 : LatentStorage::kF32));
   ASSIGN_OR_RETURN(ForwardOutput out, model->Forward(*cache, ids, positions, options));
   RETURN_IF_ERROR(WriteNpy(args.Get("out"), out.logits.view()));
   std::cout << "wrote " << args.Get("out") << " " << ShapeString(out.logits.view()) << " f32\n";
@@ -170,7 +173,8 @@ int Main(int argc, char** argv) {
     status = args.ok() ? SetThreads(*args) : args.status();
     if (status.ok()) status = RunInfo(*args);
   } else if (command == "logits") {
-    auto args = CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads"});
+    auto args =
+        CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache"});
     status = args.ok() ? SetThreads(*args) : args.status();
     if (status.ok()) status = RunLogits(*args);
   } else if (command == "generate") {

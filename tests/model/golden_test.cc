@@ -180,3 +180,81 @@ TEST(GoldenTest, GlmCheckpointWithMtpLayerLoads) {
 
 }  // namespace
 }  // namespace mtpspec
+
+namespace mtpspec {
+namespace {
+
+// The int8 latent cache: its accuracy cost against the f32 cache on the golden models, and its
+// memory saving. These random models are deliberately sharp (one changed top-k entry moves a whole
+// row), so the measured cost is large here; the printed numbers go into the issue notes. The test
+// pins the mechanism: a real but bounded change, and less memory.
+TEST(Int8LatentCacheTest, ReportsAccuracyCostAndSavesMemory) {
+  for (const std::string name : {"glm_a", "dsv32_b"}) {
+    Golden g = LoadGolden(name);
+    ASSERT_TRUE(g.model);
+    const auto ids = g.Ids("input_ids");
+    const int64_t T = static_cast<int64_t>(ids.size()), V = g.model->config().vocab_size;
+    auto f32 = *g.model->NewCache(T + 8);
+    auto int8 = *g.model->NewCache(T + 8, LatentStorage::kInt8);
+    auto a = g.model->Forward(*f32, ids, Range(0, T));
+    auto b = g.model->Forward(*int8, ids, Range(0, T));
+    ASSERT_TRUE(a.ok() && b.ok());
+    const double error = MaxRelDiff(b->logits, a->logits.view());
+    int argmax_changes = 0;
+    for (int64_t r = 0; r < T; ++r) {
+      const float* ra = a->logits.data<float>() + r * V;
+      const float* rb = b->logits.data<float>() + r * V;
+      argmax_changes += std::max_element(ra, ra + V) - ra != std::max_element(rb, rb + V) - rb;
+    }
+    std::printf("%s int8 latent cache: max logit error %.2e of the logit scale, %d/%lld greedy tokens changed, "
+                "%lld -> %lld bytes/token\n",
+                name.c_str(), error, argmax_changes, static_cast<long long>(T),
+                static_cast<long long>(f32->BytesPerToken()), static_cast<long long>(int8->BytesPerToken()));
+    EXPECT_GT(error, 0.0);    // it really is quantised
+    EXPECT_LT(error, 1.0);
+    EXPECT_LE(argmax_changes, T / 3);
+    EXPECT_LT(int8->BytesPerToken(), f32->BytesPerToken());
+  }
+}
+
+}  // namespace
+}  // namespace mtpspec
+
+namespace mtpspec {
+namespace {
+
+// Per-token symmetric int8: every value within half a quantisation step, dot and axpy equal the
+// same operations on the dequantised row.
+TEST(Int8LatentCacheTest, QuantisationErrorIsWithinHalfAStep) {
+  KvCacheShape shape;
+  shape.latent_storage = LatentStorage::kInt8;
+  shape.kv_lora_rank = 64;
+  shape.rope_dim = 8;
+  shape.index_head_dim = 16;
+  shape.has_indexer = {true};
+  KvCache cache(shape, 4);
+  LayerKvCache& layer = cache.layer(0);
+  std::vector<float> c(64), q(64), back(64);
+  for (int i = 0; i < 64; ++i) {
+    c[i] = std::sin(0.37f * i) * (1.0f + i / 16.0f);
+    q[i] = std::cos(0.11f * i);
+  }
+  layer.StoreLatent(2, c.data());
+  layer.LoadLatent(2, back.data());
+  float max_abs = 0;
+  for (float v : c) max_abs = std::max(max_abs, std::fabs(v));
+  const float step = max_abs / 127.0f;
+  double dot_back = 0;
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_LE(std::fabs(back[i] - c[i]), 0.5f * step + 1e-6f) << i;
+    dot_back += static_cast<double>(q[i]) * back[i];
+  }
+  EXPECT_NEAR(layer.DotLatent(q.data(), 2), dot_back, 1e-4);
+  std::vector<float> y(64, 1.0f);
+  layer.AxpyLatent(0.5f, 2, y.data());
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(y[i], 1.0f + 0.5f * back[i], 1e-5);
+  EXPECT_EQ(cache.BytesPerToken(), (64 + 4) + (8 + 16) * 4);
+}
+
+}  // namespace
+}  // namespace mtpspec
