@@ -15,6 +15,28 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A custom acceptance result must describe a prefix of the drafts plus one in-vocabulary token.
+absl::Status CheckCustomAccept(const AcceptResult& r, std::span<const int32_t> drafts, int64_t vocab) {
+  const int64_t k = static_cast<int64_t>(drafts.size());
+  if (r.accepted < 0 || r.accepted > k) {
+    return absl::InvalidArgumentError(absl::StrCat("custom acceptance: accepted = ", r.accepted, " is outside [0, ", k, "]"));
+  }
+  if (static_cast<int64_t>(r.tokens.size()) != r.accepted + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("custom acceptance: ", r.tokens.size(), " tokens for ", r.accepted,
+                                                   " accepted drafts (expected accepted + 1)"));
+  }
+  for (int64_t i = 0; i < r.accepted; ++i) {
+    if (r.tokens[i] != drafts[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("custom acceptance: token ", i, " differs from the draft"));
+    }
+  }
+  if (r.tokens.back() < 0 || r.tokens.back() >= vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("custom acceptance: token ", r.tokens.back(),
+                                                   " is outside the vocabulary [0, ", vocab, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
@@ -58,8 +80,8 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   GenerateResult result;
   SpecStats& stats = result.stats;
   stats.drafter = drafter ? drafter->name() : "none";
-  stats.accept_rule = AcceptRuleName(options.accept.rule);
-  stats.lossy = !IsLossless(options.accept.rule);
+  stats.accept_rule = options.custom_accept ? "custom" : AcceptRuleName(options.accept.rule);
+  stats.lossy = options.custom_accept || !IsLossless(options.accept.rule);
   stats.synthetic = options.accept.rule == AcceptRule::kSynthetic;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   const Clock::time_point start = Clock::now();
@@ -110,6 +132,9 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     if (k > 0) {
       t = Clock::now();
       ASSIGN_OR_RETURN(draft, drafter->Propose(sequence, k, draft_sampling));
+      // A drafter may propose fewer tokens, never more: trim so budgets and statistics hold.
+      if (static_cast<int64_t>(draft.tokens.size()) > k) draft.tokens.resize(k);
+      if (static_cast<int64_t>(draft.probs.size()) > k) draft.probs.resize(k);
       const double seconds = Since(t);
       stats.draft_seconds += seconds;
       if (!draft.tokens.empty()) controller.RecordDraftStep(seconds / static_cast<double>(draft.tokens.size()));
@@ -130,7 +155,13 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     verify.drafts = draft.tokens;
     verify.draft_probs = options.sample_drafts ? &draft.probs : nullptr;
     verify.first_position = n + 1;
-    AcceptResult accepted = AcceptDrafts(verify, options.accept);
+    AcceptResult accepted;
+    if (options.custom_accept && drafted > 0) {
+      ASSIGN_OR_RETURN(accepted, options.custom_accept(verify));
+      RETURN_IF_ERROR(CheckCustomAccept(accepted, draft.tokens, vocab));
+    } else {
+      accepted = AcceptDrafts(verify, options.accept);
+    }
     stats.sample_seconds += Since(t);
     stats.RecordStep(drafted, accepted.accepted);
     controller.RecordVerify(drafted, accepted.accepted, verify_seconds);

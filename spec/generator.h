@@ -27,6 +27,11 @@ struct GenerateOptions {
   bool stop_at_eos = true;
   // Called with each batch of committed tokens; returning false stops generation (cancellation).
   std::function<bool(std::span<const int32_t>)> on_tokens;
+  // Research hook: when set, replaces `accept.rule` for every verify block that carries drafts
+  // (plain steps still use the sampler). It must return 0 <= accepted <= drafts and accepted + 1
+  // tokens, the first `accepted` equal to the drafts; an error stops generation with that status.
+  // Statistics report the rule as "custom" (and lossy, since nothing is known about it).
+  std::function<absl::StatusOr<AcceptResult>(const VerifyBlock&)> custom_accept;
 };
 
 struct GenerateResult {

@@ -56,11 +56,14 @@ void SamplingDistribution(const float* logits, int64_t vocab, const SamplingPara
   int64_t keep = vocab;
   if (params.top_k > 0) keep = std::min<int64_t>(keep, params.top_k);
   if (params.top_p < 1.0) {
-    // Smallest prefix whose mass reaches top_p.
+    // Smallest prefix whose mass reaches top_p of what top-k kept (top-p acts on the renormalised
+    // top-k set, as transformers and vLLM apply the two filters in sequence).
+    double kept_mass = 0.0;
+    for (int64_t i = 0; i < keep; ++i) kept_mass += (*probs)[order[i]];
     double mass = 0.0;
     for (int64_t i = 0; i < keep; ++i) {
       mass += (*probs)[order[i]];
-      if (mass >= params.top_p) {
+      if (mass >= params.top_p * kept_mass) {
         keep = i + 1;
         break;
       }
