@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/tokenizer.h"
 #include "spec/generator.h"
 #include "spec/lookup_drafter.h"
 #include "spec/model_target.h"
@@ -16,10 +17,10 @@ namespace mtpspec {
 
 const std::set<std::string>& GenerateOptionNames() {
   static const std::set<std::string> names = {
-      "ids",         "max-new",    "draft",      "k",          "accept",          "temperature", "top-k",
-      "top-p",       "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
+      "ids",         "prompt",     "max-new",    "draft",      "k",          "accept",          "temperature",
+      "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
-      "synthetic-rates", "sample-drafts", "capacity"};
+      "synthetic-rates", "sample-drafts", "capacity", "kv-cache"};
   return names;
 }
 
@@ -44,7 +45,9 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& kind, co
 
 absl::Status RunGenerate(const CliArgs& args) {
   if (args.positional().size() != 1) return absl::InvalidArgumentError("generate takes one model directory");
-  if (!args.Has("ids")) return absl::InvalidArgumentError("generate needs --ids (a tokenizer arrives with --prompt)");
+  if (args.Has("ids") == args.Has("prompt")) {
+    return absl::InvalidArgumentError("generate needs exactly one of --ids and --prompt");
+  }
   GenerateOptions options;
   ASSIGN_OR_RETURN(options.max_new_tokens, args.GetInt("max-new", 32));
   const std::string k_text = args.Get("k", "3");
@@ -87,7 +90,18 @@ absl::Status RunGenerate(const CliArgs& args) {
   ASSIGN_OR_RETURN(lookup.max_ngram, args.GetInt("ngram", 3));
   if (lookup.max_ngram < 1) return absl::InvalidArgumentError("--ngram must be >= 1");
 
-  ASSIGN_OR_RETURN(std::vector<int64_t> ids64, args.GetIntList("ids"));
+  // --prompt TEXT is encoded with DIR/tokenizer.json, which also decodes the generated tokens.
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int64_t> ids64;
+  if (args.Has("prompt")) {
+    ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(args.positional()[0] + "/tokenizer.json"));
+    ASSIGN_OR_RETURN(std::vector<int32_t> encoded, tokenizer->Encode(args.Get("prompt")));
+    if (encoded.empty()) return absl::InvalidArgumentError("--prompt encodes to no tokens");
+    ids64.assign(encoded.begin(), encoded.end());
+  } else {
+    ASSIGN_OR_RETURN(ids64, args.GetIntList("ids"));
+  }
+  const std::string prompt_flag = tokenizer ? "--prompt token" : "--ids";
   LoadOptions load;
   const std::string w = args.Get("weights", "stored");
   load.weight_dtype = w == "f32" ? WeightDType::kF32 : w == "bf16" ? WeightDType::kBF16 : WeightDType::kAsStored;
@@ -95,25 +109,37 @@ absl::Status RunGenerate(const CliArgs& args) {
   std::vector<int32_t> prompt;
   for (size_t i = 0; i < ids64.size(); ++i) {
     if (ids64[i] < 0 || ids64[i] >= model->config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("--ids[", i, "] = ", ids64[i], " is outside the vocabulary [0, ",
-                                                     model->config().vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(prompt_flag, "[", i, "] = ", ids64[i], " is outside the ",
+                                                     "vocabulary [0, ", model->config().vocab_size, ")"));
     }
     prompt.push_back(static_cast<int32_t>(ids64[i]));
   }
   const int64_t wanted = static_cast<int64_t>(prompt.size()) + options.max_new_tokens + kMaxDraftTokens + 1;
   ASSIGN_OR_RETURN(int64_t capacity,
                    args.GetInt("capacity", std::min(wanted, model->config().max_position_embeddings)));
-  ASSIGN_OR_RETURN(auto target, ModelTarget::Create(*model, capacity));
+  const std::string kv = args.Get("kv-cache", "f32");
+  if (kv != "f32" && kv != "int8") return absl::InvalidArgumentError("--kv-cache must be f32 or int8");
+  ASSIGN_OR_RETURN(auto target, ModelTarget::Create(*model, capacity, {},
+                                                    kv == "int8" ? LatentStorage::kInt8 : LatentStorage::kF32));
   ASSIGN_OR_RETURN(auto drafter, MakeDrafter(args.Get("draft", "mtp"), *model, capacity, mtp, lookup));
   ASSIGN_OR_RETURN(GenerateResult result, Generate(*target, drafter.get(), prompt, options));
 
-  std::cout << "tokens: " << absl::StrJoin(result.tokens, ",") << "\n"
-            << "stop: " << result.stop_reason << "\n"
-            << result.stats.Summary();
+  // Generated ids the tokenizer cannot decode (e.g. the padded rows of a model's vocabulary) leave
+  // the text out rather than failing the run.
+  std::string text;
+  if (tokenizer) {
+    absl::StatusOr<std::string> decoded = tokenizer->Decode(result.tokens);
+    text = decoded.ok() ? *decoded : absl::StrCat("(not decodable: ", decoded.status().message(), ")");
+    std::cout << "prompt_tokens: " << absl::StrJoin(prompt, ",") << "\n";
+  }
+  std::cout << "tokens: " << absl::StrJoin(result.tokens, ",") << "\n";
+  if (tokenizer) std::cout << "text: " << text << "\n";
+  std::cout << "stop: " << result.stop_reason << "\n" << result.stats.Summary();
   if (args.Has("stats-json")) {
     nlohmann::json j = result.stats.ToJson();
     j["tokens"] = result.tokens;
     j["stop_reason"] = result.stop_reason;
+    if (tokenizer) j["text"] = text;
     std::ofstream out(args.Get("stats-json"));
     out << j.dump(2) << "\n";
     if (!out) return absl::InternalError(absl::StrCat(args.Get("stats-json"), ": write failed"));
