@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs every unit test, then the fuzzers
+# The whole test suite: installs what is missing, builds, runs every C++ unit test, the Python
+# bindings' tests (in a fresh virtual environment under build/), then the fuzzers
 # for a bounded time. Usage: tools/test.sh   (FUZZ_SECONDS=N to change the fuzz budget; 0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh release
 ctest --preset release -j"$(nproc)"
+tools/test_python.sh
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   tools/run_fuzz.sh "$FUZZ_SECONDS"

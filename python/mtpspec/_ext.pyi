@@ -1,0 +1,129 @@
+# Type stubs for the C++ extension mtpspec._ext (python/src/*.cc). Use the `mtpspec` package API;
+# these signatures are what it calls.
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+HAS_TOKENIZER: bool
+MAX_DRAFT_TOKENS: int
+
+class Error(Exception):
+    code: str
+
+class NotFoundError(Error, FileNotFoundError): ...
+class InvalidArgumentError(Error, ValueError): ...
+
+def _raise_status(code: int, message: str) -> None: ...
+def set_threads(threads: int) -> None: ...
+def thread_count() -> int: ...
+
+class Model:
+    @staticmethod
+    def load(path: str, dtype: Optional[str] = None, cache_capacity: Optional[int] = None) -> Model: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def has_mtp(self) -> bool: ...
+    @property
+    def cache_capacity(self) -> int: ...
+    def config(self) -> dict[str, Any]: ...
+    def load_report(self) -> dict[str, Any]: ...
+    def logits(
+        self,
+        ids: Sequence[int],
+        positions: Optional[Sequence[int]] = None,
+        rows: Union[None, str, Sequence[int]] = None,
+        path: str = "auto",
+    ) -> npt.NDArray[np.float32]: ...
+    def time_forward(
+        self, ids: Sequence[int], rows: int, repeats: int = 5, warmup: int = 1
+    ) -> npt.NDArray[np.float64]: ...
+    def mtp_draft(
+        self,
+        ids: Sequence[int],
+        k: int,
+        chain: str = "normed",
+        hidden: str = "post",
+        index_share: str = "exact",
+        next_token: Optional[int] = None,
+    ) -> Tuple[List[int], npt.NDArray[np.float32], int]: ...
+
+class SpecStats:
+    drafter: str
+    accept_rule: str
+    lossy: bool
+    synthetic: bool
+    prompt_tokens: int
+    generated_tokens: int
+    verify_steps: int
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    drafted_per_pos: List[int]
+    reached_per_pos: List[int]
+    accepted_per_pos: List[int]
+    accepted_histogram: List[int]
+    k_decisions: List[int]
+    prefill_seconds: float
+    draft_seconds: float
+    verify_seconds: float
+    sample_seconds: float
+    other_seconds: float
+    total_seconds: float
+    @property
+    def mean_acceptance_length(self) -> float: ...
+    @property
+    def draft_acceptance_rate(self) -> float: ...
+    @property
+    def per_position_acceptance(self) -> List[float]: ...
+    @property
+    def conditional_acceptance(self) -> List[float]: ...
+    @property
+    def tokens_per_second(self) -> float: ...
+    def summary(self) -> str: ...
+    def to_json(self) -> str: ...
+
+class GenerateResult:
+    tokens: List[int]
+    stats: SpecStats
+    stop_reason: str
+
+def generate(
+    model: Model,
+    prompt: Sequence[int],
+    max_new_tokens: int,
+    draft: str = "mtp",
+    k: int = 3,
+    accept: str = "sampler-equality",
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    seed: int = 0,
+    mtp_hidden: str = "post",
+    mtp_chain: str = "normed",
+    mtp_index_share: str = "exact",
+    sample_drafts: bool = False,
+    adaptive_k: bool = False,
+    synthetic_rates: Optional[Sequence[float]] = None,
+    acceptance_hook: Optional[
+        Callable[[npt.NDArray[np.float64], List[int], Optional[npt.NDArray[np.float64]]], Tuple[int, int]]
+    ] = None,
+    on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
+    stop_at_eos: bool = True,
+    ngram: int = 3,
+    relaxed_top_n: int = 3,
+    relaxed_delta: float = 0.1,
+) -> GenerateResult: ...
+
+class Tokenizer:
+    @staticmethod
+    def load(path: str) -> Tokenizer: ...
+    def encode(self, text: str) -> List[int]: ...
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str: ...
+    @property
+    def vocab_size(self) -> int: ...

@@ -1,0 +1,300 @@
+"""Model and Tokenizer: argument and result conversion around mtpspec._ext."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import warnings
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple, Union, cast
+
+import numpy as np
+
+from mtpspec import _ext
+from mtpspec._results import GenerateResult, MtpDraft, Stats
+
+PathLike = Union[str, "os.PathLike[str]"]
+TokenIds = Union[Sequence[int], np.ndarray]
+# hook(target_probs [k+1, V], draft_tokens, draft_probs [k, V] | None) -> (accepted, token)
+AcceptanceHook = Callable[[np.ndarray, List[int], Optional[np.ndarray]], Tuple[int, int]]
+
+
+def _ids(ids: TokenIds) -> List[int]:
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise ValueError(f"token ids must be a 1-D sequence, got an array of shape {ids.shape}")
+        return cast(List[int], ids.tolist())  # float arrays stay floats and are rejected
+    if isinstance(ids, (str, bytes)):
+        raise TypeError("token ids must be a sequence of ints (pass text to generate/stream, or use model.tokenizer)")
+    return list(ids)
+
+
+class Tokenizer:
+    """A ``tokenizer.json`` tokenizer (core/tokenizer.h)."""
+
+    def __init__(self, handle: _ext.Tokenizer) -> None:
+        self._t = handle
+
+    @classmethod
+    def load(cls, path: PathLike) -> "Tokenizer":
+        if not _ext.HAS_TOKENIZER:
+            raise _ext.Error("this build of mtpspec has no tokenizer (core/tokenizer.h was absent)")
+        return cls(_ext.Tokenizer.load(os.fspath(path)))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._t.vocab_size)
+
+    def encode(self, text: str) -> List[int]:
+        return list(self._t.encode(text))
+
+    def decode(self, ids: TokenIds, skip_special_tokens: bool = False) -> str:
+        """Text of ``ids``; bytes that do not form valid UTF-8 (yet) come back as U+FFFD."""
+        return self._t.decode(_ids(ids), skip_special_tokens)
+
+
+class Model:
+    """A loaded checkpoint. Calls release the GIL while C++ runs; several threads may use one Model
+    (each call has its own KV cache)."""
+
+    def __init__(self, handle: _ext.Model, tokenizer: Optional[Tokenizer]) -> None:
+        self._m = handle
+        self._tokenizer = tokenizer
+
+    @classmethod
+    def load(
+        cls,
+        path: PathLike,
+        threads: Optional[int] = None,
+        dtype: Optional[str] = None,
+        cache_capacity: Optional[int] = None,
+    ) -> "Model":
+        """Loads ``path/config.json`` and its safetensors checkpoint, and ``path/tokenizer.json``
+        when present.
+
+        threads: size of the C++ thread pool; it is process-wide and fixed by the first model call,
+            so a different count later raises :class:`mtpspec.Error` (None: keep the current or
+            default count: ``MTPSPEC_THREADS`` or the number of cores).
+        dtype: None or "stored" (f32/bf16 used in place), "f32" or "bf16" (convert every matrix).
+        cache_capacity: KV positions of every call's cache (None: each call sizes its own,
+            capped at max_position_embeddings).
+        """
+        if threads is not None:
+            _ext.set_threads(int(threads))
+        path = os.fspath(path)
+        handle = _ext.Model.load(path, dtype, cache_capacity)
+        tokenizer = None
+        tokenizer_path = os.path.join(path, "tokenizer.json")
+        if os.path.isfile(tokenizer_path):
+            if _ext.HAS_TOKENIZER:
+                tokenizer = Tokenizer.load(tokenizer_path)
+            else:
+                warnings.warn(f"{tokenizer_path} is ignored: this build of mtpspec has no tokenizer", stacklevel=2)
+        return cls(handle, tokenizer)
+
+    # --- description -------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._m.path
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """The parsed config.json (a fresh dict): every ModelConfig field, ``rope`` as a dict, and
+        the per-layer schedules ``layer_is_dense`` (dense MLP vs MoE) and ``layer_has_indexer``
+        (full vs shared indexer)."""
+        return self._m.config()
+
+    @property
+    def load_report(self) -> Dict[str, Any]:
+        """Tensors loaded, fp8 conversions, MTP availability, parameter and cache sizes."""
+        return self._m.load_report()
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._m.vocab_size)
+
+    @property
+    def has_mtp(self) -> bool:
+        return bool(self._m.has_mtp)
+
+    @property
+    def tokenizer(self) -> Optional[Tokenizer]:
+        """The tokenizer from ``tokenizer.json`` beside the checkpoint, or None."""
+        return self._tokenizer
+
+    def __repr__(self) -> str:
+        c = self._m.config()
+        return (f"Model({self.path!r}, {c['model_type']}, layers={c['num_hidden_layers']}, "
+                f"hidden={c['hidden_size']}, vocab={c['vocab_size']}, mtp={self.has_mtp})")
+
+    # --- forward passes -----------------------------------------------------------------------
+
+    def logits(
+        self,
+        ids: TokenIds,
+        positions: Optional[Sequence[int]] = None,
+        rows: Union[None, str, Sequence[int]] = None,
+        path: str = "auto",
+    ) -> np.ndarray:
+        """Logits of ``ids`` run on an empty cache: float32 ``[rows, vocab]`` (rows: None/"all",
+        "last" or a list of row indices; path: "auto", "dense", "mask" or "gather"). The array owns
+        the C++ buffer; nothing is copied."""
+        return self._m.logits(_ids(ids), None if positions is None else list(positions),
+                              rows if rows is None or isinstance(rows, str) else list(rows), path)
+
+    def time_forward(self, ids: TokenIds, rows: int, repeats: int = 5, warmup: int = 1) -> np.ndarray:
+        """Seconds of each of ``repeats`` forwards of ``rows`` tokens (all logits, as a verify) after
+        a context of ``len(ids)`` positions, prefilled once and not timed. rows=1 is a plain decode
+        step; rows=k+1 is the verify of k drafts. float64 ``[repeats]``."""
+        return self._m.time_forward(_ids(ids), int(rows), int(repeats), int(warmup))
+
+    def mtp_draft(
+        self,
+        ids: TokenIds,
+        k: int,
+        chain: str = "normed",
+        hidden: str = "post",
+        index_share: str = "exact",
+        next_token: Optional[int] = None,
+    ) -> MtpDraft:
+        """Prefills ``ids`` through the target, then runs the MTP head's greedy chain for k steps
+        from the pair (last hidden, next token), exactly as the first speculative cycle would.
+        ``next_token`` defaults to the target's greedy token after ``ids``; pass the true next token
+        to draft against held-out text."""
+        tokens, probs, nxt = self._m.mtp_draft(_ids(ids), int(k), chain, hidden, index_share, next_token)
+        return MtpDraft(tokens=list(tokens), probs=probs, next_token=int(nxt))
+
+    # --- generation ---------------------------------------------------------------------------
+
+    def _prompt(self, prompt_or_ids: Union[str, TokenIds]) -> List[int]:
+        if isinstance(prompt_or_ids, str):
+            if self._tokenizer is None:
+                raise ValueError(f"{self.path} has no tokenizer.json: pass token ids instead of text")
+            return self._tokenizer.encode(prompt_or_ids)
+        return _ids(prompt_or_ids)
+
+    def _result(self, r: _ext.GenerateResult) -> GenerateResult:
+        tokens = list(r.tokens)
+        text = self._tokenizer.decode(tokens) if self._tokenizer is not None else None
+        return GenerateResult(text=text, tokens=tokens, stats=Stats._from_ext(r.stats), stop_reason=r.stop_reason)
+
+    def generate(
+        self,
+        prompt_or_ids: Union[str, TokenIds],
+        max_new_tokens: int,
+        draft: str = "mtp",
+        k: int = 3,
+        accept: str = "sampler-equality",
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        seed: int = 0,
+        mtp_hidden: str = "post",
+        mtp_chain: str = "normed",
+        mtp_index_share: str = "exact",
+        sample_drafts: bool = False,
+        adaptive_k: bool = False,
+        synthetic_rates: Optional[Sequence[float]] = None,
+        acceptance_hook: Optional[AcceptanceHook] = None,
+        *,
+        stop_at_eos: bool = True,
+        ngram: int = 3,
+        relaxed_top_n: int = 3,
+        relaxed_delta: float = 0.1,
+        on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
+    ) -> GenerateResult:
+        """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
+
+        draft: "mtp", "lookup" (prompt n-gram), "hybrid" (lookup, else MTP) or "none" (plain).
+        k: drafts per cycle, 0..16 (the maximum when ``adaptive_k``).
+        accept: "sampler-equality" (lossless: output identical to plain decoding with the same
+            sampling parameters and seed), "rejection", "relaxed" (lossy) or "synthetic"
+            (benchmark only: position i accepted with probability ``synthetic_rates[i]``).
+        acceptance_hook: a Python acceptance rule, replacing ``accept`` for every verify block
+            with drafts: ``hook(target_probs, draft_tokens, draft_probs) -> (accepted, token)``
+            where target_probs is float64 [k+1, V], the target sampler's distribution at each
+            verified row (one-hot when greedy), draft_probs is [k, V] with ``sample_drafts`` and
+            None otherwise, and ``token`` is the correction (or bonus) token emitted after the
+            ``accepted`` drafts. It runs with the GIL held once per cycle: slow, for research.
+        on_tokens: called with each batch of committed tokens; returning False stops generation
+            (stop_reason "cancelled").
+
+        Ctrl-C (KeyboardInterrupt) stops generation within one verify step; the model stays usable.
+        """
+        r = _ext.generate(
+            self._m, self._prompt(prompt_or_ids), int(max_new_tokens), draft, int(k), accept, float(temperature),
+            int(top_k), float(top_p), float(min_p), int(seed), mtp_hidden, mtp_chain, mtp_index_share,
+            bool(sample_drafts), bool(adaptive_k),
+            None if synthetic_rates is None else [float(x) for x in synthetic_rates],
+            acceptance_hook, on_tokens, bool(stop_at_eos), int(ngram), int(relaxed_top_n), float(relaxed_delta))
+        return self._result(r)
+
+    def stream(
+        self,
+        prompt_or_ids: Union[str, TokenIds],
+        max_new_tokens: int,
+        *,
+        text: Optional[bool] = None,
+        **options: Any,
+    ) -> Generator[Union[int, str], None, GenerateResult]:
+        """Like :meth:`generate` (same keyword options), but yields tokens as they are committed:
+        token ids, or text pieces when the model has a tokenizer (``text=False`` forces ids).
+
+        Generation runs on a background thread. Closing the generator (or breaking out of a
+        ``for`` loop over it, or Ctrl-C) stops it within one verify step. The generator's return
+        value (``StopIteration.value``, or the result of ``yield from``) is the GenerateResult.
+        """
+        if "on_tokens" in options:
+            raise TypeError("stream() delivers the tokens itself; on_tokens is not accepted")
+        as_text = self._tokenizer is not None if text is None else bool(text)
+        if as_text and self._tokenizer is None:
+            raise ValueError(f"{self.path} has no tokenizer.json: text=True needs one")
+        ids = self._prompt(prompt_or_ids)
+        return self._stream(ids, int(max_new_tokens), as_text, options)
+
+    def _stream(self, ids: List[int], max_new_tokens: int, as_text: bool,
+                options: Dict[str, Any]) -> Generator[Union[int, str], None, GenerateResult]:
+        batches: "queue.SimpleQueue[Tuple[str, Any]]" = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def on_tokens(tokens: List[int]) -> bool:
+            batches.put(("tokens", tokens))
+            return not stop.is_set()
+
+        def work() -> None:
+            try:
+                batches.put(("done", self.generate(ids, max_new_tokens, on_tokens=on_tokens, **options)))
+            except BaseException as e:  # handed to the consumer
+                batches.put(("error", e))
+
+        worker = threading.Thread(target=work, name="mtpspec-stream", daemon=True)
+        worker.start()
+        tokens: List[int] = []
+        emitted = ""
+        try:
+            while True:
+                kind, value = batches.get()
+                if kind == "error":
+                    raise value
+                if kind == "done":
+                    if as_text:
+                        assert self._tokenizer is not None
+                        rest = self._tokenizer.decode(tokens)[len(emitted):]
+                        if rest:
+                            yield rest
+                    return cast(GenerateResult, value)
+                if not as_text:
+                    yield from value
+                    continue
+                assert self._tokenizer is not None
+                tokens.extend(value)
+                decoded = self._tokenizer.decode(tokens)
+                # Hold back a trailing partial UTF-8 sequence until the next tokens complete it.
+                if not decoded.endswith("\ufffd") and len(decoded) > len(emitted):
+                    yield decoded[len(emitted):]
+                    emitted = decoded
+        finally:
+            stop.set()
+            worker.join()

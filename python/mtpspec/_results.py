@@ -1,0 +1,129 @@
+"""Result types: plain dataclasses over what the C++ library returns."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+import numpy as np
+
+Scalar = Union[int, float, str, bool]
+
+# Field order of Stats.to_dict(): identification, counts, rates, per-position lists, timings.
+_TIMINGS = ("prefill_seconds", "draft_seconds", "verify_seconds", "sample_seconds", "other_seconds", "total_seconds")
+
+
+@dataclass(frozen=True, eq=False)
+class Stats:
+    """Statistics of one request (spec/stats.h). Names follow vLLM where it has one.
+
+    ``per_position_acceptance[i]`` is the unconditional rate ``accepted_per_pos[i] / num_drafts``;
+    ``conditional_acceptance[i]`` is ``accepted_per_pos[i] / reached_per_pos[i]`` (position i
+    accepted given that every earlier one was). ``accepted_histogram[m]`` counts the verify steps
+    with drafts that accepted m of them, so it sums to ``num_drafts``.
+    """
+
+    drafter: str
+    accept_rule: str
+    lossy: bool
+    synthetic: bool
+    prompt_tokens: int
+    generated_tokens: int
+    verify_steps: int
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    tokens_per_second: float
+    per_position_acceptance: np.ndarray  # [k_max] float64
+    conditional_acceptance: np.ndarray  # [k_max] float64
+    drafted_per_pos: np.ndarray  # [k_max] int64
+    reached_per_pos: np.ndarray  # [k_max] int64
+    accepted_per_pos: np.ndarray  # [k_max] int64
+    accepted_histogram: np.ndarray  # [k_max + 1] int64
+    k_decisions: np.ndarray  # [k_max + 1] int64: verify steps by the k they drafted
+    prefill_seconds: float
+    draft_seconds: float
+    verify_seconds: float
+    sample_seconds: float
+    other_seconds: float
+    total_seconds: float
+    summary: str = field(default="", repr=False, compare=False)  # the C++ one-screen summary
+
+    @classmethod
+    def _from_ext(cls, s: Any) -> "Stats":
+        def ints(v: Any) -> np.ndarray:
+            return np.asarray(v, dtype=np.int64)
+
+        def floats(v: Any) -> np.ndarray:
+            return np.asarray(v, dtype=np.float64)
+
+        return cls(
+            drafter=s.drafter,
+            accept_rule=s.accept_rule,
+            lossy=s.lossy,
+            synthetic=s.synthetic,
+            prompt_tokens=s.prompt_tokens,
+            generated_tokens=s.generated_tokens,
+            verify_steps=s.verify_steps,
+            num_drafts=s.num_drafts,
+            num_draft_tokens=s.num_draft_tokens,
+            num_accepted_tokens=s.num_accepted_tokens,
+            mean_acceptance_length=s.mean_acceptance_length,
+            draft_acceptance_rate=s.draft_acceptance_rate,
+            tokens_per_second=s.tokens_per_second,
+            per_position_acceptance=floats(s.per_position_acceptance),
+            conditional_acceptance=floats(s.conditional_acceptance),
+            drafted_per_pos=ints(s.drafted_per_pos),
+            reached_per_pos=ints(s.reached_per_pos),
+            accepted_per_pos=ints(s.accepted_per_pos),
+            accepted_histogram=ints(s.accepted_histogram),
+            k_decisions=ints(s.k_decisions),
+            summary=s.summary(),
+            **{name: getattr(s, name) for name in _TIMINGS},
+        )
+
+    def to_dict(self) -> Dict[str, Union[Scalar, List[Any]]]:
+        """Flat scalars and plain lists, e.g. for ``pandas.DataFrame([r.stats.to_dict() for r in runs])``."""
+        out: Dict[str, Union[Scalar, List[Any]]] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "summary":
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = value.tolist() if isinstance(value, np.ndarray) else value
+        return out
+
+    def __str__(self) -> str:
+        return self.summary or repr(self)
+
+
+@dataclass(frozen=True, eq=False)
+class GenerateResult:
+    """One request: the generated tokens (prompt excluded), their text when the model has a
+    tokenizer, the statistics and why it stopped ("eos", "max_new_tokens", "capacity", "cancelled")."""
+
+    text: Optional[str]
+    tokens: List[int]
+    stats: Stats
+    stop_reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class MtpDraft:
+    """The MTP head's greedy chain after a prefill (see :meth:`mtpspec.Model.mtp_draft`).
+
+    ``tokens[j]`` is the argmax of ``probs[j]`` (softmax of step j's MTP logits, float32 [k, vocab]);
+    ``next_token`` is the token the chain started from (the target's greedy next token, or the one
+    passed in). ``tokens`` may be shorter than k near the cache capacity.
+    """
+
+    tokens: List[int]
+    probs: np.ndarray
+    next_token: int
+
+    @property
+    def token_probs(self) -> np.ndarray:
+        """Probability the MTP head gave each chosen draft token. [len(tokens)]"""
+        return self.probs[np.arange(len(self.tokens)), self.tokens]

@@ -1,0 +1,178 @@
+"""generate(): lossless equality with plain decoding, statistics, the Python acceptance hook and
+argument errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mtpspec
+
+PROMPT = [5, 17, 42, 99, 3, 250, 7, 64, 128, 12, 33, 200, 9, 77]
+
+
+@pytest.mark.parametrize("draft", ["mtp", "lookup", "hybrid"])
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=0.8, seed=7),
+                                      dict(temperature=0.8, top_p=0.9, seed=3)])
+def test_speculative_equals_plain_under_sampler_equality(model: mtpspec.Model, draft: str, k: int,
+                                                         sampling: dict) -> None:
+    plain = model.generate(PROMPT, 48, draft="none", stop_at_eos=False, **sampling)
+    spec = model.generate(PROMPT, 48, draft=draft, k=k, stop_at_eos=False, **sampling)
+    assert spec.tokens == plain.tokens
+    assert len(spec.tokens) == 48 and spec.stop_reason == "max_new_tokens"
+    assert spec.text is None  # no tokenizer
+    assert plain.stats.num_drafts == 0 and plain.stats.drafter == "none"
+    if draft == "mtp":
+        assert spec.stats.num_drafts > 0
+
+
+@pytest.mark.parametrize("options", [dict(k=3), dict(k=5, temperature=0.8, seed=1), dict(k=4, adaptive_k=True),
+                                     dict(k=2, accept="rejection", temperature=1.0, sample_drafts=True, seed=2)])
+def test_stats_add_up(model: mtpspec.Model, options: dict) -> None:
+    r = model.generate(PROMPT, 60, stop_at_eos=False, **options)
+    s = r.stats
+    assert s.generated_tokens == len(r.tokens) == 60
+    assert s.prompt_tokens == len(PROMPT)
+    assert 0 <= s.num_accepted_tokens <= s.num_draft_tokens
+    assert s.num_drafts <= s.verify_steps
+    assert s.accepted_histogram.sum() == s.num_drafts
+    assert (np.arange(len(s.accepted_histogram)) * s.accepted_histogram).sum() == s.num_accepted_tokens
+    assert s.accepted_per_pos.sum() == s.num_accepted_tokens
+    assert s.drafted_per_pos.sum() == s.num_draft_tokens
+    assert (s.accepted_per_pos <= s.reached_per_pos).all() and (s.reached_per_pos <= s.drafted_per_pos).all()
+    assert s.k_decisions.sum() == s.verify_steps
+    assert s.mean_acceptance_length == pytest.approx(1 + s.num_accepted_tokens / s.num_drafts)
+    np.testing.assert_allclose(s.per_position_acceptance, s.accepted_per_pos / s.num_drafts)
+    reached = np.maximum(s.reached_per_pos, 1)
+    conditional = np.where(s.reached_per_pos > 0, s.accepted_per_pos / reached, 0)
+    np.testing.assert_allclose(s.conditional_acceptance, conditional)
+    # Each verify step emits its accepted drafts plus one token (the first token comes from the prefill).
+    assert s.num_accepted_tokens + s.verify_steps + 1 >= s.generated_tokens
+    assert s.total_seconds >= s.prefill_seconds >= 0 and s.tokens_per_second > 0
+    d = s.to_dict()
+    assert all(isinstance(v, (int, float, str, bool, list)) for v in d.values())
+    assert d["accepted_histogram"] == s.accepted_histogram.tolist() and "summary" not in d
+    assert "acceptance" in str(s).lower()
+
+
+def test_synthetic_acceptance(model: mtpspec.Model) -> None:
+    r = model.generate(PROMPT, 40, k=3, accept="synthetic", synthetic_rates=[1.0, 1.0, 1.0], stop_at_eos=False)
+    assert r.stats.synthetic and r.stats.lossy
+    assert r.stats.num_accepted_tokens == r.stats.num_draft_tokens
+
+
+def test_on_tokens_can_cancel(model: mtpspec.Model) -> None:
+    batches = []
+
+    def on_tokens(tokens):
+        batches.append(tokens)
+        return len(batches) < 3
+
+    r = model.generate(PROMPT, 60, stop_at_eos=False, on_tokens=on_tokens)
+    assert r.stop_reason == "cancelled" and len(batches) == 3
+    assert r.tokens == [t for b in batches for t in b]
+
+
+def greedy_sampler_equality(target_probs: np.ndarray, drafts: list, draft_probs) -> tuple:
+    """Sampler-equality for greedy decoding, in Python: accept while the draft is the target's argmax."""
+    assert target_probs.shape == (len(drafts) + 1, 256) and draft_probs is None
+    accepted = 0
+    while accepted < len(drafts) and int(np.argmax(target_probs[accepted])) == drafts[accepted]:
+        accepted += 1
+    return accepted, int(np.argmax(target_probs[accepted]))
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_python_acceptance_hook_matches_the_builtin_rule(model: mtpspec.Model, k: int) -> None:
+    builtin = model.generate(PROMPT, 50, k=k, stop_at_eos=False)
+    hooked = model.generate(PROMPT, 50, k=k, stop_at_eos=False, acceptance_hook=greedy_sampler_equality)
+    assert hooked.tokens == builtin.tokens
+    assert hooked.stats.accept_rule == "custom"
+    for name in ["num_drafts", "num_draft_tokens", "num_accepted_tokens"]:
+        assert getattr(hooked.stats, name) == getattr(builtin.stats, name), name
+    np.testing.assert_array_equal(hooked.stats.accepted_histogram, builtin.stats.accepted_histogram)
+
+
+def test_acceptance_hook_decides(model: mtpspec.Model) -> None:
+    """A (lossy) hook that takes every draft: all of them are counted and emitted."""
+    drafts_seen = []
+
+    def take_all(target_probs, drafts, draft_probs):
+        drafts_seen.extend(drafts)
+        return len(drafts), int(np.argmax(target_probs[-1]))
+
+    r = model.generate(PROMPT, 40, k=3, stop_at_eos=False, acceptance_hook=take_all)
+    assert r.stats.num_accepted_tokens == r.stats.num_draft_tokens == len(drafts_seen) > 0
+    assert r.stats.lossy and r.stats.mean_acceptance_length > 3
+    assert len(r.tokens) == 40
+
+
+def test_acceptance_hook_gets_draft_probs_with_sampled_drafts(model: mtpspec.Model) -> None:
+    shapes = []
+
+    def hook(target_probs, drafts, draft_probs):
+        shapes.append((target_probs.shape, None if draft_probs is None else draft_probs.shape))
+        np.testing.assert_allclose(target_probs.sum(axis=1), 1.0)
+        return 0, int(np.argmax(target_probs[0]))
+
+    r = model.generate(PROMPT, 10, k=2, temperature=1.0, sample_drafts=True, acceptance_hook=hook, stop_at_eos=False)
+    assert shapes and all(q is not None and t == (q[0] + 1, 256) and q[1] == 256 for t, q in shapes)
+    assert shapes[0] == ((3, 256), (2, 256))  # fewer drafts only near the token budget
+    assert r.stats.num_accepted_tokens == 0
+
+
+def test_acceptance_hook_errors(model: mtpspec.Model) -> None:
+    class Boom(Exception):
+        pass
+
+    def raises(*_):
+        raise Boom("from the hook")
+
+    with pytest.raises(Boom, match="from the hook"):
+        model.generate(PROMPT, 10, acceptance_hook=raises)
+    with pytest.raises(TypeError, match="pair"):
+        model.generate(PROMPT, 10, acceptance_hook=lambda *_: 3)
+    with pytest.raises(ValueError, match="accepted = 9"):
+        model.generate(PROMPT, 10, k=2, acceptance_hook=lambda *_: (9, 0))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.generate(PROMPT, 10, k=2, acceptance_hook=lambda *_: (0, 256))
+    with pytest.raises(ValueError, match="callable"):
+        model.generate(PROMPT, 10, acceptance_hook=42)
+    # The model is unharmed.
+    assert model.generate(PROMPT, 10).tokens == model.generate(PROMPT, 10, draft="none").tokens
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(k=-1), "k must be in"),
+        (dict(k=17), "k must be in"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(min_p=2.0), "min_p"),
+        (dict(top_k=-3), "top_k"),
+        (dict(draft="medusa"), "draft must be"),
+        (dict(accept="optimistic"), "optimistic"),
+        (dict(mtp_hidden="middle"), "middle"),
+        (dict(mtp_chain="loop"), "loop"),
+        (dict(mtp_index_share="sometimes"), "mtp_index_share"),
+        (dict(synthetic_rates=[1.5]), "synthetic"),
+        (dict(max_new_tokens=-2), "max_new_tokens"),
+    ],
+)
+def test_bad_arguments_raise_value_error(model: mtpspec.Model, options: dict, message: str) -> None:
+    options = {"max_new_tokens": 8, **options}
+    with pytest.raises(ValueError, match=message):
+        model.generate(PROMPT, **options)
+
+
+def test_bad_prompts(model: mtpspec.Model) -> None:
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.generate([1, 2, 300], 4)
+    with pytest.raises(ValueError, match="empty"):
+        model.generate([], 4)
+    with pytest.raises(ValueError, match="no tokenizer"):
+        model.generate("hello", 4)
+    with pytest.raises(ValueError, match="does not fit"):
+        model.generate(list(range(2, 130)), 4)

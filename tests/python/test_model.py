@@ -1,0 +1,167 @@
+"""Model loading, config, raw logits (against the C++ CLI), timing and the MTP draft chain."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mtpspec
+from conftest import GLM_A, THREADS
+
+IDS = [5, 17, 42, 99, 3, 250, 7, 64, 128, 12, 33, 200]
+
+
+def test_config_matches_config_json(model: mtpspec.Model) -> None:
+    raw = json.loads((GLM_A / "config.json").read_text())
+    c = model.config
+    assert c["model_type"] == "glm_moe_dsa"
+    for key in ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "kv_lora_rank",
+                "q_lora_rank", "index_topk", "max_position_embeddings", "num_nextn_predict_layers"]:
+        assert c[key] == raw[key], key
+    assert c["layer_is_dense"] == [t == "dense" for t in raw["mlp_layer_types"]]
+    assert c["layer_has_indexer"] == [t == "full" for t in raw["indexer_types"]]
+    assert c["rope"]["theta"] == raw["rope_parameters"]["rope_theta"]
+    assert c["eos_token_ids"] == [raw["eos_token_id"]]
+    assert model.vocab_size == raw["vocab_size"]
+    assert model.has_mtp
+    assert model.tokenizer is None  # glm_a ships no tokenizer.json
+    report = model.load_report
+    assert report["mtp_present"] and report["tensors_loaded"] > 0 and report["cache_bytes_per_token"] > 0
+    assert "glm_moe_dsa" in repr(model)
+
+
+@pytest.mark.parametrize("rows, cli_rows", [(None, None), ("last", "last"), ([0, 5, 11], "0,5,11")])
+def test_logits_equal_the_cli(model: mtpspec.Model, cli: Path, tmp_path: Path, rows, cli_rows) -> None:
+    out = tmp_path / "logits.npy"
+    command = [str(cli), "logits", str(GLM_A), "--ids", ",".join(map(str, IDS)), "--out", str(out),
+               "--threads", str(THREADS)]
+    if cli_rows:
+        command += ["--rows", cli_rows]
+    subprocess.run(command, check=True, capture_output=True)
+    expected = np.load(out)
+    got = model.logits(IDS, rows=rows)
+    assert got.dtype == np.float32
+    assert got.shape == expected.shape == (len(IDS) if rows is None else 1 if rows == "last" else len(rows), 256)
+    # Identical builds agree exactly; a debug extension against a release CLI differs in rounding,
+    # so allow the project's golden tolerance (1e-4 of the logit scale).
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * np.abs(expected).max())
+
+
+def test_logits_arguments(model: mtpspec.Model) -> None:
+    full = model.logits(np.array(IDS, dtype=np.int64))
+    np.testing.assert_array_equal(model.logits(IDS, positions=list(range(len(IDS)))), full)
+    np.testing.assert_array_equal(model.logits(IDS, rows="last")[0], full[-1])
+    short = IDS[:8]  # T <= index_topk = 8: every path applies and selects every key
+    np.testing.assert_allclose(model.logits(short, path="dense"), model.logits(short, path="mask"), atol=1e-5)
+    np.testing.assert_allclose(model.logits(short, path="gather"), model.logits(short), atol=1e-5)
+    with pytest.raises(ValueError, match="index_topk"):
+        model.logits(IDS, path="dense")
+    with pytest.raises(ValueError, match="positions must start at 0"):
+        model.logits(IDS, positions=list(range(1, len(IDS) + 1)))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.logits([1, 256])
+    with pytest.raises(ValueError, match="path must be"):
+        model.logits(IDS, path="sideways")
+    with pytest.raises(ValueError, match="ids is empty"):
+        model.logits([])
+
+
+def test_logits_hand_over_the_cpp_buffer(model: mtpspec.Model) -> None:
+    logits = model.logits(IDS)
+    assert not logits.flags.owndata  # the array views the C++ tensor ...
+    assert logits.base is not None and not isinstance(logits.base, np.ndarray)  # ... kept alive by a capsule
+    assert logits.flags.c_contiguous
+    view = logits[3]
+    del logits
+    assert np.isfinite(view).all()  # the buffer outlives the array it came from
+
+
+def test_weight_dtypes(model: mtpspec.Model) -> None:
+    f32 = mtpspec.Model.load(GLM_A, dtype="f32")
+    np.testing.assert_array_equal(f32.logits(IDS), model.logits(IDS))  # glm_a is stored in f32
+    bf16 = mtpspec.Model.load(GLM_A, dtype="bf16")
+    # bf16 rounding can flip a MoE routing or indexer choice of this random model, so only ask for
+    # logits that differ a little overall.
+    reference, rounded = model.logits(IDS), bf16.logits(IDS)
+    assert not np.array_equal(rounded, reference)
+    assert np.corrcoef(rounded.ravel(), reference.ravel())[0, 1] > 0.95
+    with pytest.raises(ValueError, match="dtype"):
+        mtpspec.Model.load(GLM_A, dtype="int4")
+
+
+def test_missing_model_directory(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(FileNotFoundError, match="no-such-model") as info:
+        mtpspec.Model.load(missing)
+    assert isinstance(info.value, mtpspec.NotFoundError)
+
+
+def test_cache_capacity(model: mtpspec.Model) -> None:
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        mtpspec.Model.load(GLM_A, cache_capacity=10_000)
+    with pytest.raises(ValueError, match="cache_capacity"):
+        mtpspec.Model.load(GLM_A, cache_capacity=0)
+    small = mtpspec.Model.load(GLM_A, cache_capacity=20)
+    np.testing.assert_array_equal(small.logits(IDS), model.logits(IDS))
+    r = small.generate(IDS, 50, stop_at_eos=False)
+    assert r.stop_reason == "capacity" and len(r.tokens) <= 20 - len(IDS) + 1
+
+
+def test_thread_count_is_fixed_once_running(model: mtpspec.Model) -> None:
+    assert mtpspec.thread_count() == THREADS
+    mtpspec.Model.load(GLM_A, threads=THREADS)  # the count in use: fine
+    with pytest.raises(mtpspec.Error, match="already runs 2 threads") as info:
+        mtpspec.Model.load(GLM_A, threads=THREADS + 1)
+    assert info.value.code == "FAILED_PRECONDITION"
+    with pytest.raises(ValueError, match="threads must be in"):
+        mtpspec.set_threads(0)
+
+
+def test_time_forward(model: mtpspec.Model) -> None:
+    seconds = model.time_forward(IDS, rows=4, repeats=3, warmup=1)
+    assert seconds.shape == (3,) and seconds.dtype == np.float64 and (seconds > 0).all()
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        model.time_forward(IDS, rows=0)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model.time_forward(list(range(2, 127)), rows=5)
+
+
+def test_mtp_draft(model: mtpspec.Model) -> None:
+    d = model.mtp_draft(IDS, 4)
+    assert len(d.tokens) == 4 and d.probs.shape == (4, 256) and d.probs.dtype == np.float32
+    np.testing.assert_allclose(d.probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert list(d.probs.argmax(axis=1)) == d.tokens
+    assert d.next_token == int(model.logits(IDS, rows="last")[0].argmax())
+    assert (d.token_probs == d.probs.max(axis=1)).all()
+    # Teacher forcing: another next token changes the chain's input.
+    forced = model.mtp_draft(IDS, 4, next_token=(d.next_token + 1) % 256)
+    assert forced.next_token == (d.next_token + 1) % 256
+    assert not np.array_equal(forced.probs, d.probs)
+    raw = model.mtp_draft(IDS, 4, chain="raw")
+    np.testing.assert_array_equal(raw.probs[0], d.probs[0])  # the chain only matters from step 2
+    with pytest.raises(ValueError, match="k must be in"):
+        model.mtp_draft(IDS, 0)
+    with pytest.raises(ValueError, match="chain"):
+        model.mtp_draft(IDS, 2, chain="sideways")
+
+
+def test_mtp_draft_is_the_first_speculative_cycle(model: mtpspec.Model) -> None:
+    seen = []
+
+    def record(target_probs, drafts, draft_probs):
+        seen.append(list(drafts))
+        m = 0
+        while m < len(drafts) and int(np.argmax(target_probs[m])) == drafts[m]:
+            m += 1
+        return m, int(np.argmax(target_probs[m]))
+
+    for hidden in ["post", "pre"]:
+        seen.clear()
+        r = model.generate(IDS, 8, k=3, mtp_hidden=hidden, acceptance_hook=record)
+        d = model.mtp_draft(IDS, 3, hidden=hidden)
+        assert d.next_token == r.tokens[0]
+        assert seen[0] == d.tokens
