@@ -19,7 +19,8 @@ double Since(Clock::time_point start) {
 absl::Status CheckCustomAccept(const AcceptResult& r, std::span<const int32_t> drafts, int64_t vocab) {
   const int64_t k = static_cast<int64_t>(drafts.size());
   if (r.accepted < 0 || r.accepted > k) {
-    return absl::InvalidArgumentError(absl::StrCat("custom acceptance: accepted = ", r.accepted, " is outside [0, ", k, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("custom acceptance: accepted = ", r.accepted, " is outside [0, ", k, "]"));
   }
   if (static_cast<int64_t>(r.tokens.size()) != r.accepted + 1) {
     return absl::InvalidArgumentError(absl::StrCat("custom acceptance: ", r.tokens.size(), " tokens for ", r.accepted,
