@@ -1,0 +1,103 @@
+#include "bench/prefix_target.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "bench/run_info.h"
+
+namespace mtpspec::bench {
+
+AttentionOptions LongContextAttention() {
+  AttentionOptions options;
+  options.gather_max_rows = std::numeric_limits<int32_t>::max();
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<PrefixCachedTarget>> PrefixCachedTarget::Create(const Model& model, int64_t capacity,
+                                                                               AttentionOptions attention) {
+  ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity));
+  return std::unique_ptr<PrefixCachedTarget>(new PrefixCachedTarget(model, std::move(cache), attention));
+}
+
+void PrefixCachedTarget::Forget() {
+  prefix_.clear();
+  last_logits_ = Tensor();
+  hidden_post_ = Tensor();
+  hidden_pre_ = Tensor();
+}
+
+absl::Status PrefixCachedTarget::Fill(std::span<const int32_t> prefix, int64_t chunk, double* seconds) {
+  const double start = NowSeconds();
+  Forget();
+  cache_->Clear();
+  fresh_ = false;
+  const int64_t n = static_cast<int64_t>(prefix.size());
+  const int64_t H = model_.config().hidden_size;
+  if (n == 0) return absl::InvalidArgumentError("Fill: the prefix is empty");
+  if (n >= cache_->capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat("Fill: a prefix of ", n, " tokens needs a cache larger than ",
+                                                   cache_->capacity()));
+  }
+  if (chunk < 1) return absl::InvalidArgumentError("Fill: chunk must be >= 1");
+  Tensor post = Tensor::Empty(DType::kF32, {n, H});  // [N, H]
+  Tensor pre = Tensor::Empty(DType::kF32, {n, H});   // [N, H]
+  ForwardOptions options;
+  options.attention = attention_;
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t rows = std::min(chunk, n - begin);
+    std::vector<int64_t> positions(rows);
+    for (int64_t r = 0; r < rows; ++r) positions[r] = begin + r;
+    options.logit_rows = {rows - 1};  // only the last chunk's is kept
+    ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, prefix.subspan(begin, rows), positions, options));
+    std::memcpy(post.data<float>() + begin * H, out.hidden_postnorm.data<float>(), rows * H * sizeof(float));
+    std::memcpy(pre.data<float>() + begin * H, out.hidden_prenorm.data<float>(), rows * H * sizeof(float));
+    if (begin + rows == n) last_logits_ = std::move(out.logits);
+  }
+  prefix_.assign(prefix.begin(), prefix.end());
+  hidden_post_ = std::move(post);
+  hidden_pre_ = std::move(pre);
+  if (seconds != nullptr) *seconds = NowSeconds() - start;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TargetStep> PrefixCachedTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+  const bool replay = fresh_ && !prefix_.empty() && std::equal(tokens.begin(), tokens.end(), prefix_.begin(),
+                                                               prefix_.end());
+  if (replay && !all_logits) {
+    RETURN_IF_ERROR(cache_->Truncate(prefix_length()));
+    fresh_ = false;
+    ++replays_;
+    TargetStep step;
+    step.logits = last_logits_.Clone();
+    step.hidden_postnorm = hidden_post_.Clone();
+    step.hidden_prenorm = hidden_pre_.Clone();
+    return step;
+  }
+  if (fresh_) {
+    cache_->Clear();
+    fresh_ = false;
+  }
+  const int64_t first = cache_->length();
+  if (first < prefix_length()) Forget();  // this forward overwrites prefix slots
+  std::vector<int64_t> positions(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) positions[i] = first + static_cast<int64_t>(i);
+  ForwardOptions options;
+  options.attention = attention_;
+  if (!all_logits) options.logit_rows = {static_cast<int64_t>(tokens.size()) - 1};
+  ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, tokens, positions, options));
+  TargetStep step;
+  step.logits = std::move(out.logits);
+  step.hidden_postnorm = std::move(out.hidden_postnorm);
+  step.hidden_prenorm = std::move(out.hidden_prenorm);
+  return step;
+}
+
+absl::Status PrefixCachedTarget::Truncate(int64_t length) {
+  if (fresh_) return length == 0 ? absl::OkStatus() : absl::InvalidArgumentError("Truncate past the length");
+  if (length < prefix_length()) Forget();
+  return cache_->Truncate(length);
+}
+
+}  // namespace mtpspec::bench

@@ -1,0 +1,36 @@
+// What every benchmark report records about the run: when, on what machine, under what load, with
+// which command line. Small helpers for lists in flags and for writing result files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace mtpspec::bench {
+
+// {"date_utc", "cpu_model", "logical_cpus", "threads", "loadavg_start", "command"}.
+nlohmann::json RunInfo(int argc, char** argv);
+
+// The 1-, 5- and 15-minute load averages from /proc/loadavg (zeros when unreadable).
+std::vector<double> LoadAverages();
+
+// Parses "1,2,3" (integers) or "0,0.7,1" (doubles); errors name the flag.
+absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& flag, const std::string& text);
+absl::StatusOr<std::vector<double>> ParseDoubleList(const std::string& flag, const std::string& text);
+std::vector<std::string> SplitList(const std::string& text);
+
+// Writes `text` to `path`, creating the parent directory. Errors name the path.
+absl::Status WriteTextFile(const std::string& path, const std::string& text);
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
+
+// Seconds on the steady clock since an arbitrary origin.
+double NowSeconds();
+
+// Median of a non-empty sample (copies).
+double Median(std::vector<double> values);
+
+}  // namespace mtpspec::bench

@@ -1,0 +1,302 @@
+#include "bench/tradeoff_point.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "bench/acceptance_stats.h"
+#include "bench/e2e_speed.h"
+#include "bench/prefix_target.h"
+#include "bench/run_info.h"
+#include "bench/verify_cost.h"
+#include "spec/mtp_drafter.h"
+
+namespace mtpspec::bench {
+namespace {
+
+// The path Model::Forward picks for a verify of `rows` rows at context n (gather for L ≤ 16 > K).
+AttentionPath AutoPath(int64_t n, int64_t rows, int64_t k_top) {
+  return n + rows <= k_top ? AttentionPath::kDense : AttentionPath::kGather;
+}
+
+struct PathSeries {
+  AttentionPath path;
+  std::vector<CostSamples> by_rows;     // [max_rows]
+  std::vector<int64_t> attended_rows;   // [max_rows] Σ_layers |∪ selections|
+  bool Valid(int64_t n, int64_t rows, int64_t k_top) const {
+    return path != AttentionPath::kDense || n + rows <= k_top;
+  }
+};
+
+absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixCachedTarget& target,
+                                                     const std::vector<int32_t>& prompt, const PointSettings& s,
+                                                     const MtpOptions& mtp_options) {
+  ASSIGN_OR_RETURN(auto drafter, MtpDrafter::Create(model, target.capacity(), mtp_options));
+  struct Config {
+    std::string label;
+    int64_t k;
+    bool adaptive;
+    bool prompt_prefill;  // MTP prompt extend at prompt time (PromptPrefillDrafter)
+  };
+  std::vector<Config> configs = {{"plain", 0, false, true}};
+  for (int64_t k : s.e2e_k) configs.push_back({absl::StrCat("k=", k), k, false, true});
+  const int64_t k_auto = std::max<int64_t>(1, static_cast<int64_t>(s.rates.empty() ? 5 : s.rates.size()));
+  if (s.adaptive) {
+    configs.push_back({"auto", k_auto, true, true});
+    configs.push_back({"auto_deferred_extend", k_auto, true, false});  // the drafter as Generate gets it
+  }
+  std::vector<SpeedResult> totals(configs.size());
+  for (int64_t rep = 0; rep < s.e2e_reps; ++rep) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      GenerateOptions options;
+      options.max_new_tokens = s.new_tokens;
+      options.k = configs[i].k;
+      options.adaptive_k = configs[i].adaptive;
+      options.stop_at_eos = false;
+      options.accept.rule = s.rule;
+      options.accept.synthetic_rates = s.rates;
+      options.accept.sampling.seed = s.seed + static_cast<uint64_t>(rep);
+      DraftSampling draft_sampling;  // what Generate passes to Propose
+      draft_sampling.sample = options.sample_drafts;
+      draft_sampling.sampling = options.accept.sampling;
+      PromptPrefillDrafter prefill(drafter.get(), configs[i].k, draft_sampling);
+      Drafter* d = configs[i].k == 0 ? nullptr
+                   : configs[i].prompt_prefill ? static_cast<Drafter*>(&prefill)
+                                               : static_cast<Drafter*>(drafter.get());
+      ASSIGN_OR_RETURN(SpeedResult r, TimedGenerate(target, d, prompt, options, configs[i].label));
+      Accumulate(r, &totals[i]);
+    }
+  }
+  return totals;
+}
+
+}  // namespace
+
+struct PointState {
+  const Model* model = nullptr;
+  PointSettings s;
+  std::vector<int32_t> prompt;
+  int64_t n = 0, k_top = 0;
+  nlohmann::json out;
+  std::unique_ptr<PrefixCachedTarget> target;
+  std::unique_ptr<MtpModule> mtp;
+  std::unique_ptr<KvCache> mtp_cache;
+  MtpOptions mtp_options;
+  std::vector<int32_t> rows_tokens;  // [max_rows] the verify block's tokens
+  int32_t draft_token = 0;
+  std::vector<PathSeries> series;
+  CostSamples mtp_step;
+
+  const float* LastHidden() const {
+    return target->prefix_hidden_postnorm().data<float>() + (n - 1) * model->config().hidden_size;
+  }
+  const PathSeries& Series(AttentionPath p) const {
+    for (const PathSeries& ps : series) {
+      if (ps.path == p) return ps;
+    }
+    return series.front();
+  }
+};
+
+ContextPoint::ContextPoint(std::unique_ptr<PointState> state) : state_(std::move(state)) {}
+ContextPoint::~ContextPoint() = default;
+
+absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model& model,
+                                                                   const std::vector<int32_t>& prompt,
+                                                                   const PointSettings& settings) {
+  auto st = std::make_unique<PointState>();
+  PointState& p = *st;
+  p.model = &model;
+  p.s = settings;
+  p.prompt = prompt;
+  const ModelConfig& config = model.config();
+  p.n = static_cast<int64_t>(prompt.size());
+  p.k_top = config.index_topk;
+  const int64_t capacity = p.n + std::max(p.s.max_rows, p.s.new_tokens + kMaxDraftTokens + 2) + 1;
+  p.out = {{"context", p.n}, {"index_topk", p.k_top}, {"loadavg_start", LoadAverages()}};
+
+  // Caches: the trunk through the prefix target, the MTP layer for the draft-step timing.
+  ASSIGN_OR_RETURN(p.target, PrefixCachedTarget::Create(model, capacity, LongContextAttention()));
+  double fill_seconds = 0;
+  RETURN_IF_ERROR(p.target->Fill(prompt, p.s.fill_chunk, &fill_seconds));
+  p.mtp_options.attention = LongContextAttention();
+  ASSIGN_OR_RETURN(p.mtp, MtpModule::Create(model));
+  ASSIGN_OR_RETURN(p.mtp_cache, p.mtp->NewCache(capacity));
+  const double mtp_fill_start = NowSeconds();
+  const float* hidden = p.target->prefix_hidden_postnorm().data<float>();  // [N, H]
+  RETURN_IF_ERROR(FillMtpCache(*p.mtp, *p.mtp_cache, hidden, prompt, p.n, p.s.fill_chunk, p.mtp_options));
+  p.out["fill_seconds"] = fill_seconds;
+  p.out["mtp_fill_seconds"] = NowSeconds() - mtp_fill_start;
+  p.out["cache_bytes"] = p.target->cache().BytesPerToken() * capacity;
+  std::fprintf(stderr, "tradeoff: N = %lld filled in %.1f s (MTP %.1f s), load %.2f\n", static_cast<long long>(p.n),
+               fill_seconds, p.out["mtp_fill_seconds"].get<double>(), LoadAverages()[0]);
+
+  std::mt19937_64 rng(p.s.seed + static_cast<uint64_t>(p.n));
+  std::uniform_int_distribution<int32_t> dist(2, static_cast<int32_t>(config.vocab_size - 1));
+  p.rows_tokens.resize(p.s.max_rows);
+  for (int32_t& t : p.rows_tokens) t = dist(rng);
+  p.draft_token = dist(rng);
+  for (AttentionPath path : {AttentionPath::kGather, AttentionPath::kMask, AttentionPath::kDense}) {
+    p.series.push_back(PathSeries{path, std::vector<CostSamples>(p.s.max_rows), std::vector<int64_t>(p.s.max_rows, 0)});
+  }
+  // Warm-up, which also captures the selections for the KV byte count.
+  for (PathSeries& ps : p.series) {
+    for (int64_t L = 1; L <= p.s.max_rows; ++L) {
+      if (!ps.Valid(p.n, L, p.k_top)) continue;
+      CostSamples scratch;
+      std::vector<TopK> topk;
+      const auto tokens = std::span<const int32_t>(p.rows_tokens).first(L);
+      RETURN_IF_ERROR(TimedVerify(model, p.target->cache(), tokens, p.n, ps.path, &scratch, &topk));
+      ps.attended_rows[L - 1] = ps.path == AttentionPath::kDense ? config.num_hidden_layers * (p.n + L)
+                                                                  : AttendedRowsUnion(topk, p.n, L);
+    }
+  }
+  CostSamples scratch;
+  RETURN_IF_ERROR(TimedMtpStep(*p.mtp, *p.mtp_cache, p.LastHidden(), p.draft_token, p.n, p.mtp_options, &scratch));
+  return std::unique_ptr<ContextPoint>(new ContextPoint(std::move(st)));
+}
+
+absl::Status ContextPoint::MeasureRound() {
+  PointState& p = *state_;
+  for (int64_t L = 1; L <= p.s.max_rows; ++L) {
+    for (PathSeries& ps : p.series) {
+      if (!ps.Valid(p.n, L, p.k_top)) continue;
+      const auto tokens = std::span<const int32_t>(p.rows_tokens).first(L);
+      RETURN_IF_ERROR(TimedVerify(*p.model, p.target->cache(), tokens, p.n, ps.path, &ps.by_rows[L - 1]));
+    }
+  }
+  return TimedMtpStep(*p.mtp, *p.mtp_cache, p.LastHidden(), p.draft_token, p.n, p.mtp_options, &p.mtp_step);
+}
+
+absl::StatusOr<nlohmann::json> ContextPoint::Finish() {
+  PointState& p = *state_;
+  const Model& model = *p.model;
+  const PointSettings& s = p.s;
+  const int64_t n = p.n, k_top = p.k_top;
+  nlohmann::json& out = p.out;
+  ASSIGN_OR_RETURN(std::vector<int64_t> routed, RoutedExpertsTouched(model, p.target->cache(), p.rows_tokens, n));
+  auto bytes_of = [&](const PathSeries& ps, int64_t L) {
+    const bool scoring = ps.path != AttentionPath::kDense && n + L > k_top;
+    return ComputeVerifyBytes(model, n, L, scoring, ps.attended_rows[L - 1], routed[L - 1]);
+  };
+  const PathSeries& t1_series = p.Series(AutoPath(n, 1, k_top));
+  const double t1 = t1_series.by_rows[0].MedianSeconds();
+  const double bw = s.read_bandwidth;
+  const double bound1 = bytes_of(t1_series, 1).Total(true) / bw;
+  out["t1_seconds"] = t1;
+  out["t1_path"] = AttentionPathName(t1_series.path);
+  out["t1_bound_seconds"] = bound1;
+  out["routed_experts_touched"] = routed;
+
+  nlohmann::json paths = nlohmann::json::object();
+  for (const PathSeries& ps : p.series) {
+    nlohmann::json list = nlohmann::json::array();
+    for (int64_t L = 1; L <= s.max_rows; ++L) {
+      if (!ps.Valid(n, L, k_top)) continue;
+      const CostSamples& cs = ps.by_rows[L - 1];
+      const VerifyBytes b = bytes_of(ps, L);
+      const double tv = cs.MedianSeconds();
+      list.push_back({{"rows", L},
+                      {"seconds", tv},
+                      {"samples", cs.seconds},
+                      {"components", ComponentsJson(cs.MedianComponents())},
+                      {"attended_rows", ps.attended_rows[L - 1]},
+                      {"bytes",
+                       {{"dense_weights", b.dense_weights}, {"routed_expected", b.routed_expected},
+                        {"routed_actual", b.routed_actual}, {"kv_latent", b.kv_latent}, {"kv_indexer", b.kv_indexer},
+                        {"total_actual", b.Total(true)}, {"total_expected", b.Total(false)}}},
+                      {"bound_seconds", b.Total(true) / bw},
+                      {"r", tv / t1},
+                      {"r_bound", b.Total(true) / bw / bound1},
+                      {"r_bound_expected_routing", b.Total(false) / bytes_of(t1_series, 1).Total(false)}});
+    }
+    paths[AttentionPathName(ps.path)] = list;
+  }
+  out["paths"] = paths;
+  out["dense_valid_rows"] = std::max<int64_t>(0, std::min(s.max_rows, k_top - n));
+  const double c = p.mtp_step.MedianSeconds() / t1;
+  out["mtp_step"] = {{"seconds", p.mtp_step.MedianSeconds()},
+                     {"samples", p.mtp_step.seconds},
+                     {"components", ComponentsJson(p.mtp_step.MedianComponents())},
+                     {"c", c}};
+
+  // r_k on the path a verify of k + 1 rows takes by default.
+  auto r_k = [&](int64_t k) { return p.Series(AutoPath(n, k + 1, k_top)).by_rows[k].MedianSeconds() / t1; };
+  nlohmann::json predicted = nlohmann::json::array();
+  const int64_t k_pred = std::min<int64_t>(s.max_rows - 1, static_cast<int64_t>(s.rates.size()));
+  for (int64_t k = 1; k <= k_pred; ++k) {
+    const double el = ExpectedLength(s.rates, k);
+    predicted.push_back({{"k", k}, {"expected_length", el}, {"r_k", r_k(k)}, {"c", c}, {"speedup", el / (r_k(k) + k * c)}});
+  }
+  out["predicted"] = predicted;
+  out["rates"] = s.rates;
+  out["rates_source"] = s.rates_source;
+
+  ASSIGN_OR_RETURN(std::vector<SpeedResult> e2e, RunEndToEnd(model, *p.target, p.prompt, s, p.mtp_options));
+  nlohmann::json e2e_json = nlohmann::json::array();
+  const double plain_tps = e2e.front().tokens_per_second;
+  for (const SpeedResult& r : e2e) {
+    nlohmann::json j = ToJson(r);
+    j["speedup"] = plain_tps > 0 ? r.tokens_per_second / plain_tps : 0.0;
+    e2e_json.push_back(std::move(j));
+  }
+  out["e2e"] = e2e_json;
+  out["e2e_acceptance"] = s.rule == AcceptRule::kSynthetic ? "SYNTHETIC" : AcceptRuleName(s.rule);
+  out["loadavg_end"] = LoadAverages();
+  std::fprintf(stderr, "tradeoff: N = %lld finished, load %.2f\n", static_cast<long long>(n), LoadAverages()[0]);
+  nlohmann::json result = std::move(out);
+  state_.reset();  // frees the caches
+  return result;
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> MeasurePoints(const Model& model,
+                                                          const std::vector<std::vector<int32_t>>& prompts,
+                                                          const PointSettings& settings) {
+  std::vector<std::unique_ptr<ContextPoint>> points;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    ASSIGN_OR_RETURN(auto point, ContextPoint::Prepare(model, prompt, settings));
+    points.push_back(std::move(point));
+  }
+  for (int64_t rep = 0; rep < settings.reps; ++rep) {
+    for (auto& point : points) RETURN_IF_ERROR(point->MeasureRound());
+  }
+  std::vector<nlohmann::json> out;
+  for (auto& point : points) {
+    ASSIGN_OR_RETURN(nlohmann::json j, point->Finish());
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+nlohmann::json MergeEndToEnd(const std::vector<nlohmann::json>& points) {
+  std::map<std::string, std::pair<double, double>> sums;  // label → (tokens, seconds)
+  std::map<std::string, std::pair<double, double>> acc;   // label → (Σ AL·drafts, drafts)
+  std::vector<std::string> order;
+  for (const nlohmann::json& p : points) {
+    for (const nlohmann::json& r : p["e2e"]) {
+      const std::string label = r["label"];
+      if (!sums.count(label)) order.push_back(label);
+      sums[label].first += r["steady_tokens"].get<double>();
+      sums[label].second += r["steady_seconds"].get<double>();
+      const double drafts = r["num_drafts"].get<double>();
+      acc[label].first += r["mean_acceptance_length"].get<double>() * drafts;
+      acc[label].second += drafts;
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  const double plain = sums["plain"].second > 0 ? sums["plain"].first / sums["plain"].second : 0.0;
+  for (const std::string& label : order) {
+    const double tps = sums[label].second > 0 ? sums[label].first / sums[label].second : 0.0;
+    out.push_back({{"label", label},
+                   {"tokens_per_second", tps},
+                   {"speedup", plain > 0 ? tps / plain : 0.0},
+                   {"mean_acceptance_length", acc[label].second > 0 ? acc[label].first / acc[label].second : 1.0},
+                   {"steady_tokens", sums[label].first},
+                   {"steady_seconds", sums[label].second}});
+  }
+  return out;
+}
+
+}  // namespace mtpspec::bench

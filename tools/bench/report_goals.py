@@ -1,0 +1,287 @@
+"""Trade-off report for tools/bench/report.py: tables, plots and the goal checks, from tradeoff_bench JSON.
+
+Goals (each printed PASS/FAIL with its numbers):
+  G1  gather-path attention time flat in N beyond index_topk (max/min within 1.10); top-k and indexer
+      scoring reported separately (the indexer scores all N keys by design: O(N)).
+  G2  r_k within 1.1x the bytes-touched bound ratio r_k^bound (default path, every N > K and k).
+  G3  measured / predicted speedup >= 0.9 (bench model, SYNTHETIC acceptance).
+  G4  trained model: MTP k=2 at N = 8 x index_topk at least 1.2x plain (REAL acceptance, T=0).
+  G5  --k auto never slower than plain (bench model every N, and trained model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+COMPONENTS = ["embed", "attn_proj", "indexer", "topk", "attention", "moe_mlp", "norms", "head"]
+PATHS = ["gather", "mask", "dense"]
+
+
+def verdict(ok: bool) -> str:
+    return "**PASS**" if ok else "**FAIL**"
+
+
+def by_rows(point: dict, path: str) -> dict:
+    return {e["rows"]: e for e in point["paths"].get(path, [])}
+
+
+def default_path(point: dict, rows: int) -> str:
+    return "dense" if point["context"] + rows <= point["index_topk"] else "gather"
+
+
+def plots(points: list[dict], data_dir: Path) -> None:
+    ns = [p["context"] for p in points]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), sharey=True)
+    for ax, path in zip(axes, PATHS):
+        max_rows = max((e["rows"] for p in points for e in p["paths"].get(path, [])), default=0)
+        for rows in range(2, max_rows + 1):
+            xs = [p["context"] for p in points if rows in by_rows(p, path)]
+            if xs:
+                ys = [by_rows(p, path)[rows]["r"] for p in points if rows in by_rows(p, path)]
+                line, = ax.plot(xs, ys, marker="o", label=f"k={rows - 1}")
+                yb = [by_rows(p, path)[rows]["r_bound"] for p in points if rows in by_rows(p, path)]
+                ax.plot(xs, yb, ls=":", color=line.get_color())
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{path}: r_k = Tv(k+1,N)/T1(N) (dotted: bytes bound)", fontsize=9)
+        ax.set_xlabel("context N")
+        if path == "gather":
+            ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(data_dir / "rk_vs_n.png", dpi=110)
+    plt.close(fig)
+
+    labels = [e["label"] for e in points[0]["e2e"]] if points else []
+    grid = np.array([[next(e["speedup"] for e in p["e2e"] if e["label"] == lab) for p in points] for lab in labels])
+    fig, ax = plt.subplots(figsize=(1.6 * len(ns) + 3, 0.6 * len(labels) + 2))
+    im = ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=1.5, aspect="auto")
+    ax.set_xticks(range(len(ns)), [str(n) for n in ns])
+    ax.set_yticks(range(len(labels)), labels)
+    for i, lab in enumerate(labels):
+        for j, p in enumerate(points):
+            pred = predicted_for(p, lab)
+            text = f"{grid[i, j]:.2f}" + (f"\n/{pred:.2f}" if pred else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7)
+    ax.set_xlabel("context N")
+    ax.set_title("measured speedup vs plain (SYNTHETIC acceptance); /predicted", fontsize=9)
+    fig.colorbar(im)
+    fig.tight_layout()
+    fig.savefig(data_dir / "speedup_heatmap.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(ns) * 3), 4.5))
+    x, ticks = 0, []
+    for p in points:
+        path = "gather" if p["context"] >= p["index_topk"] else "dense"
+        rows_map = by_rows(p, path) or by_rows(p, "gather")
+        for rows in (1, 3, 5):
+            if rows not in rows_map:
+                continue
+            bottom = 0.0
+            for i, comp in enumerate(COMPONENTS):
+                v = 1e3 * rows_map[rows]["components"][comp]
+                ax.bar(x, v, bottom=bottom, color=f"C{i}", label=comp if x == 0 else None)
+                bottom += v
+            ticks.append((x, f"N={p['context']}\nL={rows}"))
+            x += 1
+        mtp = p["mtp_step"]["components"]
+        bottom = 0.0
+        for i, comp in enumerate(COMPONENTS):
+            ax.bar(x, 1e3 * mtp[comp], bottom=bottom, color=f"C{i}", hatch="//")
+            bottom += 1e3 * mtp[comp]
+        ticks.append((x, "MTP\nstep"))
+        x += 1.5
+    ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=7)
+    ax.set_ylabel("ms (component medians)")
+    ax.set_title("forward components: verify of L rows on the default path, and one MTP step (hatched)", fontsize=9)
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(data_dir / "components.png", dpi=110)
+    plt.close(fig)
+
+
+def predicted_for(point: dict, label: str) -> float | None:
+    if label.startswith("k="):
+        k = int(label[2:])
+        for e in point["predicted"]:
+            if e["k"] == k:
+                return e["speedup"]
+    if label.startswith("auto") and point["predicted"]:
+        return max(1.0, max(e["speedup"] for e in point["predicted"]))
+    return None
+
+
+def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: str, machine_lines, write_csv) -> str:
+    points = data["points"]
+    bw = data["read_bandwidth_start"]["bytes_per_second"]
+    bw_end = data["read_bandwidth_end"]["bytes_per_second"]
+    cfg = data["bench_model"]["config"]
+    k_top = cfg["index_topk"]
+    rows = []
+    for p in points:
+        for path in PATHS:
+            for e in p["paths"].get(path, []):
+                rows.append([p["context"], path, e["rows"], e["seconds"], e["bound_seconds"], e["r"], e["r_bound"],
+                             e["attended_rows"], e["bytes"]["total_actual"]] + [e["components"][c] for c in COMPONENTS])
+    write_csv(data_dir / "verify_cost.csv", ["context", "path", "rows", "seconds", "bound_seconds", "r", "r_bound",
+                                             "attended_rows", "bytes"] + COMPONENTS, rows)
+    write_csv(data_dir / "e2e.csv", ["context", "label", "tokens_per_second", "speedup", "predicted",
+                                     "mean_acceptance_length", "steady_tokens"],
+              [[p["context"], e["label"], e["tokens_per_second"], e["speedup"], predicted_for(p, e["label"]),
+                e["mean_acceptance_length"], e["steady_tokens"]] for p in points for e in p["e2e"]])
+    plots(points, data_dir)
+
+    rel = data_dir.relative_to(out)
+    md = [f"# Verify cost, draft cost and speedup vs context ({date})", ""]
+    md += machine_lines(data["run"], [
+        f"- Load average at end: {', '.join(f'{x:.2f}' for x in data.get('loadavg_end', []))}; the machine was "
+        "shared with a training job and other builds, so absolute times are noisy; ratios are measured side by side "
+        "(interleaved repetitions, medians).",
+        f"- Read bandwidth (StreamSum over {data['read_bandwidth_start']['buffer_mib']} MiB, "
+        f"{data['read_bandwidth_start']['threads']} threads): {bw / 1e9:.2f} GB/s at start, {bw_end / 1e9:.2f} GB/s "
+        "at end; the bound uses the start value.",
+        f"- Bench model: `{data['bench_model']['dir']}` viewed through `{data['bench_model']['long_context_view']}` "
+        f"(max_position_embeddings raised to {cfg['max_position_embeddings']}, weights symlinked): hidden "
+        f"{cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, {cfg['n_routed_experts']} experts top-"
+        f"{cfg['num_experts_per_tok']}, index_topk K={k_top}, vocab {cfg['vocab_size']}, bf16; f32 cache "
+        f"{data['bench_model']['cache_bytes_per_token']} B/token ({data['bench_model']['cache_bytes_per_token'] * 32784 / 2**20:.0f} MiB at 32K+16).",
+        f"- Acceptance for predictions and the SYNTHETIC end-to-end runs: {data['acceptance_source']}",
+        f"- Elapsed {data['elapsed_seconds']:.0f} s."])
+    md += ["", "Command:", "", "```", command or data["run"]["command"], "```", "",
+           f"![r_k]({rel}/rk_vs_n.png)", "", f"![speedup]({rel}/speedup_heatmap.png)", "",
+           f"![components]({rel}/components.png)", ""]
+
+    md += ["## Plain step T1(N) and its components (ms, medians)", "",
+           "| N | path | T1 | bytes bound | T1/bound | " + " | ".join(COMPONENTS) + " | MTP step | c |",
+           "|---|---|---|---|---|" + "---|" * len(COMPONENTS) + "---|---|"]
+    for p in points:
+        e = by_rows(p, p["t1_path"])[1]
+        md.append(f"| {p['context']} | {p['t1_path']} | {1e3 * p['t1_seconds']:.1f} | {1e3 * p['t1_bound_seconds']:.1f} "
+                  f"| {p['t1_seconds'] / p['t1_bound_seconds']:.2f} | "
+                  + " | ".join(f"{1e3 * e['components'][c]:.2f}" for c in COMPONENTS)
+                  + f" | {1e3 * p['mtp_step']['seconds']:.1f} | {p['mtp_step']['c']:.3f} |")
+    md += ["", "Dense is valid only while N + L <= K = %d, so it is measured only at N = %s (rows up to K - N)." %
+           (k_top, ", ".join(str(p["context"]) for p in points if p["paths"].get("dense"))), ""]
+
+    md += ["## r_k = Tv(k+1, N) / T1(N) per path, with the bytes-touched bound ratio", ""]
+    max_rows = max(e["rows"] for p in points for e in p["paths"]["gather"])
+    md += ["| N | path | " + " | ".join(f"k={k}" for k in range(1, max_rows)) + " |", "|---|---|" + "---|" * (max_rows - 1)]
+    for p in points:
+        for path in PATHS:
+            m = by_rows(p, path)
+            if len(m) < 2:
+                continue
+            md.append(f"| {p['context']} | {path} | " + " | ".join(
+                f"{m[k + 1]['r']:.2f} ({m[k + 1]['r_bound']:.2f})" if k + 1 in m else "" for k in range(1, max_rows)) + " |")
+    md += ["", "Parenthesised: r_k^bound = bytes(k+1 rows) / bytes(1 row) with the routed experts actually touched "
+           "(routing probe); weights + attended latent rows (union of the rows' selections) + indexer keys.", ""]
+
+    md += goal_section(data, points, k_top)
+    return "\n".join(md)
+
+
+def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
+    md = ["## Goals", ""]
+    sparse = [p for p in points if p["context"] > k_top]
+    att = {p["context"]: by_rows(p, "gather")[1]["components"] for p in sparse}
+    if att:
+        a = [v["attention"] for v in att.values()]
+        ratio = max(a) / min(a)
+        md.append(f"- G1 gather-path attention flat in N beyond K (L=1, within 10%): {verdict(ratio <= 1.10)} — "
+                  "attention ms " + ", ".join(f"N={n}: {1e3 * v['attention']:.2f}" for n, v in att.items())
+                  + f" (max/min {ratio:.2f}).")
+        for L in (3, 5):
+            aL = {p["context"]: by_rows(p, "gather")[L]["components"]["attention"] for p in sparse
+                  if L in by_rows(p, "gather")}
+            if aL:
+                md.append(f"  - at L={L}: " + ", ".join(f"N={n}: {1e3 * v:.2f}" for n, v in aL.items())
+                          + f" ms (max/min {max(aL.values()) / min(aL.values()):.2f}).")
+        md.append("  - top-k selection ms: " + ", ".join(f"N={n}: {1e3 * v['topk']:.2f}" for n, v in att.items())
+                  + "; indexer scoring ms (O(N) by design): "
+                  + ", ".join(f"N={n}: {1e3 * v['indexer']:.2f}" for n, v in att.items()) + ".")
+    worst, checked, fails = 0.0, 0, []
+    for p in sparse:
+        for k in range(1, 8):
+            e = by_rows(p, default_path(p, k + 1)).get(k + 1)
+            if e is None:
+                continue
+            q = e["r"] / e["r_bound"]
+            checked += 1
+            worst = max(worst, q)
+            if q > 1.1:
+                fails.append(f"N={p['context']} k={k}: {e['r']:.2f} vs {e['r_bound']:.2f}")
+    md.append(f"- G2 r_k within 1.1x r_k^bound (default path, N > K, {checked} points): {verdict(not fails)} — worst "
+              f"r_k / r_k^bound = {worst:.2f}" + (f"; over: {'; '.join(fails[:8])}" if fails else "") + ".")
+    md += ["", "  Cost of each extra verify row, (Tv(L) - T1) / (L - 1) at the largest L on the default path, by "
+           "component (ms), next to what the bytes bound allows per extra row:", "",
+           "  | N | L | total | bytes bound | " + " | ".join(COMPONENTS) + " |",
+           "  |---|---|---|---|" + "---|" * len(COMPONENTS)]
+    for p in points:
+        m = by_rows(p, "gather" if p["context"] >= k_top else "dense")
+        L = max(m)
+        if L < 2:
+            continue
+        one = by_rows(p, p["t1_path"])[1]
+        per = lambda a, b: 1e3 * (a - b) / (L - 1)  # noqa: E731
+        md.append(f"  | {p['context']} | {L} | {per(m[L]['seconds'], one['seconds']):.2f} | "
+                  f"{per(m[L]['bound_seconds'], one['bound_seconds']):.2f} | "
+                  + " | ".join(f"{per(m[L]['components'][c], one['components'][c]):.2f}" for c in COMPONENTS) + " |")
+    md.append("")
+    ratios = []
+    for p in points:
+        for e in p["e2e"]:
+            pred = predicted_for(p, e["label"])
+            if e["label"].startswith("k=") and pred:
+                ratios.append((p["context"], e["label"], e["speedup"], pred, e["speedup"] / pred))
+    bad = [r for r in ratios if r[4] < 0.9]
+    md.append(f"- G3 measured / predicted speedup >= 0.9 (SYNTHETIC acceptance, {len(ratios)} points): "
+              f"{verdict(not bad)} — " + "; ".join(f"N={n} {lab}: {m:.2f}/{pr:.2f} = {q:.2f}"
+                                                  for n, lab, m, pr, q in ratios) + ".")
+    trained = data.get("trained")
+    if trained:
+        merged = {e["label"]: e for e in trained["e2e_merged"]}
+        k2 = merged.get("k=2")
+        if k2:
+            md.append(f"- G4 trained model `{trained['dir']}`, N={trained['context']} (8 x K), REAL acceptance "
+                      f"(sampler-equality, T=0), {trained['windows']} windows: MTP k=2 "
+                      f"{k2['tokens_per_second']:.1f} tok/s vs plain {merged['plain']['tokens_per_second']:.1f} tok/s "
+                      f"= {k2['speedup']:.2f}x (goal >= 1.2): {verdict(k2['speedup'] >= 1.2)}; mean acceptance "
+                      f"length {k2['mean_acceptance_length']:.2f}.")
+        tp = trained["points"]
+        t1 = np.median([p["t1_seconds"] for p in tp])
+        c = np.median([p["mtp_step"]["c"] for p in tp])
+        ks = [k for k in range(1, 6) if all(k + 1 in by_rows(p, "gather") for p in tp)]
+        rk = {k: float(np.median([by_rows(p, "gather")[k + 1]["r"] for p in tp])) for k in ks}
+        rb = {k: float(np.median([by_rows(p, "gather")[k + 1]["r_bound"] for p in tp])) for k in ks}
+        md += ["", f"  Trained model costs (medians over windows): T1 = {1e3 * t1:.2f} ms, c = {c:.3f}, r_k (bound) = "
+               + ", ".join(f"k={k}: {rk[k]:.2f} ({rb[k]:.2f})" for k in rk) + ".", "",
+               "  | trained, N=%d | tok/s | speedup | mean acc. length | predicted E[L]/(r_k+k c) |" % trained["context"],
+               "  |---|---|---|---|---|"]
+        for e in trained["e2e_merged"]:
+            pred = ""
+            if e["label"].startswith("k=") and int(e["label"][2:]) in rk:
+                k = int(e["label"][2:])
+                pred = f"{e['mean_acceptance_length'] / (rk[k] + k * c):.2f}"
+            md.append(f"  | {e['label']} | {e['tokens_per_second']:.1f} | {e['speedup']:.2f} | "
+                      f"{e['mean_acceptance_length']:.2f} | {pred} |")
+        md.append("")
+    autos = [(p["context"], next(e for e in p["e2e"] if e["label"] == "auto")["speedup"]) for p in points
+             if any(e["label"] == "auto" for e in p["e2e"])]
+    if trained:
+        autos += [(f"trained {trained['context']}", e["speedup"]) for e in trained["e2e_merged"] if e["label"] == "auto"]
+    md.append(f"- G5 --k auto never slower than plain: {verdict(all(s >= 1.0 for _, s in autos))} — "
+              + ", ".join(f"N={n}: {s:.2f}x" for n, s in autos) + ".")
+    md += ["", "### End-to-end (bench model, SYNTHETIC acceptance): tokens/s and speedup", "",
+           "| N | " + " | ".join(e["label"] for e in points[0]["e2e"]) + " |", "|---|" + "---|" * len(points[0]["e2e"])]
+    for p in points:
+        md.append(f"| {p['context']} | " + " | ".join(
+            f"{e['tokens_per_second']:.2f} ({e['speedup']:.2f}x" +
+            (f", pred {predicted_for(p, e['label']):.2f}" if predicted_for(p, e['label']) else "") + ")"
+            for e in p["e2e"]) + " |")
+    md += ["", "`auto` runs Generate's adaptive k with the MTP layer's prompt extend done at prompt time (as in a "
+           "serving engine's prefill); `auto_deferred_extend` is the drafter as Generate gets it, where the first "
+           "Propose extends the MTP cache over the whole prompt and the controller books that as per-step draft cost.",
+           ""]
+    return md
