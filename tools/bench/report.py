@@ -71,13 +71,15 @@ def acceptance_report(data: dict, out: Path, data_dir: Path, date: str, command:
     topk = data["model"]["index_topk"]
 
     rows = []
+    r4 = lambda v: None if v is None else round(v, 4)  # noqa: E731
     for c in cells:
+        if c["corpus"] != main_corpus:
+            continue  # per-corpus rows stay in accept_bench's own CSV
         for i in range(c["k"]):
+            u, q, al = c["unconditional"][i], c["conditional"][i], c["mean_acceptance_length"]
             rows.append([c["context"], c["regime"], c["k"], c["variant"], c["rule"], c["temperature"], c["corpus"],
-                         c["windows"], c["cycles"], i + 1, c["unconditional"][i]["mean"], c["unconditional"][i]["lo"],
-                         c["unconditional"][i]["hi"], c["conditional"][i]["mean"], c["conditional"][i]["lo"],
-                         c["conditional"][i]["hi"], c["mean_acceptance_length"]["mean"],
-                         c["mean_acceptance_length"]["lo"], c["mean_acceptance_length"]["hi"]])
+                         c["windows"], c["cycles"], i + 1, r4(u["mean"]), r4(u["lo"]), r4(u["hi"]), r4(q["mean"]),
+                         r4(q["lo"]), r4(q["hi"]), r4(al["mean"]), r4(al["lo"]), r4(al["hi"])])
     write_csv(data_dir / "acceptance.csv",
               ["context", "regime", "k", "variant", "rule", "temperature", "corpus", "windows", "cycles", "position",
                "uncond", "uncond_lo", "uncond_hi", "cond", "cond_lo", "cond_hi", "mean_len", "mean_len_lo",
