@@ -1,5 +1,7 @@
 #include "bench/prefix_target.h"
 
+#include "spec/model_target.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -81,17 +83,7 @@ absl::StatusOr<TargetStep> PrefixCachedTarget::Run(std::span<const int32_t> toke
   }
   const int64_t first = cache_->length();
   if (first < prefix_length()) Forget();  // this forward overwrites prefix slots
-  std::vector<int64_t> positions(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) positions[i] = first + static_cast<int64_t>(i);
-  ForwardOptions options;
-  options.attention = attention_;
-  if (!all_logits) options.logit_rows = {static_cast<int64_t>(tokens.size()) - 1};
-  ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, tokens, positions, options));
-  TargetStep step;
-  step.logits = std::move(out.logits);
-  step.hidden_postnorm = std::move(out.hidden_postnorm);
-  step.hidden_prenorm = std::move(out.hidden_prenorm);
-  return step;
+  return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
 }
 
 absl::Status PrefixCachedTarget::Truncate(int64_t length) {

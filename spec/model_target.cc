@@ -8,18 +8,23 @@ absl::StatusOr<std::unique_ptr<ModelTarget>> ModelTarget::Create(const Model& mo
   return std::unique_ptr<ModelTarget>(new ModelTarget(model, std::move(cache), attention));
 }
 
-absl::StatusOr<TargetStep> ModelTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
+                                      const AttentionOptions& attention, bool all_logits) {
   std::vector<int64_t> positions;
-  for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(cache_->length() + static_cast<int64_t>(i));
+  for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(cache.length() + static_cast<int64_t>(i));
   ForwardOptions options;
-  options.attention = attention_;
+  options.attention = attention;
   if (!all_logits) options.logit_rows = {static_cast<int64_t>(tokens.size()) - 1};
-  ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, tokens, positions, options));
+  ASSIGN_OR_RETURN(ForwardOutput out, model.Forward(cache, tokens, positions, options));
   TargetStep step;
   step.logits = std::move(out.logits);
   step.hidden_postnorm = std::move(out.hidden_postnorm);
   step.hidden_prenorm = std::move(out.hidden_prenorm);
   return step;
+}
+
+absl::StatusOr<TargetStep> ModelTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+  return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
 }
 
 }  // namespace mtpspec

@@ -8,6 +8,11 @@
 
 namespace mtpspec {
 
+// Runs `tokens` at positions cache.length() … and packs the result as a TargetStep (logits for
+// every row, or only the last one). Shared by ModelTarget and benchmark targets.
+absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
+                                      const AttentionOptions& attention, bool all_logits);
+
 class ModelTarget : public Target {
  public:
   static absl::StatusOr<std::unique_ptr<ModelTarget>> Create(const Model& model, int64_t capacity,
