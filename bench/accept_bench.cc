@@ -117,7 +117,7 @@ absl::StatusOr<std::vector<Variant>> ParseVariants(const CliArgs& args, bool qui
   return out;
 }
 
-absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {  // NOLINT(readability-function-size)
+absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
   Settings s;
   const bool quick = args.Has("quick");
   s.model_dir = args.Get("model", DefaultModelDir());
