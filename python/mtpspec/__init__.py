@@ -18,7 +18,6 @@ from mtpspec._model import Model, Tokenizer
 from mtpspec._results import GenerateResult, MtpDraft, Stats
 
 __version__: str = _ext.__version__
-HAS_TOKENIZER: bool = _ext.HAS_TOKENIZER
 MAX_DRAFT_TOKENS: int = _ext.MAX_DRAFT_TOKENS
 
 
@@ -36,7 +35,6 @@ def thread_count() -> int:
 __all__ = [
     "Error",
     "GenerateResult",
-    "HAS_TOKENIZER",
     "InvalidArgumentError",
     "MAX_DRAFT_TOKENS",
     "Model",

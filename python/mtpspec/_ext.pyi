@@ -6,7 +6,6 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
-HAS_TOKENIZER: bool
 MAX_DRAFT_TOKENS: int
 
 class Error(Exception):

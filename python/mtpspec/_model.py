@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import warnings
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
@@ -37,8 +36,6 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: PathLike) -> "Tokenizer":
-        if not _ext.HAS_TOKENIZER:
-            raise _ext.Error("this build of mtpspec has no tokenizer (core/tokenizer.h was absent)")
         return cls(_ext.Tokenizer.load(os.fspath(path)))
 
     @property
@@ -86,10 +83,7 @@ class Model:
         tokenizer = None
         tokenizer_path = os.path.join(path, "tokenizer.json")
         if os.path.isfile(tokenizer_path):
-            if _ext.HAS_TOKENIZER:
-                tokenizer = Tokenizer.load(tokenizer_path)
-            else:
-                warnings.warn(f"{tokenizer_path} is ignored: this build of mtpspec has no tokenizer", stacklevel=2)
+            tokenizer = Tokenizer.load(tokenizer_path)
         return cls(handle, tokenizer)
 
     # --- description -------------------------------------------------------------------------

@@ -1,19 +1,10 @@
-// _ext.Tokenizer: core/tokenizer.h (a tokenizer.json reader), when the C++ library has one.
-// _ext.HAS_TOKENIZER tells the Python package whether it was compiled in.
+// _ext.Tokenizer: core/tokenizer.h (a tokenizer.json reader).
 #include <pybind11/stl.h>
 
+#include "core/tokenizer.h"
 #include "python/src/bindings.h"
 
-#if __has_include("core/tokenizer.h")
-#include "core/tokenizer.h"
-#define MTPSPEC_PY_HAS_TOKENIZER 1
-#else
-#define MTPSPEC_PY_HAS_TOKENIZER 0
-#endif
-
 namespace mtpspec::python {
-
-#if MTPSPEC_PY_HAS_TOKENIZER
 namespace {
 
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
@@ -49,19 +40,13 @@ py::str Decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool
 }
 
 }  // namespace
-#endif
 
 void RegisterTokenizer(py::module_& m) {
-#if MTPSPEC_PY_HAS_TOKENIZER
-  m.attr("HAS_TOKENIZER") = true;
   py::class_<Tokenizer>(m, "Tokenizer", "A Hugging Face tokenizer.json (core/tokenizer.h).")
       .def_static("load", &LoadTokenizer, py::arg("path"))
       .def("encode", &Encode, py::arg("text"))
       .def("decode", &Decode, py::arg("ids"), py::arg("skip_special_tokens") = false)
       .def_property_readonly("vocab_size", &Tokenizer::vocab_size);
-#else
-  m.attr("HAS_TOKENIZER") = false;
-#endif
 }
 
 }  // namespace mtpspec::python

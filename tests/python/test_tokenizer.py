@@ -12,8 +12,6 @@ import pytest
 import mtpspec
 from conftest import GLM_A
 
-pytestmark = pytest.mark.skipif(not mtpspec.HAS_TOKENIZER, reason="built without core/tokenizer.h")
-
 
 def byte_alphabet() -> list:
     """The byte-level BPE alphabet: byte b is shown as a printable character, the printable Latin-1
