@@ -34,35 +34,43 @@ struct DeviceTopK {
 absl::StatusOr<DeviceIndexerWeights> UploadIndexerWeights(WeightArena& arena, const IndexerWeights& host,
                                                           const std::string& name_prefix);
 
-// k^I = RoPE(LayerNorm(W_wk x)) written to index_key_cache[positions[r]]. x: device [rows, H];
-// positions: HOST [rows]; positions_device: the same as int32 on the device.
-absl::Status IndexerWriteKeysCuda(Context& ctx, const DeviceIndexerWeights& w, const IndexerDims& dims, int64_t hidden,
-                                  const DeviceRope& rope, const float* x, int64_t rows, const int64_t* positions,
-                                  const int32_t* positions_device, float* index_key_cache);
+// Rows are consecutive positions first_position, first_position + 1, ... in every function below
+// (what a forward call processes); row r's causal keys are j ≤ first_position + r.
 
-// scores [rows, num_keys] (device, −∞ where j > positions[r]). x: [rows, H]; q_latent: [rows, r_q];
-// positions: HOST [rows] (consecutive are not required here).
-absl::Status IndexerScoresCuda(Context& ctx, const DeviceIndexerWeights& w, const IndexerDims& dims, int64_t hidden,
-                               int64_t q_lora, const DeviceRope& rope, const float* x, const float* q_latent,
-                               int64_t rows, const int64_t* positions, const float* index_key_cache, int64_t num_keys,
+// k^I = RoPE(LayerNorm(W_wk x)) (eps 1e-6, RoPE on the first d_r dims) written to
+// index_key_cache rows [first_position, first_position + rows). x: device [rows, H];
+// index_key_cache: device [capacity, d_I].
+absl::Status IndexerWriteKeysCuda(Context& ctx, const DeviceIndexerWeights& w, const IndexerDims& dims,
+                                  const DeviceRope& rope, const float* x, int64_t rows, int64_t first_position,
+                                  float* index_key_cache, int64_t capacity);
+
+// scores [rows, num_keys] (device; −∞ where j > first_position + r). x: [rows, H]; q_latent:
+// [rows, r_q] the normalised q latent. `scratch` needs IndexerScoresScratchFloats(rows, dims) floats.
+int64_t IndexerScoresScratchFloats(int64_t rows, const IndexerDims& dims);
+absl::Status IndexerScoresCuda(Context& ctx, const DeviceIndexerWeights& w, const IndexerDims& dims,
+                               const DeviceRope& rope, const float* x, const float* q_latent, int64_t rows,
+                               int64_t first_position, const float* index_key_cache, int64_t num_keys, float* scratch,
                                float* scores);
 
-// The scoring kernel alone, given the rotated queries and head weights (benchmarks, tests).
-// q: [rows, N_I, d_I] rotated; head_weights: [rows, N_I] (already · N_I^-½); positions_device:
-// int32 [rows]. scores: [rows, num_keys].
+// The scoring kernel alone, given rotated queries and head weights (benchmarks, tests).
+// q: [rows, N_I, d_I] rotated; head_weights: [rows, N_I] already multiplied by N_I^-½;
+// index_key_cache: [≥ num_keys, d_I]. scores: [rows, num_keys]. Each score is
+// Σ_h fma(w_h, max((q_h · k_j) · d_I^-½, 0), ·) in head order, as the CPU writes it.
 absl::Status IndexerScoreKeys(Context& ctx, const float* q, const float* head_weights, int64_t rows, int64_t n_heads,
-                              int64_t head_dim, const int32_t* positions_device, const float* index_key_cache,
+                              int64_t head_dim, int64_t first_position, const float* index_key_cache,
                               int64_t num_keys, float* scores);
 
-// Top-min(K, num_keys) per row of scores [rows, num_keys] (device), by radix select. Writes
-// topk->selected [rows, width]. The set equals the CPU SelectTopK's; within a row the order is by
-// position among the strictly-greater keys, then the tied keys of the threshold value in position
-// order (earliest first), which is also the CPU's tie rule (see indexer_cuda.cc).
+// Top-min(K, num_keys) per row of scores [rows, num_keys] (device), by radix select (four 8-bit
+// passes of histograms, then an ordered compaction; no sort). The output equals the CPU
+// SelectTopK's exactly, ties included: larger scores first, equal scores by lower position, and
+// each row lists its selection in increasing position; a row with ≤ width causal keys lists keys
+// 0 .. width−1. NaN scores are unsupported (their order is unspecified on both sides).
+// `workspace` needs SelectTopKWorkspaceBytes(rows, num_keys) bytes (device).
+size_t SelectTopKWorkspaceBytes(int64_t rows, int64_t num_keys);
 absl::Status SelectTopKCuda(Context& ctx, const float* scores, int64_t rows, int64_t num_keys, int64_t k,
-                            DeviceTopK* topk);
+                            int64_t first_position, void* workspace, DeviceTopK* topk);
 
-// Every causal key: the selection when num_keys ≤ K. positions: HOST [rows].
-absl::Status AllCausalKeysCuda(Context& ctx, int64_t rows, int64_t num_keys, const int64_t* positions,
-                               DeviceTopK* topk);
+// Every causal key: the selection when num_keys ≤ K (row r lists 0 .. num_keys−1).
+absl::Status AllCausalKeysCuda(Context& ctx, int64_t rows, int64_t num_keys, DeviceTopK* topk);
 
 }  // namespace mtpspec::cuda

@@ -45,6 +45,11 @@ class DeviceKvCache {
   // Bytes stored per token over all layers, as stored (f32, or int8 latent + scale).
   int64_t BytesPerToken() const;
 
+  // Grow-only device scratch owned by the cache, for the temporaries of one forward call (the
+  // forward of a sequence runs on one stream, so one buffer per cache suffices). Valid until the
+  // next Scratch call with a larger size; slot i of `sizes` gets its own aligned region.
+  absl::StatusOr<std::vector<void*>> Scratch(const std::vector<size_t>& sizes);
+
  private:
   DeviceKvCache() = default;
   KvCacheShape shape_;
@@ -52,15 +57,20 @@ class DeviceKvCache {
   int64_t length_ = 0;
   std::vector<DeviceLayerCache> layers_;
   std::vector<DeviceArray<uint8_t>> storage_;  // one allocation per layer and tensor
+  DeviceArray<uint8_t> scratch_;               // see Scratch()
 };
 
-// Writes latents c [rows, r_kv] (already normalised) to slots positions[r] of `layer`, quantising
-// when the layer is int8. positions: DEVICE array [rows] (int32).
-absl::Status StoreLatents(Context& ctx, const DeviceLayerCache& layer, int64_t r_kv, const float* c, int64_t rows,
-                          const int32_t* positions_device);
-// Copies rows of src [rows, n] (stride src_stride) to dst[positions[r]] ([capacity, n]).
-// positions: DEVICE array [rows] (int32).
-absl::Status ScatterRows(Context& ctx, const float* src, int64_t rows, int64_t n, int64_t src_stride,
-                         const int32_t* positions_device, float* dst);
+// For each row r: c = RMSNorm(kv[r, 0:r_kv]) · norm_weight (kv_a_layernorm), stored in slot
+// first_position + r of `layer` (f32, or int8 with the per-token scale exactly as KvCache stores
+// it). kv: device [rows, kv_stride] (the kv_a_proj output; its first r_kv columns are the latent).
+absl::Status StoreLatents(Context& ctx, const DeviceLayerCache& layer, int64_t capacity, int64_t r_kv,
+                          const float* kv, int64_t kv_stride, const float* norm_weight, double eps, int64_t rows,
+                          int64_t first_position);
+// Copies rows of src [rows, n] (row stride src_stride) to dst rows [first_position, first_position
+// + rows) of a [capacity, n] table. Device pointers.
+absl::Status CopyRowsToSlots(Context& ctx, const float* src, int64_t rows, int64_t n, int64_t src_stride,
+                             float* dst, int64_t capacity, int64_t first_position);
+// Device latents of slots [0, count) widened to f32, for tests and the naive form. out: [count, r_kv].
+absl::Status LoadLatents(Context& ctx, const DeviceLayerCache& layer, int64_t r_kv, int64_t count, float* out);
 
 }  // namespace mtpspec::cuda

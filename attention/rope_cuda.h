@@ -28,10 +28,11 @@ class DeviceRope {
   const float* sin_table() const { return sin_.data(); }  // [max_positions, rotary_dim / 2]
 
   // Rotates, in place, `count` vectors of x for each of `rows` rows: vector v of row r starts at
-  // x + r·row_stride + v·vec_stride + offset and its first rotary_dim values rotate by position
-  // positions[r]. positions: HOST array [rows] (each < max_positions, else an error).
+  // x + r·row_stride + v·vec_stride + offset and its first rotary_dim values rotate by the angle of
+  // position first_position + r (rows are consecutive positions, as in every forward call).
+  // Positions at or past max_positions are an error. x: device.
   absl::Status Apply(Context& ctx, float* x, int64_t rows, int64_t count, int64_t row_stride, int64_t vec_stride,
-                     int64_t offset, const int64_t* positions, RopeStyle style) const;
+                     int64_t offset, int64_t first_position, RopeStyle style) const;
 
  private:
   int64_t rotary_dim_ = 0;
