@@ -1,0 +1,412 @@
+// Kernels of model/ffn_cuda: the fp32 router, the routing decision, the grouping of (row, expert)
+// pairs, the grouped expert GEMVs and the weighted combination.
+//
+// The grouped GEMVs follow core/linear_cuda.cu's layout: a block of kWarps warps owns kWarps
+// consecutive weight rows (one per warp); the input dimension is walked in tiles of 32 lanes × 8
+// values, each tile of the (up to 16) input rows is staged in shared memory, and every lane keeps a
+// partial sum per input row, reduced at the end by a fixed xor-shuffle tree. The operations behind
+// one (input row, output) never depend on how many other rows the group holds.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include <cstdint>
+
+#include "model/ffn_cuda_launch.h"
+
+namespace mtpspec::cuda::launch {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kLaneValues = 8;
+constexpr int kTile = 32 * kLaneValues;  // input values per tile
+constexpr int kGroupRows = kMoeMaxGroupRows;
+
+// The lane's 8 weights w_row[i0 .. i0 + 8) (zero past `in`). 16-byte loads for aligned bf16 rows.
+__device__ inline void LoadLaneWeights(const __nv_bfloat16* w_row, int64_t i0, int64_t in, bool vector_loads,
+                                       float wv[kLaneValues]) {
+  if (vector_loads && i0 + kLaneValues <= in) {
+    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w_row + i0));
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&packed);
+#pragma unroll
+    for (int j = 0; j < kLaneValues; ++j) wv[j] = __bfloat162float(h[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kLaneValues; ++j) wv[j] = i0 + j < in ? __bfloat162float(w_row[i0 + j]) : 0.0f;
+  }
+}
+__device__ inline void LoadLaneWeights(const float* w_row, int64_t i0, int64_t in, bool /*vector_loads*/,
+                                       float wv[kLaneValues]) {
+#pragma unroll
+  for (int j = 0; j < kLaneValues; ++j) wv[j] = i0 + j < in ? w_row[i0 + j] : 0.0f;
+}
+
+// The shared core of the grouped GEMVs. Every thread of the block calls it (it synchronises).
+// x_rows: shared [kGroupRows] pointers to the n input rows (each [in]); the warp's kW weight rows
+// are w_rows[0 .. kW) (each [in]); when `active` is false the warp only helps staging.
+// On return, lane 0 (and every lane) holds sum[w][r] = x_rows[r] · w_rows[w] for r < n.
+template <typename WeightT, int kW>
+__device__ void GroupDot(const float* const* x_rows, int n, int64_t in, const WeightT* const (&w_rows)[kW],
+                         bool active, bool vector_loads, float (*x_tile)[kTile], float (&sum)[kW][kGroupRows]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int w = 0; w < kW; ++w) {
+#pragma unroll
+    for (int r = 0; r < kGroupRows; ++r) sum[w][r] = 0.0f;
+  }
+  for (int64_t base = 0; base < in; base += kTile) {
+    // Stage x[:, base .. base + kTile) for the n rows (zero elsewhere).
+    for (int t = threadIdx.x; t < kGroupRows * kTile; t += blockDim.x) {
+      const int r = t / kTile;
+      const int c = t % kTile;
+      const int64_t i = base + c;
+      x_tile[r][c] = (r < n && i < in) ? x_rows[r][i] : 0.0f;
+    }
+    __syncthreads();
+    if (active) {
+      const int64_t i0 = base + lane * kLaneValues;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        float wv[kLaneValues];
+        LoadLaneWeights(w_rows[w], i0, in, vector_loads, wv);
+#pragma unroll
+        for (int r = 0; r < kGroupRows; ++r) {
+          if (r < n) {
+#pragma unroll
+            for (int j = 0; j < kLaneValues; ++j) sum[w][r] = fmaf(wv[j], x_tile[r][lane * kLaneValues + j], sum[w][r]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if (!active) return;
+#pragma unroll
+  for (int w = 0; w < kW; ++w) {
+#pragma unroll
+    for (int r = 0; r < kGroupRows; ++r) {
+      float v = sum[w][r];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      sum[w][r] = v;
+    }
+  }
+}
+
+__device__ inline bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// grid (ceil(E / kWarps), ceil(rows / 16)); warp → expert, blockIdx.y → a group of ≤ 16 rows.
+template <typename WeightT>
+__global__ void RouterLogitsKernel(const float* __restrict__ x, int64_t rows, const WeightT* __restrict__ router,
+                                   int64_t experts, int64_t hidden, float* __restrict__ logits) {
+  __shared__ float x_tile[kGroupRows][kTile];  // [16, kTile]
+  __shared__ const float* x_rows[kGroupRows];  // [16]
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kGroupRows;
+  const int n = static_cast<int>(rows - row0 < kGroupRows ? rows - row0 : kGroupRows);
+  if (threadIdx.x < kGroupRows) x_rows[threadIdx.x] = threadIdx.x < n ? x + (row0 + threadIdx.x) * hidden : nullptr;
+  __syncthreads();
+  const int warp = threadIdx.x >> 5;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const bool active = e < experts;
+  const WeightT* const w_rows[1] = {router + (active ? e : 0) * hidden};
+  const bool vector_loads = (hidden % kLaneValues) == 0 && Aligned16(router);
+  float sum[1][kGroupRows];
+  GroupDot<WeightT, 1>(x_rows, n, hidden, w_rows, active, vector_loads, x_tile, sum);
+  if (!active || (threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int r = 0; r < kGroupRows; ++r) {
+    if (r < n) logits[(row0 + r) * experts + e] = sum[0][r];
+  }
+}
+
+// One block per row. Threads compute the scores; thread 0 then makes RouteTokens' choices in its
+// order: group scores (sum of the two largest biased scores), the topk_group best groups (ties to
+// the lower group), −∞ for the other groups' experts, the k best experts (ties to the lower
+// index), and the weights σ · norm · scaling with norm = 1 / (Σ σ + 1e-20) over the chosen ones.
+// Dynamic shared memory: sigma [E], choice [E] (floats), group_score [G] (floats), taken [E] and
+// keep_group [G] (ints).
+__global__ void RouteKernel(const float* __restrict__ logits, const float* __restrict__ bias, MoeRouteParams p,
+                            int32_t* __restrict__ expert, float* __restrict__ weight) {
+  extern __shared__ float route_smem[];
+  const int64_t num_experts = p.experts;
+  const int64_t groups = p.n_group;
+  float* sigma = route_smem;                                               // [E]
+  float* choice = sigma + num_experts;                                     // [E]
+  float* group_score = choice + num_experts;                               // [G]
+  int* taken = reinterpret_cast<int*>(group_score + groups);               // [E]
+  int* keep_group = taken + num_experts;                                   // [G]
+  const int64_t r = blockIdx.x;
+  const float* row_logits = logits + r * num_experts;  // [E]
+  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) {
+    sigma[e] = 1.0f / (1.0f + expf(-row_logits[e]));
+    choice[e] = sigma[e] + bias[e];
+    taken[e] = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const float neg_inf = -CUDART_INF_F;
+  if (groups > 1) {
+    const int64_t group_size = num_experts / groups;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* s = choice + g * group_size;
+      float first = neg_inf;
+      float second = neg_inf;
+      for (int64_t i = 0; i < group_size; ++i) {
+        if (s[i] > first) {
+          second = first;
+          first = s[i];
+        } else if (s[i] > second) {
+          second = s[i];
+        }
+      }
+      group_score[g] = first + second;
+      keep_group[g] = 0;
+    }
+    for (int64_t i = 0; i < p.topk_group; ++i) {
+      int64_t best = -1;
+      for (int64_t g = 0; g < groups; ++g) {
+        if (!keep_group[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+      }
+      keep_group[best] = 1;
+    }
+    for (int64_t e = 0; e < num_experts; ++e) {
+      if (!keep_group[e / group_size]) choice[e] = neg_inf;
+    }
+  }
+  int32_t* row_expert = expert + r * p.top_k;  // [k]
+  float* row_weight = weight + r * p.top_k;    // [k]
+  float sum = 0.0f;
+  for (int64_t i = 0; i < p.top_k; ++i) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < num_experts; ++e) {
+      if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
+    }
+    taken[best] = 1;
+    row_expert[i] = static_cast<int32_t>(best);
+    sum += sigma[best];
+  }
+  const float norm = p.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
+  for (int64_t i = 0; i < p.top_k; ++i) row_weight[i] = sigma[row_expert[i]] * norm * p.scaling;
+}
+
+// One block. Dynamic shared memory: sorted [P] ints (P = rows · k), sorted[i] = the pair of rank i.
+__global__ void PlanKernel(const int32_t* __restrict__ expert, const float* __restrict__ weight, int64_t rows,
+                           int64_t k, int32_t* __restrict__ pair_row, int32_t* __restrict__ slot_expert,
+                           int32_t* __restrict__ slot_start, int32_t* __restrict__ slot_count,
+                           int32_t* __restrict__ num_slots, int32_t* __restrict__ combine_index,
+                           float* __restrict__ combine_weight) {
+  extern __shared__ int32_t sorted[];  // [P]
+  const int64_t pairs = rows * k;
+  // Rank of pair p = (row r, rank j) in the (expert, row) order, and the rank m of its expert
+  // among its row's experts. A row's experts are distinct, so both ranks are unique.
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int32_t e = expert[p];
+    const int64_t r = p / k;
+    int64_t rank = 0;
+    for (int64_t q = 0; q < pairs; ++q) {
+      const int32_t eq = expert[q];
+      if (eq < e || (eq == e && q / k < r)) ++rank;
+    }
+    sorted[rank] = static_cast<int32_t>(p);
+    int64_t m = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      if (expert[r * k + j] < e) ++m;
+    }
+    combine_index[r * k + m] = static_cast<int32_t>(rank);
+    combine_weight[r * k + m] = weight[p];
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int32_t p = sorted[i];
+    const int32_t e = expert[p];
+    pair_row[i] = static_cast<int32_t>(p / k);
+    const bool starts_slot = i == 0 || expert[sorted[i - 1]] != e;
+    if (starts_slot) {
+      int32_t slot = 0;  // distinct experts before rank i
+      for (int64_t j = 1; j <= i; ++j) {
+        if (expert[sorted[j]] != expert[sorted[j - 1]]) ++slot;
+      }
+      int64_t end = i;
+      while (end + 1 < pairs && expert[sorted[end + 1]] == e) ++end;
+      slot_expert[slot] = e;
+      slot_start[slot] = static_cast<int32_t>(i);
+      slot_count[slot] = static_cast<int32_t>(end - i + 1);
+      if (end == pairs - 1) *num_slots = slot + 1;
+    }
+  }
+}
+
+__device__ inline float Silu(float v) { return v / (1.0f + expf(-v)); }
+
+// grid (ceil(I / kWarps), max_slots); warp → output o of the slot's expert: gate row o and up row I + o.
+__global__ void GroupedGateUpKernel(const float* __restrict__ x, int64_t hidden, int64_t width,
+                                    const __nv_bfloat16* const* __restrict__ gate_up_table,
+                                    const int32_t* __restrict__ pair_row, const int32_t* __restrict__ slot_expert,
+                                    const int32_t* __restrict__ slot_start, const int32_t* __restrict__ slot_count,
+                                    const int32_t* __restrict__ num_slots, float* __restrict__ act) {
+  __shared__ float x_tile[kGroupRows][kTile];  // [16, kTile]
+  __shared__ const float* x_rows[kGroupRows];  // [16]
+  const int slot = blockIdx.y;
+  if (slot >= *num_slots) return;  // the whole block leaves together
+  const int32_t start = slot_start[slot];
+  const int n = slot_count[slot];  // 1..16 (checked by the plan)
+  if (threadIdx.x < kGroupRows) {
+    x_rows[threadIdx.x] = threadIdx.x < n ? x + static_cast<int64_t>(pair_row[start + threadIdx.x]) * hidden : nullptr;
+  }
+  __syncthreads();
+  const __nv_bfloat16* w = gate_up_table[slot_expert[slot]];  // [2I, H]
+  const int warp = threadIdx.x >> 5;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const bool active = o < width;
+  const int64_t safe_o = active ? o : 0;
+  const __nv_bfloat16* const w_rows[2] = {w + safe_o * hidden, w + (width + safe_o) * hidden};
+  const bool vector_loads = (hidden % kLaneValues) == 0 && Aligned16(w);
+  float sum[2][kGroupRows];
+  GroupDot<__nv_bfloat16, 2>(x_rows, n, hidden, w_rows, active, vector_loads, x_tile, sum);
+  if (!active || (threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int r = 0; r < kGroupRows; ++r) {
+    if (r < n) act[(static_cast<int64_t>(start) + r) * width + o] = Silu(sum[0][r]) * sum[1][r];
+  }
+}
+
+// grid (ceil(H / kWarps), max_slots); warp → output h of the slot's expert's down projection.
+__global__ void GroupedDownKernel(const float* __restrict__ act, int64_t hidden, int64_t width,
+                                  const __nv_bfloat16* const* __restrict__ down_table,
+                                  const int32_t* __restrict__ slot_expert, const int32_t* __restrict__ slot_start,
+                                  const int32_t* __restrict__ slot_count, const int32_t* __restrict__ num_slots,
+                                  float* __restrict__ y) {
+  __shared__ float x_tile[kGroupRows][kTile];  // [16, kTile]
+  __shared__ const float* x_rows[kGroupRows];  // [16]
+  const int slot = blockIdx.y;
+  if (slot >= *num_slots) return;
+  const int32_t start = slot_start[slot];
+  const int n = slot_count[slot];
+  if (threadIdx.x < kGroupRows) {
+    x_rows[threadIdx.x] = threadIdx.x < n ? act + (static_cast<int64_t>(start) + threadIdx.x) * width : nullptr;
+  }
+  __syncthreads();
+  const __nv_bfloat16* w = down_table[slot_expert[slot]];  // [H, I]
+  const int warp = threadIdx.x >> 5;
+  const int64_t h = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const bool active = h < hidden;
+  const __nv_bfloat16* const w_rows[1] = {w + (active ? h : 0) * width};
+  const bool vector_loads = (width % kLaneValues) == 0 && Aligned16(w);
+  float sum[1][kGroupRows];
+  GroupDot<__nv_bfloat16, 1>(x_rows, n, width, w_rows, active, vector_loads, x_tile, sum);
+  if (!active || (threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int r = 0; r < kGroupRows; ++r) {
+    if (r < n) y[(static_cast<int64_t>(start) + r) * hidden + h] = sum[0][r];
+  }
+}
+
+__global__ void GatherRowsKernel(const float* __restrict__ src, const int32_t* __restrict__ index, int64_t cols,
+                                 float* __restrict__ dst) {
+  const int64_t i = blockIdx.x;
+  const float* from = src + static_cast<int64_t>(index[i]) * cols;  // [cols]
+  float* to = dst + i * cols;                                       // [cols]
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) to[c] = from[c];
+}
+
+// One block per row.
+__global__ void CombineKernel(const float* __restrict__ y, const int32_t* __restrict__ combine_index,
+                              const float* __restrict__ combine_weight, int64_t k, int64_t hidden, bool accumulate,
+                              float* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  float* out_row = out + r * hidden;  // [H]
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
+    float acc = accumulate ? out_row[h] : 0.0f;
+    for (int64_t m = 0; m < k; ++m) {
+      const int64_t source = combine_index[r * k + m];
+      acc = fmaf(combine_weight[r * k + m], y[source * hidden + h], acc);
+    }
+    out_row[h] = acc;
+  }
+}
+
+constexpr int64_t kMaxGridY = 65535;
+
+}  // namespace
+
+cudaError_t MoeRouterLogits(const float* x, int64_t rows, const __nv_bfloat16* router_bf16, const float* router_f32,
+                            int64_t experts, int64_t hidden, float* logits, cudaStream_t stream) {
+  if (rows < 0 || experts < 1 || hidden < 1 || ((router_bf16 == nullptr) == (router_f32 == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  if (rows == 0) return cudaSuccess;
+  const int64_t groups = (rows + kGroupRows - 1) / kGroupRows;
+  if (groups > kMaxGridY) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((experts + kWarps - 1) / kWarps), static_cast<unsigned>(groups));
+  if (router_bf16 != nullptr) {
+    RouterLogitsKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(x, rows, router_bf16, experts, hidden, logits);
+  } else {
+    RouterLogitsKernel<float><<<grid, kThreads, 0, stream>>>(x, rows, router_f32, experts, hidden, logits);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t MoeRoute(const float* logits, const float* bias, int64_t rows, const MoeRouteParams& params,
+                     int32_t* expert, float* weight, cudaStream_t stream) {
+  if (rows < 0 || params.experts < 1 || params.top_k < 1 || params.top_k > params.experts || params.n_group < 1 ||
+      params.experts % params.n_group != 0 || params.topk_group < 1 || params.topk_group > params.n_group) {
+    return cudaErrorInvalidValue;
+  }
+  if (rows == 0) return cudaSuccess;
+  const size_t shared = static_cast<size_t>(3 * params.experts + 2 * params.n_group) * sizeof(float);
+  if (shared > 48 * 1024 || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  RouteKernel<<<static_cast<unsigned>(rows), 128, shared, stream>>>(logits, bias, params, expert, weight);
+  return cudaGetLastError();
+}
+
+cudaError_t MoePlan(const int32_t* expert, const float* weight, int64_t rows, int64_t k, int32_t* pair_row,
+                    int32_t* slot_expert, int32_t* slot_start, int32_t* slot_count, int32_t* num_slots,
+                    int32_t* combine_index, float* combine_weight, cudaStream_t stream) {
+  if (rows < 1 || rows > kGroupRows || k < 1) return cudaErrorInvalidValue;
+  const size_t shared = static_cast<size_t>(rows * k) * sizeof(int32_t);
+  if (shared > 48 * 1024) return cudaErrorInvalidValue;
+  PlanKernel<<<1, 256, shared, stream>>>(expert, weight, rows, k, pair_row, slot_expert, slot_start, slot_count,
+                                         num_slots, combine_index, combine_weight);
+  return cudaGetLastError();
+}
+
+cudaError_t MoeGroupedGateUp(const float* x, int64_t hidden, int64_t width, const __nv_bfloat16* const* gate_up_table,
+                             const int32_t* pair_row, const int32_t* slot_expert, const int32_t* slot_start,
+                             const int32_t* slot_count, const int32_t* num_slots, int64_t max_slots, float* act,
+                             cudaStream_t stream) {
+  if (hidden < 1 || width < 1 || max_slots < 1 || max_slots > kMaxGridY) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((width + kWarps - 1) / kWarps), static_cast<unsigned>(max_slots));
+  GroupedGateUpKernel<<<grid, kThreads, 0, stream>>>(x, hidden, width, gate_up_table, pair_row, slot_expert,
+                                                     slot_start, slot_count, num_slots, act);
+  return cudaGetLastError();
+}
+
+cudaError_t MoeGroupedDown(const float* act, int64_t hidden, int64_t width, const __nv_bfloat16* const* down_table,
+                           const int32_t* slot_expert, const int32_t* slot_start, const int32_t* slot_count,
+                           const int32_t* num_slots, int64_t max_slots, float* y, cudaStream_t stream) {
+  if (hidden < 1 || width < 1 || max_slots < 1 || max_slots > kMaxGridY) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((hidden + kWarps - 1) / kWarps), static_cast<unsigned>(max_slots));
+  GroupedDownKernel<<<grid, kThreads, 0, stream>>>(act, hidden, width, down_table, slot_expert, slot_start,
+                                                   slot_count, num_slots, y);
+  return cudaGetLastError();
+}
+
+cudaError_t GatherRows(const float* src, const int32_t* index, int64_t n, int64_t cols, float* dst,
+                       cudaStream_t stream) {
+  if (n < 0 || cols < 1 || n > 0x7fffffff) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  GatherRowsKernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(src, index, cols, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t MoeCombine(const float* y, const int32_t* combine_index, const float* combine_weight, int64_t rows,
+                       int64_t k, int64_t hidden, bool accumulate, float* out, cudaStream_t stream) {
+  if (rows < 0 || k < 1 || hidden < 1 || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  CombineKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(y, combine_index, combine_weight, k, hidden,
+                                                                  accumulate, out);
+  return cudaGetLastError();
+}
+
+}  // namespace mtpspec::cuda::launch

@@ -1,0 +1,65 @@
+// Plain launch functions of model/ffn_cuda.cu (shared with nvcc; no absl). Each returns the
+// launch's cudaError_t; cudaErrorInvalidValue for shapes the kernels do not support.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mtpspec::cuda::launch {
+
+// Rows per group of the grouped expert kernels (the small-row GEMV's limit).
+inline constexpr int kMoeMaxGroupRows = 16;
+
+// logits[rows, E] = x[rows, H] · router[E, H]ᵀ in fp32. Exactly one of router_bf16 / router_f32
+// is non-null. Every (row, expert) is reduced in one fixed order, for any row count.
+cudaError_t MoeRouterLogits(const float* x, int64_t rows, const __nv_bfloat16* router_bf16, const float* router_f32,
+                            int64_t experts, int64_t hidden, float* logits, cudaStream_t stream);
+
+struct MoeRouteParams {
+  int64_t experts = 0;      // E
+  int64_t top_k = 0;        // k_e
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = true;
+  float scaling = 1.0f;     // routed_scaling_factor
+};
+
+// RouteTokens on the device: sigmoid scores, bias for selection only, group-limited top-k, ties to
+// the lower index. logits: [rows, E]; bias: [E]; expert, weight: [rows, k] in rank order.
+cudaError_t MoeRoute(const float* logits, const float* bias, int64_t rows, const MoeRouteParams& params,
+                     int32_t* expert, float* weight, cudaStream_t stream);
+
+// Groups the rows·k (row, expert) pairs of ≤ 16 rows by expert, in one block. Pairs are sorted by
+// (expert, row); pair i of that order is row pair_row[i]. Slot s (experts in ascending order) holds
+// the pairs [slot_start[s], slot_start[s] + slot_count[s]) of expert slot_expert[s]; *num_slots
+// slots are used (at most min(E, rows·k)). combine_index / combine_weight [rows, k]: for each row,
+// its pairs' sorted positions and weights with its experts in ascending order.
+cudaError_t MoePlan(const int32_t* expert, const float* weight, int64_t rows, int64_t k, int32_t* pair_row,
+                    int32_t* slot_expert, int32_t* slot_start, int32_t* slot_count, int32_t* num_slots,
+                    int32_t* combine_index, float* combine_weight, cudaStream_t stream);
+
+// For every used slot s (grid over max_slots slots; unused ones exit): with W = gate_up_table[e],
+// [2I, H], and x the slot's rows, act[slot_start[s] + j, o] = silu(x_j · W[o]) · (x_j · W[I + o]),
+// o < I. act: [pairs, I].
+cudaError_t MoeGroupedGateUp(const float* x, int64_t hidden, int64_t width, const __nv_bfloat16* const* gate_up_table,
+                             const int32_t* pair_row, const int32_t* slot_expert, const int32_t* slot_start,
+                             const int32_t* slot_count, const int32_t* num_slots, int64_t max_slots, float* act,
+                             cudaStream_t stream);
+
+// y[slot_start[s] + j, h] = act[slot_start[s] + j] · down_table[e][h], h < H. y: [pairs, H].
+cudaError_t MoeGroupedDown(const float* act, int64_t hidden, int64_t width, const __nv_bfloat16* const* down_table,
+                           const int32_t* slot_expert, const int32_t* slot_start, const int32_t* slot_count,
+                           const int32_t* num_slots, int64_t max_slots, float* y, cudaStream_t stream);
+
+// dst[i, :] = src[index[i], :], i < n. src, dst: [*, cols].
+cudaError_t GatherRows(const float* src, const int32_t* index, int64_t n, int64_t cols, float* dst,
+                       cudaStream_t stream);
+
+// out[r, h] = (accumulate ? out[r, h] : 0) + Σ_m combine_weight[r, m] · y[combine_index[r, m], h],
+// m = 0..k−1 in order (one fused multiply-add per term).
+cudaError_t MoeCombine(const float* y, const int32_t* combine_index, const float* combine_weight, int64_t rows,
+                       int64_t k, int64_t hidden, bool accumulate, float* out, cudaStream_t stream);
+
+}  // namespace mtpspec::cuda::launch
