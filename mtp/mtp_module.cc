@@ -50,9 +50,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> MtpModule::NewCache(int64_t capacity) c
   return std::make_unique<KvCache>(shape, capacity);
 }
 
-absl::StatusOr<MtpStepOutput> MtpModule::Forward(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
-                                                 std::span<const int64_t> positions, const MtpOptions& options,
-                                                 std::vector<int64_t> logit_rows, const TopK* reuse_topk) const {
+absl::StatusOr<MtpStepOutput> MtpModule::Extend(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                                                std::span<const int64_t> positions, const MtpOptions& options,
+                                                const TopK* reuse_topk) const {
   const ModelConfig& c = model_.config();
   const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
   if (rows == 0) return absl::InvalidArgumentError("MTP forward: no tokens");
@@ -96,14 +96,28 @@ absl::StatusOr<MtpStepOutput> MtpModule::Forward(KvCache& cache, const float* hi
   for (int64_t r = 0; r < rows; ++r) {
     RmsNorm(g + r * H, w_.shared_head_norm.data<float>(), H, c.rms_norm_eps, normed + r * H);
   }
+  return out;
+}
+
+Tensor MtpModule::Logits(const float* normed, int64_t rows) const {
+  Tensor logits = Tensor::Empty(DType::kF32, {rows, model_.config().vocab_size});  // [rows, V]
+  model_.ApplyHead(w_.head, normed, rows, logits.data<float>());
+  return logits;
+}
+
+absl::StatusOr<MtpStepOutput> MtpModule::Forward(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                                                 std::span<const int64_t> positions, const MtpOptions& options,
+                                                 std::vector<int64_t> logit_rows, const TopK* reuse_topk) const {
+  ASSIGN_OR_RETURN(MtpStepOutput out, Extend(cache, hidden, tokens, positions, options, reuse_topk));
+  const int64_t rows = static_cast<int64_t>(tokens.size()), H = model_.config().hidden_size;
   if (logit_rows.empty()) {
     for (int64_t r = 0; r < rows; ++r) logit_rows.push_back(r);
   }
   const int64_t R = static_cast<int64_t>(logit_rows.size());
-  std::vector<float> selected(R * H);
+  std::vector<float> selected(R * H);  // [R, H] the normed rows that get logits
+  const float* normed = out.normed.data<float>();
   for (int64_t i = 0; i < R; ++i) std::memcpy(selected.data() + i * H, normed + logit_rows[i] * H, H * sizeof(float));
-  out.logits = Tensor::Empty(DType::kF32, {R, c.vocab_size});
-  model_.ApplyHead(w_.head, selected.data(), R, out.logits.data<float>());
+  out.logits = Logits(selected.data(), R);
   return out;
 }
 

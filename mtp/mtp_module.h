@@ -35,6 +35,10 @@ struct MtpOptions {
   MtpChain chain = MtpChain::kNormed;
   MtpIndexShare index_share = MtpIndexShare::kExact;
   AttentionOptions attention;
+  // Rows per MtpModule call when the drafter extends its cache over committed pairs (the prompt,
+  // or a backlog after plain steps): bounds the indexer's [rows, T] score matrix. On the automatic
+  // path these chunks attend through the gather path (O(rows·K), as decode does).
+  int64_t extend_chunk = 256;
 };
 
 struct MtpStepOutput {
@@ -61,6 +65,13 @@ class MtpModule {
                                         std::span<const int64_t> positions, const MtpOptions& options,
                                         std::vector<int64_t> logit_rows = {},
                                         const TopK* reuse_topk = nullptr) const;
+  // Forward without the head (logits left empty): the drafter's extend of committed pairs, whose
+  // logits it needs at most for the last row, and only when it drafts.
+  absl::StatusOr<MtpStepOutput> Extend(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                                       std::span<const int64_t> positions, const MtpOptions& options,
+                                       const TopK* reuse_topk = nullptr) const;
+  // The head over normed rows: [rows, H] → logits [rows, V].
+  Tensor Logits(const float* normed, int64_t rows) const;
 
  private:
   MtpModule(const Model& model, const MtpLayerWeights& weights) : model_(model), w_(weights) {}

@@ -6,12 +6,25 @@ namespace mtpspec {
 
 constexpr double kEmaWeight = 0.2;
 
-AdaptiveK::AdaptiveK(int64_t k_max, int64_t probe_interval)
+namespace {
+
+double Ema(double average, double sample) {
+  return average > 0 ? (1 - kEmaWeight) * average + kEmaWeight * sample : sample;
+}
+
+}  // namespace
+
+AdaptiveK::AdaptiveK(int64_t k_max, int64_t probe_interval, int64_t max_probe_interval, double exploration_budget)
     : k_max_(k_max),
-      probe_interval_(probe_interval),
+      base_gap_(std::max<int64_t>(1, probe_interval)),
+      max_gap_(std::max(max_probe_interval, std::max<int64_t>(1, probe_interval))),
+      budget_(exploration_budget),
+      // The first probe comes right after the first measured plain step.
+      gap_(1),
       accept_hits_(k_max, 0.0),
       accept_trials_(k_max, 0.0),
-      verify_cost_(k_max + 2, 0.0) {}
+      verify_cost_(k_max + 2, 0.0),
+      verify_cycle_(k_max + 2, 0) {}
 
 double AdaptiveK::conditional_acceptance(int64_t i) const {
   return (accept_hits_[i] + 1.0) / (accept_trials_[i] + 2.0);  // posterior mean under Beta(1, 1)
@@ -28,44 +41,31 @@ double AdaptiveK::ExpectedTokens(int64_t k) const {
 
 double AdaptiveK::VerifyCost(int64_t rows) const {
   if (verify_cost_[rows] > 0) return verify_cost_[rows];
-  // Linear fit through the two nearest measured lengths, or a flat guess from one.
+  const int64_t size = static_cast<int64_t>(verify_cost_.size());
   int64_t below = -1, above = -1;
-  for (int64_t r = rows - 1; r >= 1; --r) {
-    if (verify_cost_[r] > 0) {
-      below = r;
-      break;
-    }
-  }
-  for (int64_t r = rows + 1; r < static_cast<int64_t>(verify_cost_.size()); ++r) {
-    if (verify_cost_[r] > 0) {
-      above = r;
-      break;
-    }
-  }
-  if (below > 0 && above > 0) {
-    const double t = static_cast<double>(rows - below) / (above - below);
+  for (int64_t r = rows - 1; r >= 1 && below < 0; --r) below = verify_cost_[r] > 0 ? r : -1;
+  for (int64_t r = rows + 1; r < size && above < 0; ++r) above = verify_cost_[r] > 0 ? r : -1;
+  if (below > 0 && above > 0) {  // interpolate
+    const double t = static_cast<double>(rows - below) / static_cast<double>(above - below);
     return verify_cost_[below] * (1 - t) + verify_cost_[above] * t;
   }
-  if (below > 0) {
+  if (below > 0) {  // extrapolate along the two longest measured lengths, else at r = L
     int64_t lower = -1;
-    for (int64_t r = below - 1; r >= 1; --r) {
-      if (verify_cost_[r] > 0) {
-        lower = r;
-        break;
-      }
-    }
-    const double slope = lower > 0 ? (verify_cost_[below] - verify_cost_[lower]) / (below - lower)
-                                   : 0.1 * verify_cost_[below];
-    return verify_cost_[below] + slope * (rows - below);
+    for (int64_t r = below - 1; r >= 1 && lower < 0; --r) lower = verify_cost_[r] > 0 ? r : -1;
+    const double slope = lower > 0 ? (verify_cost_[below] - verify_cost_[lower]) / static_cast<double>(below - lower)
+                                   : verify_cost_[below] / static_cast<double>(below);
+    return verify_cost_[below] + std::max(0.0, slope) * static_cast<double>(rows - below);
   }
   if (above > 0) return verify_cost_[above];
-  return 1.0;  // nothing measured yet: every k costs the same, acceptance priors decide
+  return 1.0;  // nothing measured yet
 }
 
-double AdaptiveK::ExpectedCost(int64_t k) const { return VerifyCost(k + 1) + k * draft_cost_; }
+double AdaptiveK::ExpectedCost(int64_t k) const {
+  if (k == 0) return VerifyCost(1);
+  return VerifyCost(k + 1) + static_cast<double>(k) * draft_cost_ + extend_cost_;
+}
 
-int64_t AdaptiveK::Choose() {
-  if (verify_cost_[1] == 0) return 0;  // measure a plain step first
+int64_t AdaptiveK::Best() const {
   int64_t best = 0;
   double best_rate = ExpectedTokens(0) / ExpectedCost(0);
   for (int64_t k = 1; k <= k_max_; ++k) {
@@ -75,12 +75,35 @@ int64_t AdaptiveK::Choose() {
       best = k;
     }
   }
-  if (best == 0 && ++plain_streak_ >= probe_interval_) {
-    plain_streak_ = 0;
-    return std::min<int64_t>(1, k_max_);  // probe: keep the acceptance estimate of position 1 alive
-  }
-  if (best > 0) plain_streak_ = 0;
   return best;
+}
+
+int64_t AdaptiveK::Choose() {
+  last_was_probe_ = false;
+  if (verify_cost_[1] == 0) return 0;  // measure a plain step first
+  const int64_t best = Best();
+  if ((best == 0) != (current_ == 0)) {  // the regime changed: explore its alternative soon again
+    gap_ = base_gap_;
+    since_probe_ = 0;
+  }
+  current_ = best;
+  if (++since_probe_ < gap_) return best;
+  const int64_t probe = best == 0 ? std::min<int64_t>(1, k_max_) : 0;
+  if (probes_ > 0) {  // within the exploration budget?
+    const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * catch_up_per_row_ : 0.0;
+    const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe)) + catch_up;
+    if (exploration_ + loss > budget_ * elapsed_) return best;
+  }
+  since_probe_ = 0;
+  gap_ = std::min(gap_ == 1 ? base_gap_ : 2 * gap_, max_gap_);
+  last_was_probe_ = true;
+  ++probes_;
+  return probe;
+}
+
+double AdaptiveK::ProbeLoss(int64_t best, double tokens, double seconds) const {
+  const double seconds_per_token = ExpectedCost(best) / ExpectedTokens(best);
+  return std::max(0.0, seconds - tokens * seconds_per_token);
 }
 
 void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) {
@@ -88,12 +111,28 @@ void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) 
     accept_trials_[i] += 1.0;
     if (i < accepted) accept_hits_[i] += 1.0;
   }
+  ++cycle_;
   double& cost = verify_cost_[drafted + 1];
-  cost = cost > 0 ? (1 - kEmaWeight) * cost + kEmaWeight * seconds : seconds;
+  const double weight = std::min(1.0, kEmaWeight * static_cast<double>(cycle_ - verify_cycle_[drafted + 1]));
+  cost = cost > 0 ? (1 - weight) * cost + weight * seconds : seconds;
+  verify_cycle_[drafted + 1] = cycle_;
+  const double cycle = seconds + (drafted > 0 ? static_cast<double>(drafted) * draft_cost_ + extend_cost_ : 0.0);
+  elapsed_ += cycle;
+  if (last_was_probe_) exploration_ += ProbeLoss(current_, static_cast<double>(accepted + 1), cycle);
+  rows_since_draft_ = drafted > 0 ? 0 : rows_since_draft_ + accepted + 1;
 }
 
-void AdaptiveK::RecordDraftStep(double seconds) {
-  draft_cost_ = draft_cost_ > 0 ? (1 - kEmaWeight) * draft_cost_ + kEmaWeight * seconds : seconds;
+void AdaptiveK::RecordCatchUp(double seconds) {
+  elapsed_ += seconds;
+  if (last_was_probe_) exploration_ += seconds;
+  if (rows_since_draft_ > 0) {
+    const double per_row = seconds / static_cast<double>(rows_since_draft_);
+    catch_up_per_row_ = catch_up_per_row_ > 0 ? (1 - kEmaWeight) * catch_up_per_row_ + kEmaWeight * per_row : per_row;
+  }
 }
+
+void AdaptiveK::RecordDraftStep(double seconds) { draft_cost_ = Ema(draft_cost_, seconds); }
+
+void AdaptiveK::RecordExtend(double seconds) { extend_cost_ = Ema(extend_cost_, seconds); }
 
 }  // namespace mtpspec

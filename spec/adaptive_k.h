@@ -1,10 +1,27 @@
 // Adaptive k: each cycle, pick the draft length (0 = plain decoding) that maximises the expected
-// tokens per second, from online estimates of per-position acceptance and of the measured costs of
-// a draft step and of a verify of each length (model-spec / anchors §5):
-//   E[tokens](k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j,   cost(k) = Tv(k + 1) + k · c,   pick argmax ratio.
-// Costs never measured are extrapolated linearly from those that were; k = 0 is always a
-// candidate, so the controller falls back to plain decoding when drafting cannot pay, and probes
-// k = 1 now and then to keep its acceptance estimate fresh.
+// tokens per second, from online estimates of per-position acceptance and of the measured costs
+// (model-spec / anchors §5):
+//   E[tokens](k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j
+//   cost(0) = Tv(1),   cost(k ≥ 1) = Tv(k + 1) + k · c + x
+// where Tv(L) is a verify of L rows, c one draft step and x the drafter's per-cycle extend of the
+// committed rows (booked at Observe, not as a draft step). Pick argmax E / cost.
+//
+// Unmeasured verify lengths are interpolated between measured ones, extrapolated along the slope
+// of the two longest measured ones, and, while only the plain step is measured, priced
+// conservatively at r = L (Tv(L) = L · Tv(1)): drafting must prove itself through probes.
+//
+// Exploration: the controller keeps the choice it would make and, every `gap` cycles, spends one
+// cycle on the alternative regime: k = 1 while decoding plainly (to learn acceptance, Tv(2), c and
+// x), k = 0 while drafting (to re-measure the plain step, whose cost drifts with the context). The
+// first probe comes on the second cycle; each probe that leaves the choice unchanged doubles the
+// gap (up to `max_probe_interval`), and a change of choice resets it, so probes cost O(log cycles)
+// in a stable regime. Beyond the first probe, a probe is made only while the estimated loss of all
+// probes so far plus this one stays within kExplorationBudget of the time decoded: a probe's loss
+// is its cycle cost minus what its tokens would have cost at the best rate, plus, for a k = 1
+// probe after plain steps, the drafter's catch-up over the rows it deferred (reported through
+// RecordCatchUp; estimated per row from earlier catch-ups). When that catch-up alone costs more
+// per row than the budget, the controller stops probing and stays with plain decoding (it then
+// no longer notices if drafting starts to pay later in the request).
 #pragma once
 
 #include <cstdint>
@@ -12,27 +29,60 @@
 
 namespace mtpspec {
 
+inline constexpr double kExplorationBudget = 0.02;
+
 class AdaptiveK {
  public:
-  explicit AdaptiveK(int64_t k_max, int64_t probe_interval = 16);
+  explicit AdaptiveK(int64_t k_max, int64_t probe_interval = 8, int64_t max_probe_interval = 512,
+                     double exploration_budget = kExplorationBudget);
 
+  // The k for the next cycle (0 … k_max).
   int64_t Choose();
+  // Whether the last Choose() returned an exploration probe rather than the best estimate.
+  bool last_was_probe() const { return last_was_probe_; }
+  int64_t probes() const { return probes_; }
+  // The choice the estimates make now (no probing, no state change).
+  int64_t Best() const;
+
   // A verify of `drafted` tokens that accepted `accepted`, taking the given seconds.
   void RecordVerify(int64_t drafted, int64_t accepted, double verify_seconds);
+  // Seconds per proposed token of one Propose (without any catch-up extend it reported).
   void RecordDraftStep(double seconds_per_step);
+  // Seconds the drafter spent at Observe after a cycle that drafted (its per-cycle extend).
+  void RecordExtend(double seconds);
+  // Seconds a Propose spent catching up on rows the drafter deferred during plain steps.
+  void RecordCatchUp(double seconds);
+  double exploration_seconds() const { return exploration_; }
+  double elapsed_seconds() const { return elapsed_; }
 
   double ExpectedTokens(int64_t k) const;
   double ExpectedCost(int64_t k) const;
+  double VerifyCost(int64_t rows) const;
   double conditional_acceptance(int64_t position) const;
 
  private:
-  double VerifyCost(int64_t rows) const;
   int64_t k_max_;
-  int64_t probe_interval_;
-  int64_t plain_streak_ = 0;
+  int64_t base_gap_, max_gap_;
+  double budget_;             // fraction of the decoded time probes may lose
+  int64_t gap_;               // cycles between probes now
+  int64_t since_probe_ = 0;   // cycles since the last probe (or the last change of choice)
+  int64_t current_ = 0;       // the choice being exploited
+  bool last_was_probe_ = false;
+  int64_t probes_ = 0;
   std::vector<double> accept_hits_, accept_trials_;  // [k_max] conditional, with a Beta(1,1) prior
-  std::vector<double> verify_cost_;                  // [k_max + 2] EMA seconds by rows; 0 = unmeasured
+  // [k_max + 2] seconds by rows; 0 = unmeasured. A moving average whose new sample weighs
+  // min(1, 0.2 · cycles since that length was last measured): lengths measured every cycle are
+  // smoothed, a probe's rare measurement replaces a stale value.
+  std::vector<double> verify_cost_;
+  std::vector<int64_t> verify_cycle_;                // [k_max + 2] cycle of the last measurement
+  int64_t cycle_ = 0;                                // verifies recorded
   double draft_cost_ = 0;                            // EMA seconds per draft step; 0 = unmeasured
+  double extend_cost_ = 0;                           // EMA seconds per drafting cycle's extend
+  double catch_up_per_row_ = 0;                      // EMA catch-up seconds per deferred row
+  int64_t rows_since_draft_ = 0;                     // rows committed by plain steps since a draft
+  double elapsed_ = 0;                               // seconds of every recorded cycle
+  double exploration_ = 0;                           // estimated loss of the probes so far
+  double ProbeLoss(int64_t k, double tokens, double seconds) const;
 };
 
 }  // namespace mtpspec

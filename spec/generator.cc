@@ -106,7 +106,12 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   ++stats.generated_tokens;
   if (options.on_tokens && !options.on_tokens(std::span<const int32_t>(&first, 1))) result.stop_reason = "cancelled";
   if (is_eos(first)) result.stop_reason = "eos";
-  if (drafter) RETURN_IF_ERROR(drafter->Observe(sequence, 0, static_cast<int64_t>(prompt.size()), prefill));
+  if (drafter) {  // the drafter's work on the prompt is part of the prefill
+    t = Clock::now();
+    RETURN_IF_ERROR(drafter->Observe(sequence, 0, static_cast<int64_t>(prompt.size()), prefill));
+    stats.draft_prefill_seconds = Since(t);
+    stats.prefill_seconds += stats.draft_prefill_seconds;
+  }
 
   AdaptiveK controller(std::max<int64_t>(k_max, 1));
   DraftSampling draft_sampling;
@@ -126,6 +131,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     }
     // Never draft past the token budget or the cache.
     int64_t k = options.adaptive_k ? std::min(controller.Choose(), k_max) : k_max;
+    const bool probe = options.adaptive_k && controller.last_was_probe();
     k = std::min({k, options.max_new_tokens - generated - 1, target.capacity() - n - 1});
     k = std::max<int64_t>(k, 0);
 
@@ -136,8 +142,12 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       // A drafter may propose fewer tokens, never more: trim so budgets and statistics hold.
       if (static_cast<int64_t>(draft.tokens.size()) > k) draft.tokens.resize(k);
       if (static_cast<int64_t>(draft.probs.size()) > k) draft.probs.resize(k);
-      const double seconds = Since(t);
+      const double catch_up = std::max(0.0, draft.catch_up_seconds);
+      const double seconds = std::max(0.0, Since(t) - catch_up);
       stats.draft_seconds += seconds;
+      stats.extend_seconds += catch_up;
+      stats.other_seconds += catch_up;
+      if (catch_up > 0) controller.RecordCatchUp(catch_up);
       if (!draft.tokens.empty()) controller.RecordDraftStep(seconds / static_cast<double>(draft.tokens.size()));
     }
     const int64_t drafted = static_cast<int64_t>(draft.tokens.size());
@@ -165,6 +175,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     }
     stats.sample_seconds += Since(t);
     stats.RecordStep(drafted, accepted.accepted);
+    if (probe) stats.RecordProbe(drafted);
     controller.RecordVerify(drafted, accepted.accepted, verify_seconds);
 
     // Commit the emitted tokens one by one; EOS and the budget can cut the block anywhere.
@@ -192,8 +203,15 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
         result.stop_reason.empty()) {
       result.stop_reason = "cancelled";
     }
-    if (drafter && result.stop_reason.empty()) RETURN_IF_ERROR(drafter->Observe(sequence, n, committed, step));
     stats.other_seconds += Since(t);
+    if (drafter && result.stop_reason.empty()) {
+      t = Clock::now();
+      RETURN_IF_ERROR(drafter->Observe(sequence, n, committed, step));
+      const double extend = Since(t);
+      stats.extend_seconds += extend;
+      stats.other_seconds += extend;
+      if (drafted > 0) controller.RecordExtend(extend);
+    }
   }
   stats.total_seconds = Since(start);
   return result;

@@ -44,6 +44,9 @@ struct DraftSampling {
 struct Draft {
   std::vector<int32_t> tokens;               // [k']
   std::vector<std::vector<double>> probs;    // [k'][V] draft distributions q_j (sampled drafts only)
+  // Seconds of this Propose spent catching up on committed rows the drafter had deferred (e.g. the
+  // MTP extend after plain steps): a cost of having decoded plainly, not of the draft steps.
+  double catch_up_seconds = 0;
 };
 
 class Drafter {
@@ -52,7 +55,9 @@ class Drafter {
   virtual std::string name() const = 0;
   // The target just committed positions first_position … first_position + rows − 1 of `sequence`
   // (whose last token is the newest sample, not yet run by the target). `step` holds those rows'
-  // hidden states (rows 0 … rows − 1).
+  // hidden states (rows 0 … rows − 1). The first call after Reset carries the prompt; work done
+  // there belongs to the prefill. A drafter may process the rows at once or defer them until it is
+  // next asked to Propose.
   virtual absl::Status Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
                                const TargetStep& step) = 0;
   // Up to k tokens continuing `sequence`. May return fewer (or none).

@@ -1,8 +1,11 @@
 // The MTP drafter: chains the MTP head k steps (model-spec §7.4).
 //
-// Its cache always holds (target hidden, committed token) pairs: after each verify, the slots of
-// the previous draft are dropped and the accepted positions are rebuilt from the target's hidden
-// states in one causal chunk ("draft extend"), whose last row also yields the first new draft.
+// Its cache holds (target hidden, committed token) pairs only. Observe drops the previous draft's
+// speculative slots and extends the cache over the newly committed pairs ("draft extend"), in
+// chunks of at most MtpOptions::extend_chunk rows, keeping the newest pair's output: the next
+// Propose starts its chain there (head → first draft, then k − 1 chained steps). The prompt is
+// extended at its Observe (prefill time). While the loop decodes plainly (no Propose since the
+// last Observe) the extend is deferred, and the next Propose catches up and reports that time.
 #pragma once
 
 #include <memory>
@@ -24,19 +27,27 @@ class MtpDrafter : public Drafter {
 
   const KvCache& cache() const { return *cache_; }
   const MtpOptions& options() const { return options_; }
+  int64_t committed_pairs() const { return committed_; }  // cache slots 0 … committed − 1
+  int64_t deferred_pairs() const { return static_cast<int64_t>(pending_tokens_.size()); }
 
  private:
   MtpDrafter(std::unique_ptr<MtpModule> module, std::unique_ptr<KvCache> cache, const MtpOptions& options)
       : module_(std::move(module)), cache_(std::move(cache)), options_(options) {}
+  // Runs the deferred pairs through the module in chunks and keeps the newest one's output.
+  absl::Status ExtendPending();
 
   std::unique_ptr<MtpModule> module_;
   std::unique_ptr<KvCache> cache_;
   MtpOptions options_;
-  // Committed pairs not yet in the cache: hidden rows [n, H], the tokens that follow them, and the
-  // position of the first one. Slots before `pending_position_` hold committed pairs.
-  std::vector<float> pending_hidden_;
-  std::vector<int32_t> pending_tokens_;
-  int64_t pending_position_ = 0;
+  int64_t committed_ = 0;        // committed pairs in the cache (positions 0 … committed − 1)
+  bool extend_at_observe_ = true;  // the prompt, and while the loop keeps proposing
+  // Committed pairs not yet in the cache, from position committed_ on.
+  std::vector<float> pending_hidden_;   // [pending, H]
+  std::vector<int32_t> pending_tokens_;  // [pending]
+  // Output of the newest cached pair (position committed_ − 1): where the next chain starts.
+  std::vector<float> last_normed_;  // [H] shared_head.norm(g): the head input of the first draft
+  std::vector<float> last_raw_;     // [H] g
+  std::vector<int32_t> last_topk_;  // [width] its indexer selection (empty: dense)
 };
 
 }  // namespace mtpspec

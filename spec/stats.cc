@@ -39,6 +39,11 @@ void SpecStats::RecordStep(int64_t drafted, int64_t accepted) {
   ++accepted_histogram[accepted];
 }
 
+void SpecStats::RecordProbe(int64_t k) {
+  Grow(probe_decisions, k + 1);
+  ++probe_decisions[k];
+}
+
 void SpecStats::Merge(const SpecStats& o) {
   prompt_tokens += o.prompt_tokens;
   generated_tokens += o.generated_tokens;
@@ -51,11 +56,14 @@ void SpecStats::Merge(const SpecStats& o) {
   AddInto(accepted_per_pos, o.accepted_per_pos);
   AddInto(accepted_histogram, o.accepted_histogram);
   AddInto(k_decisions, o.k_decisions);
+  AddInto(probe_decisions, o.probe_decisions);
   prefill_seconds += o.prefill_seconds;
   draft_seconds += o.draft_seconds;
   verify_seconds += o.verify_seconds;
   sample_seconds += o.sample_seconds;
   other_seconds += o.other_seconds;
+  draft_prefill_seconds += o.draft_prefill_seconds;
+  extend_seconds += o.extend_seconds;
   total_seconds += o.total_seconds;
   if (drafter.empty()) drafter = o.drafter;
   if (accept_rule.empty()) accept_rule = o.accept_rule;
@@ -111,12 +119,15 @@ nlohmann::json SpecStats::ToJson() const {
       {"conditional_acceptance_rate", conditional_acceptance()},
       {"acceptance_histogram", accepted_histogram},
       {"k_decisions", k_decisions},
+      {"probe_decisions", probe_decisions},
       {"time_seconds",
        {{"prefill", prefill_seconds},
         {"draft", draft_seconds},
         {"verify", verify_seconds},
         {"sampling", sample_seconds},
         {"other", other_seconds},
+        {"draft_prefill", draft_prefill_seconds},
+        {"extend", extend_seconds},
         {"total", total_seconds}}},
       {"tokens_per_second", tokens_per_second()},
   };

@@ -28,11 +28,17 @@ struct SpecStats {
   std::vector<int64_t> accepted_per_pos;  // [k_max] … and position i accepted
   std::vector<int64_t> accepted_histogram;  // [k_max + 1] verify steps (with drafts) by accepted count
   std::vector<int64_t> k_decisions;         // [k_max + 1] how often each k was used
+  std::vector<int64_t> probe_decisions;     // [k_max + 1] … of which adaptive-k exploration probes
 
+  // prefill includes the drafter's work on the prompt (draft_prefill, e.g. the MTP cache extend);
+  // draft is Propose without catch-up; extend is the drafter's extend of committed rows after the
+  // prompt (at Observe, or caught up inside a Propose after plain steps); other includes extend.
   double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0, sample_seconds = 0, other_seconds = 0;
+  double draft_prefill_seconds = 0, extend_seconds = 0;
   double total_seconds = 0;
 
   void RecordStep(int64_t drafted, int64_t accepted);
+  void RecordProbe(int64_t k);  // the step just recorded was an adaptive-k probe of length k
   void Merge(const SpecStats& other);
 
   // 1 + accepted / num_drafts (bonus token included), the usual "AL".

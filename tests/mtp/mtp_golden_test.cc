@@ -1,6 +1,8 @@
 // The MTP module against the oracle: tools/golden/make_golden.py assembles the MTP layer from
 // transformers' own decoder-layer class and follows model-spec §7.2.
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/safetensors.h"
@@ -147,6 +149,70 @@ TEST_P(MtpGoldenTest, ChunkedCacheFillEqualsOnePairAtATime) {
     const float* a = chunked->layer(0).latent.data<float>() + t * g.model->config().kv_lora_rank;
     const float* b = single->layer(0).latent.data<float>() + t * g.model->config().kv_lora_rank;
     EXPECT_LT(RelativeMaxDiff(a, b, g.model->config().kv_lora_rank), 1e-6);
+  }
+}
+
+// Rows [begin, end) of the prefill's hidden states as the TargetStep that committed them.
+TargetStep CommittedRows(const GoldenMtp& g, int64_t begin, int64_t end) {
+  const int64_t H = g.model->config().hidden_size;
+  TargetStep step;
+  for (auto [from, to] : {std::pair{&g.prefill.hidden_postnorm, &step.hidden_postnorm},
+                          std::pair{&g.prefill.hidden_prenorm, &step.hidden_prenorm}}) {
+    *to = Tensor::Empty(DType::kF32, {end - begin, H});  // [rows, H]
+    std::memcpy(to->data<float>(), from->data<float>() + begin * H, (end - begin) * H * sizeof(float));
+  }
+  return step;
+}
+
+// The drafter's chunked extend equals extending one pair per call, and deferring the extend while
+// the loop decodes plainly (Observe without Propose) changes only when it runs: the catch-up in
+// the next Propose leaves the same cache and drafts.
+TEST_P(MtpGoldenTest, DrafterChunkedAndDeferredExtendEqualOnePairAtATime) {
+  GoldenMtp g = Load(GetParam());
+  const int64_t T = static_cast<int64_t>(g.ids.size()), R = g.model->config().kv_lora_rank;
+  ASSERT_GE(T, 8);
+  std::vector<int32_t> sequence = g.ids;
+  sequence.push_back(static_cast<int32_t>(g.Get("mtp_chain_first_token").as<int64_t>()[0]));
+  std::vector<std::unique_ptr<MtpDrafter>> drafters;
+  std::vector<std::vector<int32_t>> drafts;
+  for (int64_t chunk : {1, 3, 256}) {
+    MtpOptions options;
+    options.extend_chunk = chunk;
+    drafters.push_back(*MtpDrafter::Create(*g.model, 64, options));
+    MtpDrafter& d = *drafters.back();
+    ASSERT_TRUE(d.Observe(sequence, 0, T, CommittedRows(g, 0, T)).ok());
+    EXPECT_EQ(d.committed_pairs(), T);  // the prompt is extended at its Observe
+    EXPECT_EQ(d.deferred_pairs(), 0);
+    auto draft = d.Propose(sequence, 3, DraftSampling{});
+    ASSERT_TRUE(draft.ok()) << draft.status();
+    EXPECT_EQ(draft->catch_up_seconds, 0.0);
+    drafts.push_back(draft->tokens);
+  }
+  // Prompt in part, then two plain steps' worth of rows deferred, caught up by Propose.
+  MtpOptions options;
+  options.extend_chunk = 2;
+  drafters.push_back(*MtpDrafter::Create(*g.model, 64, options));
+  MtpDrafter& deferred = *drafters.back();
+  ASSERT_TRUE(deferred.Observe(sequence, 0, T - 5, CommittedRows(g, 0, T - 5)).ok());
+  EXPECT_EQ(deferred.committed_pairs(), T - 5);
+  ASSERT_TRUE(deferred.Observe(sequence, T - 5, 2, CommittedRows(g, T - 5, T - 3)).ok());
+  ASSERT_TRUE(deferred.Observe(sequence, T - 3, 3, CommittedRows(g, T - 3, T)).ok());
+  EXPECT_EQ(deferred.committed_pairs(), T - 5);
+  EXPECT_EQ(deferred.deferred_pairs(), 5);
+  auto draft = deferred.Propose(sequence, 3, DraftSampling{});
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  EXPECT_EQ(deferred.committed_pairs(), T);
+  EXPECT_EQ(deferred.deferred_pairs(), 0);
+  EXPECT_GT(draft->catch_up_seconds, 0.0);
+  drafts.push_back(draft->tokens);
+
+  for (size_t i = 1; i < drafts.size(); ++i) EXPECT_EQ(drafts[i], drafts[0]) << "drafter " << i;
+  for (size_t i = 1; i < drafters.size(); ++i) {
+    for (int64_t t = 0; t < T; ++t) {
+      const float* a = drafters[0]->cache().layer(0).latent.data<float>() + t * R;
+      const float* b = drafters[i]->cache().layer(0).latent.data<float>() + t * R;
+      EXPECT_LT(RelativeMaxDiff(a, b, R), 1e-6) << "drafter " << i << " position " << t;
+    }
   }
 }
 

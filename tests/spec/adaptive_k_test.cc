@@ -1,9 +1,12 @@
 // AdaptiveK, fed directly with chosen verify costs, draft costs and acceptances. The expected
 // choice is computed here from the definitions in adaptive_k.h: conditional acceptance of position
 // i = (hits + 1) / (trials + 2) (Beta(1, 1) prior), E[tokens](k) = 1 + Σ_{i<k} Π_{j≤i} a_j,
-// cost(k) = Tv(k + 1) + k · c, choice = argmax E/cost (smallest k on ties).
+// cost(0) = Tv(1), cost(k) = Tv(k + 1) + k · c + x, best = argmax E/cost (smallest k on ties).
+// The last part runs the controller against a simulated target and drafter with synthetic costs
+// and acceptance and checks where it converges and how often it probes.
 #include "spec/adaptive_k.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -48,7 +51,16 @@ void FeedAll(AdaptiveK& controller, Oracle& oracle, const std::vector<Feed>& fee
 
 TEST(AdaptiveKTest, StartsWithAPlainStepAndNeverProbesBeforeMeasuringOne) {
   AdaptiveK controller(4, /*probe_interval=*/3);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(controller.Choose(), 0) << "call " << i;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(controller.Choose(), 0) << "call " << i;
+    EXPECT_FALSE(controller.last_was_probe());
+  }
+  // Once a plain step is measured, the next cycle probes k = 1 (drafting has to prove itself).
+  controller.RecordVerify(0, 0, 1.0);
+  EXPECT_EQ(controller.Best(), 0);
+  EXPECT_EQ(controller.Choose(), 1);
+  EXPECT_TRUE(controller.last_was_probe());
+  EXPECT_EQ(controller.probes(), 1);
 }
 
 TEST(AdaptiveKTest, PriorsGiveHalfAcceptance) {
@@ -81,14 +93,29 @@ TEST(AdaptiveKTest, CostsAreMovingAveragesAndUnmeasuredLengthsAreInterpolated) {
   EXPECT_NEAR(controller.ExpectedCost(3), 1.3 + 3 * 0.1, 1e-12);
   controller.RecordDraftStep(0.2);
   EXPECT_NEAR(controller.ExpectedCost(3), 1.3 + 3 * 0.12, 1e-12);
+  // Rows 1 again, two verifies after its last measurement: the new sample weighs 0.2 · 2.
   controller.RecordVerify(0, 0, 2.0);
-  EXPECT_NEAR(controller.ExpectedCost(0), 1.2, 1e-12);  // 0.8 · 1.0 + 0.2 · 2.0
+  EXPECT_NEAR(controller.ExpectedCost(0), 1.4, 1e-12);  // 0.6 · 1.0 + 0.4 · 2.0
+  controller.RecordVerify(0, 0, 2.4);
+  EXPECT_NEAR(controller.ExpectedCost(0), 1.6, 1e-12);  // consecutive: 0.8 · 1.4 + 0.2 · 2.4
 
-  // Only the plain step measured: longer verifies are guessed 10 % dearer per extra row.
+  // The per-cycle extend is charged once to every k >= 1, never to plain decoding.
+  controller.RecordExtend(0.05);
+  EXPECT_NEAR(controller.ExpectedCost(3), 1.3 + 3 * 0.12 + 0.05, 1e-12);
+  EXPECT_NEAR(controller.ExpectedCost(0), 1.6, 1e-12);
+
+  // Only the plain step measured: a verify of L rows is priced at L plain steps (r = L), so no
+  // draft length can win before one has been measured.
   AdaptiveK plain_only(4);
   plain_only.RecordVerify(0, 0, 2.0);
-  EXPECT_NEAR(plain_only.ExpectedCost(1), 2.2, 1e-12);
-  EXPECT_NEAR(plain_only.ExpectedCost(4), 2.8, 1e-12);
+  EXPECT_NEAR(plain_only.ExpectedCost(1), 4.0, 1e-12);
+  EXPECT_NEAR(plain_only.ExpectedCost(4), 10.0, 1e-12);
+  EXPECT_EQ(plain_only.Best(), 0);
+  // A measured verify cost never extrapolates below the longest measured one.
+  AdaptiveK falling(4);
+  falling.RecordVerify(0, 0, 2.0);
+  falling.RecordVerify(1, 0, 1.5);
+  EXPECT_NEAR(falling.VerifyCost(4), 1.5, 1e-12);
 }
 
 TEST(AdaptiveKTest, ChoosesPlainDecodingWhenAcceptanceIsNearZero) {
@@ -97,7 +124,7 @@ TEST(AdaptiveKTest, ChoosesPlainDecodingWhenAcceptanceIsNearZero) {
   for (int i = 0; i < 60; ++i) controller.RecordVerify(1, 0, 1.05);
   controller.RecordDraftStep(0.05);
   EXPECT_LT(controller.ExpectedTokens(1) / controller.ExpectedCost(1), 1.0);
-  EXPECT_EQ(controller.Choose(), 0);
+  EXPECT_EQ(controller.Best(), 0);
 }
 
 TEST(AdaptiveKTest, ChoosesPlainDecodingWhenDraftingIsExpensive) {
@@ -105,7 +132,7 @@ TEST(AdaptiveKTest, ChoosesPlainDecodingWhenDraftingIsExpensive) {
   controller.RecordVerify(0, 0, 1.0);
   for (int i = 0; i < 60; ++i) controller.RecordVerify(4, 4, 1.0);
   controller.RecordDraftStep(2.0);  // every draft step costs two verifies
-  EXPECT_EQ(controller.Choose(), 0);
+  EXPECT_EQ(controller.Best(), 0);
 }
 
 TEST(AdaptiveKTest, ChoosesTheLargestKWhenAcceptanceIsNearOneAndVerifyIsCheap) {
@@ -113,7 +140,7 @@ TEST(AdaptiveKTest, ChoosesTheLargestKWhenAcceptanceIsNearOneAndVerifyIsCheap) {
   controller.RecordVerify(0, 0, 1.0);
   for (int i = 0; i < 60; ++i) controller.RecordVerify(4, 4, 1.0);  // verifying 5 rows costs as 1
   controller.RecordDraftStep(0.01);
-  EXPECT_EQ(controller.Choose(), 4);
+  EXPECT_EQ(controller.Best(), 4);
 }
 
 // A mixed history, then a sweep of draft costs: the choice is the argmax of E/cost computed here,
@@ -154,7 +181,7 @@ TEST(AdaptiveKTest, ChoiceIsTheArgmaxOfExpectedTokensPerSecond) {
       }
     }
     ASSERT_GT(best_rate - runner_up, 1e-9) << "near tie at draft cost " << draft_cost;
-    const int64_t chosen = controller.Choose();
+    const int64_t chosen = controller.Best();
     EXPECT_EQ(chosen, best) << "draft cost " << draft_cost;
     EXPECT_LE(chosen, previous) << "draft cost " << draft_cost;
     previous = chosen;
@@ -164,44 +191,215 @@ TEST(AdaptiveKTest, ChoiceIsTheArgmaxOfExpectedTokensPerSecond) {
   EXPECT_GT(interior_choices, 10);   // and the sweep passed through intermediate k
 }
 
-TEST(AdaptiveKTest, ProbesKOneEveryProbeIntervalPlainChoices) {
-  AdaptiveK controller(4, /*probe_interval=*/4);
+TEST(AdaptiveKTest, ProbesTheOtherRegimeWithDoublingGaps) {
+  // Plain decoding wins by far: every probe of k = 1 confirms it, so the gaps double (no budget).
+  AdaptiveK controller(4, /*probe_interval=*/4, /*max_probe_interval=*/32, /*exploration_budget=*/1.0);
   controller.RecordVerify(0, 0, 1.0);
-  for (int i = 0; i < 60; ++i) controller.RecordVerify(1, 0, 1.05);
-  controller.RecordDraftStep(0.05);
-  std::vector<int64_t> choices;
-  for (int i = 0; i < 12; ++i) choices.push_back(controller.Choose());
-  EXPECT_EQ(choices, (std::vector<int64_t>{0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1}));
-
-  // Default interval 16: fifteen plain steps, then a probe.
-  AdaptiveK standard(4);
-  standard.RecordVerify(0, 0, 1.0);
-  for (int i = 0; i < 60; ++i) standard.RecordVerify(1, 0, 1.05);
-  standard.RecordDraftStep(0.05);
-  for (int i = 1; i <= 32; ++i) EXPECT_EQ(standard.Choose(), i % 16 == 0 ? 1 : 0) << "call " << i;
-
-  // A probe's outcome enters the acceptance estimate: 60 trials at position 0 so far, no hits.
-  EXPECT_DOUBLE_EQ(standard.conditional_acceptance(0), 1.0 / 62.0);
-  standard.RecordVerify(1, 1, 1.05);
-  EXPECT_DOUBLE_EQ(standard.conditional_acceptance(0), 2.0 / 63.0);
-}
-
-TEST(AdaptiveKTest, RecoversFromPlainDecodingWhenAcceptanceImproves) {
-  AdaptiveK controller(3, /*probe_interval=*/2);
-  controller.RecordVerify(0, 0, 1.0);
-  for (int i = 0; i < 40; ++i) controller.RecordVerify(1, 0, 1.02);  // a_0 = 1/42: E(1)/cost(1) < 1
-  controller.RecordDraftStep(0.02);
-  EXPECT_EQ(controller.Choose(), 0);
-  // The probes keep coming back accepted; the controller switches back to drafting.
-  int64_t chosen = 0;
-  for (int i = 0; i < 200 && chosen == 0; ++i) {
-    chosen = controller.Choose();
-    if (chosen > 0) {
-      controller.RecordVerify(chosen, chosen, 1.02);
-      chosen = controller.Choose();
+  std::vector<int64_t> probe_cycles;
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    const int64_t k = controller.Choose();
+    if (controller.last_was_probe()) {
+      EXPECT_EQ(k, 1) << "cycle " << cycle;
+      probe_cycles.push_back(cycle);
+      controller.RecordVerify(1, 0, 3.0);
+      controller.RecordDraftStep(0.5);
+      controller.RecordExtend(0.1);
+    } else {
+      EXPECT_EQ(k, 0) << "cycle " << cycle;
+      controller.RecordVerify(0, 0, 1.0);
     }
   }
-  EXPECT_GT(chosen, 0);
+  // First probe on the first cycle, then gaps 4, 8, 16, 32, 32, …
+  ASSERT_GE(probe_cycles.size(), 6u);
+  EXPECT_EQ(probe_cycles[0], 0);
+  std::vector<int64_t> gaps;
+  for (size_t i = 1; i < probe_cycles.size(); ++i) gaps.push_back(probe_cycles[i] - probe_cycles[i - 1]);
+  EXPECT_EQ(std::vector<int64_t>(gaps.begin(), gaps.begin() + 5), (std::vector<int64_t>{4, 8, 16, 32, 32}));
+  EXPECT_EQ(controller.probes(), static_cast<int64_t>(probe_cycles.size()));
+}
+
+TEST(AdaptiveKTest, ProbesPlainWhileDrafting) {
+  // Drafting wins: the controller still re-measures the plain step now and then.
+  AdaptiveK controller(2, /*probe_interval=*/4, /*max_probe_interval=*/16, /*exploration_budget=*/1.0);
+  controller.RecordVerify(0, 0, 1.0);
+  for (int i = 0; i < 20; ++i) controller.RecordVerify(2, 2, 1.1);
+  controller.RecordDraftStep(0.01);
+  int plain_probes = 0;
+  for (int cycle = 0; cycle < 100; ++cycle) {
+    const int64_t k = controller.Choose();
+    if (controller.last_was_probe()) {
+      EXPECT_EQ(k, 0);
+      ++plain_probes;
+      controller.RecordVerify(0, 0, 1.0);
+    } else {
+      EXPECT_EQ(k, 2);
+      controller.RecordVerify(2, 2, 1.1);
+    }
+  }
+  EXPECT_GE(plain_probes, 5);
+  EXPECT_LE(plain_probes, 10);
+}
+
+TEST(AdaptiveKTest, ProbesStayWithinTheExplorationBudget) {
+  // Probes of k = 1 lose 2 s each; at 2 % of the decoded time, one probe per ~100 plain steps.
+  AdaptiveK controller(4, /*probe_interval=*/1, /*max_probe_interval=*/1);
+  controller.RecordVerify(0, 0, 1.0);
+  for (int cycle = 0; cycle < 1000; ++cycle) {
+    const int64_t k = controller.Choose();
+    controller.RecordVerify(k, 0, k == 0 ? 1.0 : 3.0);
+    EXPECT_LE(controller.exploration_seconds(), 0.02 * controller.elapsed_seconds() + 2.0 + 1e-9);
+  }
+  EXPECT_GE(controller.probes(), 5);
+  EXPECT_LE(controller.probes(), 12);
+}
+
+// --- simulated target and drafter with synthetic costs and acceptance ---------------------------
+
+struct Regime {
+  std::vector<double> verify;  // [k_max + 1] seconds of a verify of L = 1 … k_max + 1 rows
+  double draft_step = 0;       // seconds per draft step
+  double extend = 0;           // seconds of the drafter's extend per drafting cycle
+  double catch_up_per_row = 0; // seconds per committed row the drafter deferred during plain steps
+  std::vector<double> rates;   // [k_max] conditional acceptance of positions 1 … k_max
+  int64_t k_max() const { return static_cast<int64_t>(rates.size()); }
+
+  double FixedRate(int64_t k) const {
+    double tokens = 1, reach = 1;
+    for (int64_t i = 0; i < k; ++i) tokens += reach *= rates[i];
+    const double cost = verify[k] + (k > 0 ? k * draft_step + extend : 0.0);
+    return tokens / cost;
+  }
+  int64_t BestFixedK() const {
+    int64_t best = 0;
+    for (int64_t k = 1; k <= k_max(); ++k) best = FixedRate(k) > FixedRate(best) ? k : best;
+    return best;
+  }
+};
+
+struct SimResult {
+  double tokens = 0, seconds = 0;
+  std::vector<int64_t> exploit;  // [k_max + 1] non-probe choices after the warm-up
+  int64_t probes = 0;
+  double Rate() const { return tokens / seconds; }
+  int64_t ModalChoice() const {
+    return static_cast<int64_t>(std::max_element(exploit.begin(), exploit.end()) - exploit.begin());
+  }
+};
+
+// Runs `cycles` cycles: the controller chooses k, the synthetic acceptance accepts a prefix of the
+// drafts (position i with probability rates[i], given all before it), and the regime's costs are
+// charged, including the catch-up for rows committed while no draft was made.
+SimResult Simulate(const Regime& regime, AdaptiveK& controller, int64_t cycles, int64_t warm_up, uint64_t seed) {
+  SimResult r;
+  r.exploit.assign(regime.k_max() + 1, 0);
+  uint64_t state = seed;
+  auto uniform = [&state]() {  // splitmix64 → [0, 1)
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+  };
+  int64_t deferred_rows = 0;
+  for (int64_t cycle = 0; cycle < cycles; ++cycle) {
+    const int64_t k = controller.Choose();
+    int64_t accepted = 0;
+    while (accepted < k && uniform() < regime.rates[accepted]) ++accepted;
+    double seconds = regime.verify[k];
+    if (k > 0) {
+      const double catch_up = static_cast<double>(deferred_rows) * regime.catch_up_per_row;
+      seconds += static_cast<double>(k) * regime.draft_step + regime.extend + catch_up;
+      if (catch_up > 0) controller.RecordCatchUp(catch_up);
+      deferred_rows = 0;
+      controller.RecordDraftStep(regime.draft_step);
+    } else {
+      deferred_rows += 1;
+    }
+    controller.RecordVerify(k, accepted, regime.verify[k]);
+    if (k > 0) controller.RecordExtend(regime.extend);
+    r.tokens += static_cast<double>(accepted + 1);
+    r.seconds += seconds;
+    if (cycle >= warm_up && !controller.last_was_probe()) ++r.exploit[k];
+  }
+  r.probes = controller.probes();
+  return r;
+}
+
+// The bench model at 8K context (docs/results/2026-11-30-tradeoff.md): every fixed k loses.
+Regime DraftingLoses() {
+  Regime r;
+  r.verify = {1.0, 1.54, 2.14, 2.53, 3.14, 3.58};
+  r.draft_step = 0.16;
+  r.extend = 0.08;
+  r.catch_up_per_row = 0.03;
+  r.rates = {0.69, 0.6, 0.55, 0.5, 0.45};
+  return r;
+}
+
+// A cheap verify and a good head: k = 3 is best by a clear margin.
+Regime DraftingPays() {
+  Regime r;
+  r.verify = {1.0, 1.05, 1.1, 1.15, 1.6, 2.0};
+  r.draft_step = 0.05;
+  r.extend = 0.02;
+  r.catch_up_per_row = 0.01;
+  r.rates = {0.9, 0.85, 0.8, 0.75, 0.7};
+  return r;
+}
+
+TEST(AdaptiveKSimulationTest, ConvergesToPlainWhenEveryDraftLengthLoses) {
+  const Regime regime = DraftingLoses();
+  ASSERT_EQ(regime.BestFixedK(), 0);
+  ASSERT_LT(regime.FixedRate(1), 0.96 * regime.FixedRate(0));
+  for (uint64_t seed : {1, 2, 3}) {
+    AdaptiveK controller(regime.k_max());
+    const SimResult r = Simulate(regime, controller, 2000, /*warm_up=*/10, seed);
+    EXPECT_EQ(r.ModalChoice(), 0) << "seed " << seed;
+    EXPECT_GE(r.exploit[0], 0.99 * 1990) << "seed " << seed;
+    // Within 2 % of plain decoding, catch-ups and probes included.
+    EXPECT_GT(r.Rate(), 0.98 * regime.FixedRate(0)) << "seed " << seed;
+    // Probes: the first one, then gaps 8, 16, …, 512: about log2(cycles / 8) + a few.
+    EXPECT_LE(r.probes, 12) << "seed " << seed;
+  }
+  // Short requests too: 100 cycles stay within 5 %.
+  AdaptiveK controller(regime.k_max());
+  const SimResult r = Simulate(regime, controller, 100, 0, 9);
+  EXPECT_GT(r.Rate(), 0.95 * regime.FixedRate(0));
+  EXPECT_LE(r.probes, 5);
+}
+
+TEST(AdaptiveKSimulationTest, FindsTheBestDraftLengthWhenDraftingPays) {
+  const Regime regime = DraftingPays();
+  ASSERT_EQ(regime.BestFixedK(), 3);
+  for (uint64_t seed : {1, 2, 3}) {
+    AdaptiveK controller(regime.k_max());
+    const SimResult r = Simulate(regime, controller, 2000, /*warm_up=*/100, seed);
+    EXPECT_EQ(r.ModalChoice(), 3) << "seed " << seed;
+    EXPECT_GT(r.exploit[3], 0.8 * 1900) << "seed " << seed;
+    EXPECT_GT(r.Rate(), 0.93 * regime.FixedRate(3)) << "seed " << seed;
+    EXPECT_LE(r.probes, 12) << "seed " << seed;
+  }
+}
+
+TEST(AdaptiveKSimulationTest, FollowsARegimeChangeEitherWay) {
+  // Drafting pays, then the plain step gets cheaper relative to drafting (k = 0 probes see it).
+  AdaptiveK controller(5);
+  Simulate(DraftingPays(), controller, 300, 0, 4);
+  EXPECT_GT(controller.Best(), 0);
+  Regime cheap_plain = DraftingPays();
+  cheap_plain.verify = {0.3, 1.05, 1.1, 1.15, 1.6, 2.0};
+  const SimResult after = Simulate(cheap_plain, controller, 700, 0, 5);
+  EXPECT_EQ(controller.Best(), 0);
+  EXPECT_GT(after.exploit[0], 300);
+  // And back: plain decoding, then the drafts start paying (k = 1 probes see it).
+  // (with a catch-up well inside the exploration budget, else probing stops: see the header)
+  AdaptiveK other(5);
+  Regime loses = DraftingLoses();
+  loses.catch_up_per_row = 0.002;
+  Simulate(loses, other, 300, 0, 6);
+  EXPECT_EQ(other.Best(), 0);
+  const SimResult back = Simulate(DraftingPays(), other, 700, 0, 7);
+  EXPECT_EQ(other.Best(), 3);
+  EXPECT_GT(back.exploit[3], 300);
 }
 
 }  // namespace
