@@ -4,10 +4,9 @@
 #include <cmath>
 #include <vector>
 
-#include <immintrin.h>
-
 #include "Eigen/Core"
 #include "core/parallel.h"
+#include "core/simd_tiles.h"
 #include "core/status.h"
 
 namespace mtpspec {
@@ -20,74 +19,14 @@ namespace {
 // hardware prefetcher to ramp up, so the tile also prefetches the same columns of the rows
 // kPrefetchTiles tiles ahead (16 KB ahead for a 1024-wide bf16 matrix). On the bench model this
 // took the single-row bf16 GEMV from ~8 to ~12-14 GB/s per core (bench/README.md).
-constexpr int kRowBlock = 4;
-constexpr int kWeightBlock = 4;
+constexpr int kRowBlock = tiles::kMaxTile;
+constexpr int kWeightBlock = tiles::kMaxTile;
 constexpr int kPrefetchTiles = 2;
 
-#if defined(__AVX512F__)
-inline __m512 LoadWeights(const uint16_t* p) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-inline __m512 LoadWeights(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 LoadWeights(const uint16_t* p, __mmask16 mask) {
-  const __m256i raw = _mm256_maskz_loadu_epi16(mask, p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-inline __m512 LoadWeights(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+using tiles::DotTile;
 
-// out[r][k] = Σ_i x[r][i] · w[k][i] for an NR × NK tile. Every (r, k) pair accumulates in the
-// same order whatever the tile shape (16-wide partial sums, a masked tail, one reduction), so a
-// result never depends on how rows were grouped or split across threads.
-// `prefetch_ahead` (elements) is added to each w[k] to find the row whose line to prefetch.
-template <int NR, int NK, typename W>
-inline void DotTile(const float* const* x, const W* const* w, int64_t n, int64_t prefetch_ahead,
-                    float (*out)[kWeightBlock]) {
-  constexpr int64_t kElementsPerLine = 64 / sizeof(W);
-  __m512 acc[NR][NK];
-#pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_setzero_ps();
-  }
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    if (i % kElementsPerLine == 0) {
-#pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) {
-        // Integer arithmetic: the line may lie past the matrix (a prefetch never faults).
-        const uintptr_t line = reinterpret_cast<uintptr_t>(w[k] + i) + prefetch_ahead * sizeof(W);
-        _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-      }
-    }
-    __m512 wv[NK];
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = LoadWeights(w[k] + i);
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r) {
-      const __m512 xv = _mm512_loadu_ps(x[r] + i);
-#pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
-    }
-  }
-  if (i < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    __m512 wv[NK];
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = LoadWeights(w[k] + i, mask);
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + i);
-#pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) out[r][k] = _mm512_reduce_add_ps(acc[r][k]);
-  }
-}
+#if defined(__AVX512F__)
+using tiles::LoadWeights;
 
 // Σ a[i]·b[i] for one pair of vectors, four accumulators deep (attention's short dot products are
 // latency-bound on a single FMA chain otherwise).
@@ -117,20 +56,7 @@ inline void WidenRow(const uint16_t* src, int64_t n, float* dst) {
   for (; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
 }
 #else
-inline float WeightAt(const float* w, int64_t i) { return w[i]; }
-inline float WeightAt(const uint16_t* w, int64_t i) { return Bf16ToF32(w[i]); }
-
-template <int NR, int NK, typename W>
-inline void DotTile(const float* const* x, const W* const* w, int64_t n, int64_t /*prefetch_ahead*/,
-                    float (*out)[kWeightBlock]) {
-  for (int r = 0; r < NR; ++r) {
-    for (int k = 0; k < NK; ++k) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < n; ++i) acc += x[r][i] * WeightAt(w[k], i);
-      out[r][k] = acc;
-    }
-  }
-}
+using tiles::WeightAt;
 
 template <typename W>
 float DotOne(const float* a, const W* b, int64_t n) {
@@ -154,17 +80,22 @@ void LinearRowGroup(const float* x, int64_t in, const W* w, int64_t w_stride, in
   for (int r = 0; r < NR; ++r) xr[r] = x + r * in;
   float out[kRowBlock][kWeightBlock];
   const W* wr[kWeightBlock];
+  uintptr_t ahead[kWeightBlock];  // the same row kPrefetchTiles tiles further on
   int64_t o = o_begin;
   for (; o + kWeightBlock <= o_end; o += kWeightBlock) {
-    for (int k = 0; k < kWeightBlock; ++k) wr[k] = w + (o + k) * w_stride;
-    DotTile<NR, kWeightBlock>(xr, wr, in, kPrefetchTiles * kWeightBlock * w_stride, out);
+    for (int k = 0; k < kWeightBlock; ++k) {
+      wr[k] = w + (o + k) * w_stride;
+      ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + kPrefetchTiles * kWeightBlock * w_stride * sizeof(W);
+    }
+    DotTile<NR, kWeightBlock>(xr, wr, in, ahead, out);
     for (int r = 0; r < NR; ++r) {
       for (int k = 0; k < kWeightBlock; ++k) y[r * y_stride + (o + k - y_col0)] = out[r][k];
     }
   }
   for (; o < o_end; ++o) {
     wr[0] = w + o * w_stride;
-    DotTile<NR, 1>(xr, wr, in, kPrefetchTiles * w_stride, out);
+    ahead[0] = reinterpret_cast<uintptr_t>(wr[0]) + kPrefetchTiles * w_stride * sizeof(W);
+    DotTile<NR, 1>(xr, wr, in, ahead, out);
     for (int r = 0; r < NR; ++r) y[r * y_stride + (o - y_col0)] = out[r][0];
   }
 }
@@ -205,40 +136,73 @@ void LinearManyRows(const float* x, int64_t rows, const W* w, int64_t w_stride, 
 
 constexpr int64_t kManyRowsThreshold = 24;
 
+// Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
+// calling thread.
+void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, int64_t oe, float* y,
+                 int64_t y_stride, int64_t y_col0) {
+  const int64_t in = w.shape[1];
+  const int64_t w_stride = w.stride[0];
+  if (w.dtype == DType::kBF16) {
+    const uint16_t* wp = w.as<uint16_t>();
+    if (rows >= kManyRowsThreshold) {
+      LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    } else {
+      LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    }
+  } else {
+    MTPSPEC_CHECK(w.dtype == DType::kF32);
+    const float* wp = w.as<float>();
+    if (rows >= kManyRowsThreshold) {
+      LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    } else {
+      LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    }
+  }
+}
+
+// Enough output rows per task that the per-task overhead stays small against the row work.
+int64_t MinChunk(int64_t in, int64_t rows) {
+  return std::max<int64_t>(8, 32768 / std::max<int64_t>(in * std::max<int64_t>(rows, 1), 1));
+}
+
+void CheckWeight(const TensorView& w) {
+  MTPSPEC_CHECK(w.ndim == 2);
+  MTPSPEC_CHECK(w.stride[1] == 1);
+}
+
 }  // namespace
 
 void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_begin, int64_t out_end, float* y,
                 ThreadPool* pool) {
-  MTPSPEC_CHECK(w.ndim == 2);
-  MTPSPEC_CHECK(w.stride[1] == 1);
+  CheckWeight(w);
   MTPSPEC_CHECK(out_begin >= 0 && out_end <= w.shape[0] && out_begin <= out_end);
   if (rows == 0 || out_end == out_begin) return;
-  const int64_t in = w.shape[1];
-  const int64_t w_stride = w.stride[0];
-  const int64_t y_stride = out_end - out_begin;
   if (pool == nullptr) pool = &DefaultThreadPool();
-  // Enough output rows per task that the per-task overhead stays small against the row work.
-  const int64_t min_chunk = std::max<int64_t>(8, 32768 / std::max<int64_t>(in * std::max<int64_t>(rows, 1), 1));
-  auto run = [&](int64_t b, int64_t e) {
-    const int64_t ob = out_begin + b, oe = out_begin + e;
-    if (w.dtype == DType::kBF16) {
-      const uint16_t* wp = w.as<uint16_t>();
-      if (rows >= kManyRowsThreshold) {
-        LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, out_begin, y);
-      } else {
-        LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, out_begin, y);
-      }
-    } else {
-      MTPSPEC_CHECK(w.dtype == DType::kF32);
-      const float* wp = w.as<float>();
-      if (rows >= kManyRowsThreshold) {
-        LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, out_begin, y);
-      } else {
-        LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, out_begin, y);
-      }
+  pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
+    LinearRange(x, rows, w, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin);
+  });
+}
+
+void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
+  std::vector<int64_t> first_row(jobs.size() + 1, 0);  // [jobs + 1] offsets of each job's outputs
+  int64_t min_chunk = 8;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    CheckWeight(jobs[j].w);
+    first_row[j + 1] = first_row[j] + (jobs[j].rows > 0 ? jobs[j].w.shape[0] : 0);
+    min_chunk = std::max(min_chunk, MinChunk(jobs[j].w.shape[1], jobs[j].rows));
+  }
+  if (first_row.back() == 0) return;
+  if (pool == nullptr) pool = &DefaultThreadPool();
+  pool->ParallelFor(first_row.back(), min_chunk, [&](int64_t b, int64_t e) {
+    // Walk the jobs whose output rows overlap [b, e).
+    size_t j = std::upper_bound(first_row.begin(), first_row.end(), b) - first_row.begin() - 1;
+    for (; j < jobs.size() && first_row[j] < e; ++j) {
+      const LinearJob& job = jobs[j];
+      const int64_t ob = std::max(b, first_row[j]) - first_row[j];
+      const int64_t oe = std::min(e, first_row[j + 1]) - first_row[j];
+      if (ob < oe) LinearRange(job.x, job.rows, job.w, ob, oe, job.y, job.w.shape[0], 0);
     }
-  };
-  pool->ParallelFor(out_end - out_begin, min_chunk, run);
+  });
 }
 
 void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadPool* pool) {

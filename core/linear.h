@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 
@@ -22,6 +23,20 @@ void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadP
 // Same, restricted to output rows [out_begin, out_end) of w; y has out_end - out_begin columns.
 void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_begin, int64_t out_end,
                 float* y, ThreadPool* pool = nullptr);
+
+// One matrix product of a LinearBatch: y[rows, w.shape[0]] = x[rows, w.shape[1]] · wᵀ.
+struct LinearJob {
+  const float* x = nullptr;  // [rows, in]
+  int64_t rows = 0;
+  TensorView w;              // [out, in] f32 or bf16
+  float* y = nullptr;        // [rows, out]
+};
+
+// Runs every job in one parallel region: the output rows of all jobs are split across the pool
+// together, so a group of small matrices (a MoE layer's experts) costs one pool synchronisation
+// instead of one per matrix. Each result is what Linear would give for the same job when
+// rows < 24 (bitwise); with more rows the tiling follows the split, as in Linear.
+void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool = nullptr);
 
 // Σ a[i]·b[i] in fp32.
 float DotF32(const float* a, const float* b, int64_t n);
