@@ -7,17 +7,23 @@
 
 #include "core/linear.h"
 #include "core/parallel.h"
+#include "core/row_kernels.h"
 #include "core/status.h"
 
 namespace mtpspec {
 
 void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
                       int64_t rows, const int64_t* positions, float* index_key_cache) {
-  const int64_t d = dims.head_dim;
-  std::vector<float> keys(rows * d);  // [rows, d_I]
+  std::vector<float> keys(rows * dims.head_dim);  // [rows, d_I]
   Linear(x, rows, w.wk, keys.data());
+  IndexerStoreKeys(w, dims, rope, keys.data(), rows, positions, index_key_cache);
+}
+
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache) {
+  const int64_t d = dims.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
-    float* k = keys.data() + r * d;
+    float* k = projected_keys + r * d;
     LayerNorm(k, w.k_norm_weight.data<float>(), w.k_norm_bias.data<float>(), d, 1e-6, k);
     rope.Apply(k, positions[r], dims.rope_style);
     std::copy(k, k + d, index_key_cache + positions[r] * d);
@@ -27,33 +33,53 @@ void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
 void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
                    const float* q_latent, int64_t rows, const int64_t* positions, const float* index_key_cache,
                    int64_t num_keys, float* scores) {
-  const int64_t nh = dims.n_heads, d = dims.head_dim;
-  std::vector<float> q(rows * nh * d);  // [rows, N_I, d_I]
+  std::vector<float> q(rows * dims.n_heads * dims.head_dim);  // [rows, N_I, d_I]
+  std::vector<float> head_weights(rows * dims.n_heads);       // [rows, N_I]
   Linear(q_latent, rows, w.wq_b, q.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t h = 0; h < nh; ++h) rope.Apply(q.data() + (r * nh + h) * d, positions[r], dims.rope_style);
-  }
-  std::vector<float> head_weights(rows * nh);  // [rows, N_I], fp32 end to end (model-spec §10 #12)
   Linear(x, rows, w.weights_proj, head_weights.data());
+  IndexerScoresFromProjections(dims, rope, q.data(), head_weights.data(), rows, positions, index_key_cache, num_keys,
+                               scores);
+}
+
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const float* index_key_cache,
+                                  int64_t num_keys, float* scores) {
+  const int64_t nh = dims.n_heads, d = dims.head_dim;
+  for (int64_t r = 0; r < rows; ++r) {  // q: [rows, N_I, d_I]
+    for (int64_t h = 0; h < nh; ++h) rope.Apply(q + (r * nh + h) * d, positions[r], dims.rope_style);
+  }
+  // head_weights: [rows, N_I], fp32 end to end (model-spec §10 #12)
   const float head_scale = 1.0f / std::sqrt(static_cast<float>(nh));
   const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (float& v : head_weights) v *= head_scale;
+  for (int64_t i = 0; i < rows * nh; ++i) head_weights[i] *= head_scale;
 
+  // All heads of all rows against a block of keys is one product, [rows·N_I, d_I] × [keys, d_I]ᵀ,
+  // then ReLU and the weighted head sum per (row, key). Split by key range; each (row, head, key)
+  // dot product is computed the same way whatever the range or the number of rows.
+  constexpr int64_t kKeysPerBlock = 256;
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  DefaultThreadPool().ParallelFor(rows * num_keys, 256, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t r = idx / num_keys, j = idx % num_keys;
-      if (j > positions[r]) {
-        scores[idx] = neg_inf;
-        continue;
+  DefaultThreadPool().ParallelFor(num_keys, kKeysPerBlock, [&](int64_t begin, int64_t end) {
+    std::vector<const float*> key_rows(kKeysPerBlock);           // [block] index keys of the block
+    std::vector<float> head_scores(rows * nh * kKeysPerBlock);  // [rows·N_I, block]
+    for (int64_t j0 = begin; j0 < end; j0 += kKeysPerBlock) {
+      const int64_t n = std::min(kKeysPerBlock, end - j0);
+      for (int64_t k = 0; k < n; ++k) key_rows[k] = index_key_cache + (j0 + k) * d;
+      DotRows(q, rows * nh, d, key_rows.data(), n, d, head_scores.data(), n);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* weights = head_weights + r * nh;  // [N_I]
+        const float* s = head_scores.data() + r * nh * n;     // [N_I, block]
+        float* out = scores + r * num_keys + j0;               // [block]
+        const int64_t causal = std::clamp<int64_t>(positions[r] + 1 - j0, 0, n);
+        std::fill(out, out + causal, 0.0f);
+        // Explicit fma: the vectorised body and the scalar remainder of this loop must round alike,
+        // since where a key falls depends on the block boundaries.
+        for (int64_t h = 0; h < nh; ++h) {
+          for (int64_t k = 0; k < causal; ++k) {
+            out[k] = std::fma(weights[h], std::max(s[h * n + k] * dot_scale, 0.0f), out[k]);
+          }
+        }
+        std::fill(out + causal, out + n, neg_inf);
       }
-      const float* key = index_key_cache + j * d;
-      float total = 0.0f;
-      for (int64_t h = 0; h < nh; ++h) {
-        const float s = DotF32(q.data() + (r * nh + h) * d, key, d) * dot_scale;
-        total += head_weights[r * nh + h] * std::max(s, 0.0f);
-      }
-      scores[idx] = total;
     }
   });
 }

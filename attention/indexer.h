@@ -48,6 +48,16 @@ void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const Rotar
                    const float* q_latent, int64_t rows, const int64_t* positions, const float* index_key_cache,
                    int64_t num_keys, float* scores);
 
+// The same two steps with the projections already made (MlaForward batches them with its own):
+//   projected_keys = x · wkᵀ [rows, d_I];  q = c_q · wq_bᵀ [rows, N_I·d_I];
+//   head_weights = x · weights_projᵀ [rows, N_I].
+// All three are modified in place (norm, RoPE, scaling).
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache);
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const float* index_key_cache,
+                                  int64_t num_keys, float* scores);
+
 // Top-min(K, num_keys) per row of `scores` ([rows, num_keys], −∞ = masked).
 TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions);
 

@@ -9,28 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "core/linear.h"
 #include "core/parallel.h"
+#include "core/row_kernels.h"
 #include "core/status.h"
 
 namespace mtpspec {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// y += alpha · w[row, :] for a weight row in f32 or bf16.
-void AxpyWeightRow(float alpha, const TensorView& w, int64_t row, float* y) {
-  const int64_t n = w.shape[1];
-  if (w.dtype == DType::kBF16) {
-    const uint16_t* src = w.as<uint16_t>() + row * w.stride[0];
-    for (int64_t i = 0; i < n; ++i) y[i] += alpha * Bf16ToF32(src[i]);
-  } else {
-    Axpy(alpha, w.as<float>() + row * w.stride[0], y, n);
-  }
-}
-
-float DotWeightRow(const TensorView& w, int64_t row, const float* x) {
-  if (w.dtype == DType::kBF16) return DotBf16(x, w.as<uint16_t>() + row * w.stride[0], w.shape[1]);
-  return DotF32(x, w.as<float>() + row * w.stride[0], w.shape[1]);
-}
 
 // In-place softmax over n scores (−∞ entries become 0). Returns false if every entry is −∞.
 bool SoftmaxInPlace(float* s, int64_t n) {
@@ -50,46 +35,105 @@ bool SoftmaxInPlace(float* s, int64_t n) {
 // Everything one call needs, with the per-row query pieces laid out once.
 struct QueryBlock {
   int64_t rows = 0;
-  std::vector<float> q;      // [rows, N_h, d_n + d_r]; rope part already rotated
-  std::vector<float> q_lat;  // [rows, N_h, r_kv] absorbed query (absorbed form only)
+  std::vector<float> q;  // [rows, N_h, d_n + d_r]; rope part already rotated
 };
 
-// Key j is usable by row r: in range, causal, and (when `allowed` is given) selected.
+// Key j is usable by row r: in range and causal.
 inline bool KeyValid(int64_t j, int64_t position, int64_t num_keys) { return j >= 0 && j < num_keys && j <= position; }
 
-// Absorbed form (§3.4) over an explicit key list per row. keys(r) returns {pointer, count}.
+// Pointers to rows first, first+1, ... of a 2-D weight (f32 or bf16).
+template <typename W>
+std::vector<const W*> WeightRows(const TensorView& w, int64_t first, int64_t count) {
+  std::vector<const W*> rows(count);
+  for (int64_t i = 0; i < count; ++i) rows[i] = w.as<W>() + (first + i) * w.stride[0];
+  return rows;
+}
+
+// Absorbed form (§3.4) for heads [h_begin, h_end) of every row, W = kv_b_proj's element type.
+// keys[r] lists row r's usable keys. Per row and head: fold W_UK into the query, score the keys
+// (one product over the whole [keys, r_kv + d_r] block), softmax, combine the latents into z, and
+// un-absorb through W_UV. All products are DotRows / CombineRows, whose per-element order does not
+// depend on the head range or the number of rows, so a row's output never does either.
+template <typename W>
+void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
+                         const std::vector<std::vector<int32_t>>& keys, int64_t h_begin, int64_t h_end,
+                         float* o /*[rows, N_h·d_v]*/) {
+  const int64_t rows = qb.rows, nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim;
+  const int64_t d_n = dims.nope_dim, d_qk = d_n + d_r, d_v = dims.v_dim;
+  const int64_t heads = h_end - h_begin;
+  // q_lat^h = (W_UK^h)ᵀ q_nope^h for every row: each head's d_n rows of kv_b_proj combined.
+  std::vector<float> q_lat(rows * heads * r_kv);  // [rows, heads, r_kv]
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    const std::vector<const W*> w_uk = WeightRows<W>(w.kv_b_proj, h * (d_n + d_v), d_n);
+    CombineRows(qb.q.data() + h * d_qk, rows, nh * d_qk, w_uk.data(), d_n, r_kv,
+                q_lat.data() + (h - h_begin) * r_kv, heads * r_kv);
+  }
+  std::vector<float> z(rows * heads * r_kv);  // [rows, heads, r_kv] softmax-weighted latents
+  std::vector<float> scores;                  // [heads, n] for one row
+  std::vector<float> dequantised;             // [n, r_kv] (int8 cache only)
+  std::vector<const float*> latent_rows, rope_rows;  // [n] the row's selected cache slots
+  const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = static_cast<int64_t>(keys[r].size());
+    float* z_row = z.data() + r * heads * r_kv;
+    if (n == 0) {
+      std::fill(z_row, z_row + heads * r_kv, 0.0f);
+      continue;
+    }
+    latent_rows.resize(n);
+    rope_rows.resize(n);
+    if (cache.int8()) dequantised.resize(n * r_kv);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t j = keys[r][k];
+      if (cache.int8()) {
+        cache.LoadLatent(j, dequantised.data() + k * r_kv);
+        latent_rows[k] = dequantised.data() + k * r_kv;
+      } else {
+        latent_rows[k] = cache.latent.data<float>() + j * r_kv;
+      }
+      rope_rows[k] = rope_key + j * d_r;
+    }
+    // scores[h, k] = scale · (q_lat^h · c_k + q_rope^h · k_r_k)
+    scores.resize(heads * n);
+    DotRows(q_lat.data() + r * heads * r_kv, heads, r_kv, latent_rows.data(), n, r_kv, scores.data(), n);
+    DotRows(qb.q.data() + (r * nh + h_begin) * d_qk + d_n, heads, d_qk, rope_rows.data(), n, d_r, scores.data(), n,
+            /*accumulate=*/true);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* s = scores.data() + h * n;
+      for (int64_t k = 0; k < n; ++k) s[k] *= dims.softmax_scale;
+      SoftmaxInPlace(s, n);
+    }
+    // z^h = Σ_k p[h, k] · c_k
+    CombineRows(scores.data(), heads, n, latent_rows.data(), n, r_kv, z_row, r_kv);
+  }
+  // Un-absorb: o^h[v] = W_UV^h[v, :] · z^h, for every row at once.
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    const std::vector<const W*> w_uv = WeightRows<W>(w.kv_b_proj, h * (d_n + d_v) + d_n, d_v);
+    DotRows(z.data() + (h - h_begin) * r_kv, rows, heads * r_kv, w_uv.data(), d_v, r_kv, o + h * d_v, nh * d_v);
+  }
+}
+
+// Absorbed form (§3.4) over an explicit key list per row; keys_of(r) returns {pointer, count}.
+// Entries that are out of range or not causal for the row (−1 fillers, future keys of a verify
+// row) are dropped before attending: the re-mask. Dropping a key gives exactly what a −∞ score
+// would, since its softmax weight would be exactly 0. One parallel region, split by head.
 template <typename KeysOf>
 void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
                     const int64_t* positions, int64_t num_keys, KeysOf keys_of, float* o /*[rows, N_h·d_v]*/) {
-  const int64_t nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim, d_n = dims.nope_dim;
-  const int64_t d_qk = d_n + d_r, d_v = dims.v_dim;
-  const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
-  DefaultThreadPool().ParallelFor(qb.rows * nh, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    std::vector<float> z(r_kv);
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t r = idx / nh, h = idx % nh;
-      const auto [keys, n] = keys_of(r);
-      const float* q_lat = qb.q_lat.data() + idx * r_kv;
-      const float* q_rope = qb.q.data() + idx * d_qk + d_n;
-      scores.resize(n);
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t j = keys[k];
-        scores[k] = KeyValid(j, positions[r], num_keys)
-                        ? dims.softmax_scale * (cache.DotLatent(q_lat, j) +
-                                                DotF32(q_rope, rope_key + j * d_r, d_r))
-                        : kNegInf;
-      }
-      std::fill(z.begin(), z.end(), 0.0f);
-      if (SoftmaxInPlace(scores.data(), n)) {
-        for (int64_t k = 0; k < n; ++k) {
-          if (scores[k] != 0.0f) cache.AxpyLatent(scores[k], keys[k], z.data());
-        }
-      }
-      // Un-absorb: o^h[v] = W_UV^h[v, :] · z.
-      float* o_head = o + idx * d_v;
-      const int64_t v_row0 = h * (d_n + d_v) + d_n;
-      for (int64_t v = 0; v < d_v; ++v) o_head[v] = DotWeightRow(w.kv_b_proj, v_row0 + v, z.data());
+  std::vector<std::vector<int32_t>> keys(qb.rows);  // [rows][≤ K] usable keys, in the given order
+  for (int64_t r = 0; r < qb.rows; ++r) {
+    const auto [list, n] = keys_of(r);
+    keys[r].reserve(n);
+    for (int64_t k = 0; k < n; ++k) {
+      if (KeyValid(list[k], positions[r], num_keys)) keys[r].push_back(list[k]);
+    }
+  }
+  DefaultThreadPool().ParallelFor(dims.heads, 1, [&](int64_t begin, int64_t end) {
+    if (w.kv_b_proj.dtype == DType::kBF16) {
+      AttendAbsorbedHeads<uint16_t>(w, dims, qb, cache, keys, begin, end, o);
+    } else {
+      MTPSPEC_CHECK(w.kv_b_proj.dtype == DType::kF32);
+      AttendAbsorbedHeads<float>(w, dims, qb, cache, keys, begin, end, o);
     }
   });
 }
@@ -172,11 +216,32 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   }
   result.path_used = path;
 
+  // Full layers score keys with their indexer unless told to reuse a selection; on the dense path
+  // every causal key is selected anyway.
+  const bool use_given_topk = !w.indexer.has_value() || options.reuse_topk;
+  const bool score_keys = !use_given_topk && path != AttentionPath::kDense;
+  const int64_t n_i = dims.indexer.n_heads, d_i = dims.indexer.head_dim;
+
   ForwardProfile* profile = options.profile;
   std::optional<ScopedTimer> projection_timer(std::in_place, profile, Component::kAttentionProjections);
+  // Every projection of x in one parallel region (then those of c_q in a second): the query
+  // latent, the key latent + rope key, and on full layers the indexer key and head weights.
+  std::vector<float> q_latent(rows * r_q);      // [rows, r_q]
+  std::vector<float> kv(rows * (r_kv + d_r));   // [rows, r_kv + d_r]
+  std::vector<float> index_keys;                // [rows, d_I] full layers
+  std::vector<float> index_q, index_weights;    // [rows, N_I·d_I], [rows, N_I] when scoring
+  std::vector<LinearJob> jobs = {{x, rows, w.q_a_proj, q_latent.data()}, {x, rows, w.kv_a_proj, kv.data()}};
+  if (w.indexer.has_value()) {
+    index_keys.resize(rows * d_i);
+    jobs.push_back({x, rows, w.indexer->wk, index_keys.data()});
+  }
+  if (score_keys) {
+    index_weights.resize(rows * n_i);
+    jobs.push_back({x, rows, w.indexer->weights_proj, index_weights.data()});
+  }
+  LinearBatch(jobs);
+
   // Query: c_q = RMSNorm(W_qa x); q = W_qb c_q, RoPE on each head's trailing d_r dims.
-  std::vector<float> q_latent(rows * r_q);  // [rows, r_q]
-  Linear(x, rows, w.q_a_proj, q_latent.data());
   for (int64_t r = 0; r < rows; ++r) {
     float* row = q_latent.data() + r * r_q;
     RmsNorm(row, w.q_a_norm.data<float>(), r_q, dims.latent_norm_eps, row);
@@ -184,14 +249,17 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   QueryBlock qb;
   qb.rows = rows;
   qb.q.resize(rows * nh * d_qk);  // [rows, N_h, d_qk]
-  Linear(q_latent.data(), rows, w.q_b_proj, qb.q.data());
+  jobs = {{q_latent.data(), rows, w.q_b_proj, qb.q.data()}};
+  if (score_keys) {
+    index_q.resize(rows * n_i * d_i);
+    jobs.push_back({q_latent.data(), rows, w.indexer->wq_b, index_q.data()});
+  }
+  LinearBatch(jobs);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < nh; ++h) rope.Apply(qb.q.data() + (r * nh + h) * d_qk + d_n, positions[r], dims.rope_style);
   }
 
   // Latent and rope key of the new tokens go straight into the cache.
-  std::vector<float> kv(rows * (r_kv + d_r));  // [rows, r_kv + d_r]
-  Linear(x, rows, w.kv_a_proj, kv.data());
   float* rope_cache = cache.rope_key.data<float>();
   std::vector<float> c(r_kv);  // [r_kv] normalized latent of one token
   for (int64_t r = 0; r < rows; ++r) {
@@ -205,18 +273,18 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
 
   projection_timer.reset();
   // Selection: full layers run their indexer; shared layers received the donor's top-k.
-  const bool use_given_topk = !w.indexer.has_value() || options.reuse_topk;
   if (w.indexer.has_value()) {
     ScopedTimer timer(profile, Component::kIndexerScores);
-    IndexerWriteKeys(*w.indexer, dims.indexer, rope, x, rows, positions, cache.index_key.data<float>());
+    IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys.data(), rows, positions,
+                     cache.index_key.data<float>());
   }
   if (!use_given_topk) {
-    if (path != AttentionPath::kDense) {
+    if (score_keys) {
       std::vector<float> scores(rows * num_keys);  // [rows, T]
       {
         ScopedTimer timer(profile, Component::kIndexerScores);
-        IndexerScores(*w.indexer, dims.indexer, rope, x, q_latent.data(), rows, positions,
-                      cache.index_key.data<float>(), num_keys, scores.data());
+        IndexerScoresFromProjections(dims.indexer, rope, index_q.data(), index_weights.data(), rows, positions,
+                                     cache.index_key.data<float>(), num_keys, scores.data());
       }
       ScopedTimer timer(profile, Component::kTopK);
       *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions);
@@ -235,19 +303,6 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   if (form == AttentionForm::kAuto) {
     form = rows <= options.gather_max_rows ? AttentionForm::kAbsorbed : AttentionForm::kNaive;
   }
-  if (form == AttentionForm::kAbsorbed) {
-    // q_lat^h = (W_UK^h)ᵀ q_nope^h: fold the key up-projection into the query.
-    qb.q_lat.assign(rows * nh * r_kv, 0.0f);  // [rows, N_h, r_kv]
-    DefaultThreadPool().ParallelFor(rows * nh, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t idx = begin; idx < end; ++idx) {
-        const int64_t h = idx % nh;
-        const float* q_nope = qb.q.data() + idx * d_qk;
-        float* q_lat = qb.q_lat.data() + idx * r_kv;
-        for (int64_t k = 0; k < d_n; ++k) AxpyWeightRow(q_nope[k], w.kv_b_proj, h * (d_n + d_v) + k, q_lat);
-      }
-    });
-  }
-
   std::vector<float> o(rows * nh * d_v);  // [rows, N_h·d_v]
   if (path == AttentionPath::kDense) {
     std::vector<int32_t> all_keys(num_keys);
