@@ -9,11 +9,19 @@
 
 namespace mtpspec {
 
+namespace {
+
+// Below this many rows Linear uses its small-row kernel, where a batched call gives bitwise the
+// same result as separate ones (core/linear.h), so batching changes timing only.
+constexpr int64_t kBatchMaxRows = 24;
+
+}  // namespace
+
 void MlpForward(const MlpWeights& w, const float* x, int64_t rows, int64_t hidden, float* out) {
   const int64_t width = w.gate.shape[0];
   std::vector<float> gate(rows * width), up(rows * width);  // [rows, I]
-  Linear(x, rows, w.gate, gate.data());
-  Linear(x, rows, w.up, up.data());
+  const LinearJob gate_up[] = {{x, rows, w.gate, gate.data()}, {x, rows, w.up, up.data()}};
+  LinearBatch(gate_up);
   for (int64_t i = 0; i < rows * width; ++i) gate[i] = Silu(gate[i]) * up[i];
   Linear(gate.data(), rows, w.down, out);
 }
@@ -78,11 +86,6 @@ Routing RouteTokens(const MoeWeights& w, const ModelConfig& c, const float* x, i
 void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64_t rows, float* out) {
   const int64_t hidden = c.hidden_size;
   const Routing routing = RouteTokens(w, c, x, rows);
-  if (w.shared.has_value()) {
-    MlpForward(*w.shared, x, rows, hidden, out);
-  } else {
-    std::fill(out, out + rows * hidden, 0.0f);
-  }
   // Group rows by expert so each expert's weights are streamed once per call.
   std::vector<std::vector<std::pair<int64_t, float>>> users(c.n_routed_experts);  // expert → (row, weight)
   for (int64_t r = 0; r < rows; ++r) {
@@ -90,16 +93,84 @@ void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64
       users[routing.expert[r * routing.per_row + i]].push_back({r, routing.weight[r * routing.per_row + i]});
     }
   }
-  std::vector<float> xin, y;
+  if (rows >= kBatchMaxRows) {  // prefill: each expert is a GEMM of its own, balanced over the pool
+    if (w.shared.has_value()) {
+      MlpForward(*w.shared, x, rows, hidden, out);
+    } else {
+      std::fill(out, out + rows * hidden, 0.0f);
+    }
+    std::vector<float> xin, y;
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      const auto& rows_of_e = users[e];
+      if (rows_of_e.empty()) continue;
+      const int64_t n = static_cast<int64_t>(rows_of_e.size());
+      xin.resize(n * hidden);  // [n, H]
+      y.resize(n * hidden);    // [n, H]
+      for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows_of_e[i].first * hidden, hidden, xin.data() + i * hidden);
+      MlpForward(w.experts[e], xin.data(), n, hidden, y.data());
+      for (int64_t i = 0; i < n; ++i) {
+        Axpy(rows_of_e[i].second, y.data() + i * hidden, out + rows_of_e[i].first * hidden, hidden);
+      }
+    }
+    return;
+  }
+  // Decode and verify: the shared and every selected expert in two parallel regions (all gate and
+  // up projections, then all down projections) instead of three per expert. The shared expert
+  // writes `out` and the routed ones are added in expert order, as above, so the result is bitwise
+  // the same.
+  struct ExpertRun {
+    const MlpWeights* weights = nullptr;
+    int64_t expert = -1;           // −1: the shared expert
+    int64_t n = 0;                 // rows
+    const float* x = nullptr;      // [n, H]
+    std::vector<float> xin;        // [n, H] the rows that chose a routed expert
+    std::vector<float> gate, up;   // [n, I]
+    float* y = nullptr;            // [n, H]
+    std::vector<float> y_storage;  // [n, H] (routed experts)
+  };
+  std::vector<ExpertRun> runs;
+  runs.reserve(c.n_routed_experts + 1);
+  if (w.shared.has_value()) {
+    ExpertRun& run = runs.emplace_back();
+    run.weights = &*w.shared;
+    run.n = rows;
+    run.x = x;
+    run.y = out;
+  } else {
+    std::fill(out, out + rows * hidden, 0.0f);
+  }
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-    const auto& rows_of_e = users[e];
-    if (rows_of_e.empty()) continue;
-    const int64_t n = static_cast<int64_t>(rows_of_e.size());
-    xin.resize(n * hidden);  // [n, H]
-    y.resize(n * hidden);    // [n, H]
-    for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows_of_e[i].first * hidden, hidden, xin.data() + i * hidden);
-    MlpForward(w.experts[e], xin.data(), n, hidden, y.data());
-    for (int64_t i = 0; i < n; ++i) Axpy(rows_of_e[i].second, y.data() + i * hidden, out + rows_of_e[i].first * hidden, hidden);
+    if (users[e].empty()) continue;
+    ExpertRun& run = runs.emplace_back();
+    run.weights = &w.experts[e];
+    run.expert = e;
+    run.n = static_cast<int64_t>(users[e].size());
+    run.xin.resize(run.n * hidden);
+    for (int64_t i = 0; i < run.n; ++i) std::copy_n(x + users[e][i].first * hidden, hidden, run.xin.data() + i * hidden);
+    run.x = run.xin.data();
+    run.y_storage.resize(run.n * hidden);
+    run.y = run.y_storage.data();
+  }
+  std::vector<LinearJob> jobs;
+  for (ExpertRun& run : runs) {
+    run.gate.resize(run.n * run.weights->gate.shape[0]);
+    run.up.resize(run.gate.size());
+    jobs.push_back({run.x, run.n, run.weights->gate, run.gate.data()});
+    jobs.push_back({run.x, run.n, run.weights->up, run.up.data()});
+  }
+  LinearBatch(jobs);
+  jobs.clear();
+  for (ExpertRun& run : runs) {
+    for (size_t i = 0; i < run.gate.size(); ++i) run.gate[i] = Silu(run.gate[i]) * run.up[i];
+    jobs.push_back({run.gate.data(), run.n, run.weights->down, run.y});
+  }
+  LinearBatch(jobs);
+  for (const ExpertRun& run : runs) {
+    if (run.expert < 0) continue;
+    const auto& rows_of_e = users[run.expert];
+    for (int64_t i = 0; i < run.n; ++i) {
+      Axpy(rows_of_e[i].second, run.y + i * hidden, out + rows_of_e[i].first * hidden, hidden);
+    }
   }
 }
 
