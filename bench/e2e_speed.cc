@@ -30,40 +30,6 @@ absl::StatusOr<SpeedResult> TimedGenerate(Target& target, Drafter* drafter, std:
   return r;
 }
 
-absl::Status PromptPrefillDrafter::Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
-                                           const TargetStep& step) {
-  RETURN_IF_ERROR(inner_->Observe(sequence, first_position, rows, step));
-  if (primed_) return absl::OkStatus();
-  primed_ = true;
-  const double start = NowSeconds();
-  ASSIGN_OR_RETURN(stored_, inner_->Propose(sequence, k_max_, sampling_));
-  prompt_seconds_ = NowSeconds() - start;
-  has_stored_ = true;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Draft> PromptPrefillDrafter::Propose(std::span<const int32_t> sequence, int64_t k,
-                                                    const DraftSampling& sampling) {
-  if (!has_stored_) return inner_->Propose(sequence, k, sampling);
-  has_stored_ = false;
-  if (sampling.sample != sampling_.sample || sampling.sampling.temperature != sampling_.sampling.temperature ||
-      sampling.sampling.seed != sampling_.sampling.seed) {
-    return absl::InternalError("PromptPrefillDrafter: Propose called with other draft sampling than configured");
-  }
-  Draft out = std::move(stored_);
-  if (static_cast<int64_t>(out.tokens.size()) > k) out.tokens.resize(std::max<int64_t>(k, 0));
-  if (static_cast<int64_t>(out.probs.size()) > k) out.probs.resize(std::max<int64_t>(k, 0));
-  return out;
-}
-
-void PromptPrefillDrafter::Reset() {
-  inner_->Reset();
-  primed_ = false;
-  has_stored_ = false;
-  stored_ = Draft();
-  prompt_seconds_ = 0;
-}
-
 void Accumulate(const SpeedResult& run, SpeedResult* total) {
   total->label = run.label;
   total->tokens += run.tokens;
@@ -92,6 +58,9 @@ nlohmann::json ToJson(const SpeedResult& r) {
           {"draft_seconds", r.stats.draft_seconds},
           {"verify_seconds", r.stats.verify_seconds},
           {"k_decisions", k_used},
+          {"probe_decisions", r.stats.probe_decisions},
+          {"extend_seconds", r.stats.extend_seconds},
+          {"draft_prefill_seconds", r.stats.draft_prefill_seconds},
           {"synthetic_acceptance", r.stats.synthetic}};
 }
 

@@ -30,6 +30,9 @@ struct PathSeries {
   }
 };
 
+// Plain, each fixed k and adaptive k, interleaved over `e2e_reps` repetitions. Every drafting
+// configuration gets the MtpDrafter exactly as Generate uses it: its prompt extend runs at the
+// prefill's Observe, before the steady-state window TimedGenerate measures.
 absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixCachedTarget& target,
                                                      const std::vector<int32_t>& prompt, const PointSettings& s,
                                                      const MtpOptions& mtp_options) {
@@ -38,18 +41,17 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
     std::string label;
     int64_t k;
     bool adaptive;
-    bool prompt_prefill;  // MTP prompt extend at prompt time (PromptPrefillDrafter)
   };
-  std::vector<Config> configs = {{"plain", 0, false, true}};
-  for (int64_t k : s.e2e_k) configs.push_back({absl::StrCat("k=", k), k, false, true});
+  std::vector<Config> configs = {{"plain", 0, false}};
+  for (int64_t k : s.e2e_k) configs.push_back({absl::StrCat("k=", k), k, false});
   const int64_t k_auto = std::max<int64_t>(1, static_cast<int64_t>(s.rates.empty() ? 5 : s.rates.size()));
-  if (s.adaptive) {
-    configs.push_back({"auto", k_auto, true, true});
-    configs.push_back({"auto_deferred_extend", k_auto, true, false});  // the drafter as Generate gets it
-  }
+  if (s.adaptive) configs.push_back({"auto", k_auto, true});
   std::vector<SpeedResult> totals(configs.size());
+  // Each repetition starts one configuration later, so a load that drifts during a repetition
+  // does not always fall on the same configurations.
   for (int64_t rep = 0; rep < s.e2e_reps; ++rep) {
-    for (size_t i = 0; i < configs.size(); ++i) {
+    for (size_t j = 0; j < configs.size(); ++j) {
+      const size_t i = (j + static_cast<size_t>(rep)) % configs.size();
       GenerateOptions options;
       options.max_new_tokens = s.new_tokens;
       options.k = configs[i].k;
@@ -58,18 +60,25 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
       options.accept.rule = s.rule;
       options.accept.synthetic_rates = s.rates;
       options.accept.sampling.seed = s.seed + static_cast<uint64_t>(rep);
-      DraftSampling draft_sampling;  // what Generate passes to Propose
-      draft_sampling.sample = options.sample_drafts;
-      draft_sampling.sampling = options.accept.sampling;
-      PromptPrefillDrafter prefill(drafter.get(), configs[i].k, draft_sampling);
-      Drafter* d = configs[i].k == 0 ? nullptr
-                   : configs[i].prompt_prefill ? static_cast<Drafter*>(&prefill)
-                                               : static_cast<Drafter*>(drafter.get());
+      Drafter* d = configs[i].k == 0 ? nullptr : drafter.get();
       ASSIGN_OR_RETURN(SpeedResult r, TimedGenerate(target, d, prompt, options, configs[i].label));
       Accumulate(r, &totals[i]);
     }
   }
   return totals;
+}
+
+// P(m = j accepted drafts) for j = 0 … k under conditional rates a_1 … a_k.
+std::vector<double> AcceptedDistribution(const std::vector<double>& rates, int64_t k) {
+  std::vector<double> p(k + 1, 0.0);
+  double reach = 1.0;
+  for (int64_t j = 0; j < k; ++j) {
+    const double a = j < static_cast<int64_t>(rates.size()) ? rates[j] : 0.0;
+    p[j] = reach * (1 - a);
+    reach *= a;
+  }
+  p[k] = reach;
+  return p;
 }
 
 }  // namespace
@@ -88,6 +97,8 @@ struct PointState {
   int32_t draft_token = 0;
   std::vector<PathSeries> series;
   CostSamples mtp_step;
+  std::vector<CostSamples> mtp_extend;  // [max_rows] the drafter's extend of 1 … max_rows pairs
+  CostSamples mtp_head;                 // the head on one row (the first draft)
 
   const float* LastHidden() const {
     return target->prefix_hidden_postnorm().data<float>() + (n - 1) * model->config().hidden_size;
@@ -153,8 +164,13 @@ absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model&
                                                                   : AttendedRowsUnion(topk, p.n, L);
     }
   }
-  CostSamples scratch;
+  CostSamples scratch, scratch_head;
   RETURN_IF_ERROR(TimedMtpStep(*p.mtp, *p.mtp_cache, p.LastHidden(), p.draft_token, p.n, p.mtp_options, &scratch));
+  p.mtp_extend.resize(p.s.max_rows);
+  for (int64_t rows = 1; rows <= p.s.max_rows; ++rows) {
+    RETURN_IF_ERROR(TimedMtpExtend(*p.mtp, *p.mtp_cache, hidden, prompt, p.draft_token, p.n, rows, p.mtp_options,
+                                   &scratch, &scratch_head));
+  }
   return std::unique_ptr<ContextPoint>(new ContextPoint(std::move(st)));
 }
 
@@ -166,6 +182,11 @@ absl::Status ContextPoint::MeasureRound() {
       const auto tokens = std::span<const int32_t>(p.rows_tokens).first(L);
       RETURN_IF_ERROR(TimedVerify(*p.model, p.target->cache(), tokens, p.n, ps.path, &ps.by_rows[L - 1]));
     }
+  }
+  const float* hidden = p.target->prefix_hidden_postnorm().data<float>();  // [N, H]
+  for (int64_t rows = 1; rows <= p.s.max_rows; ++rows) {
+    RETURN_IF_ERROR(TimedMtpExtend(*p.mtp, *p.mtp_cache, hidden, p.prompt, p.draft_token, p.n, rows, p.mtp_options,
+                                   &p.mtp_extend[rows - 1], &p.mtp_head));
   }
   return TimedMtpStep(*p.mtp, *p.mtp_cache, p.LastHidden(), p.draft_token, p.n, p.mtp_options, &p.mtp_step);
 }
@@ -222,13 +243,37 @@ absl::StatusOr<nlohmann::json> ContextPoint::Finish() {
                      {"components", ComponentsJson(p.mtp_step.MedianComponents())},
                      {"c", c}};
 
+  nlohmann::json extend_json = nlohmann::json::array();
+  for (int64_t rows = 1; rows <= s.max_rows; ++rows) {
+    extend_json.push_back({{"rows", rows}, {"seconds", p.mtp_extend[rows - 1].MedianSeconds()},
+                           {"samples", p.mtp_extend[rows - 1].seconds}});
+  }
+  const double head = p.mtp_head.MedianSeconds();
+  out["mtp_extend"] = extend_json;
+  out["mtp_head"] = {{"seconds", head}, {"samples", p.mtp_head.seconds}};
+
   // r_k on the path a verify of k + 1 rows takes by default.
   auto r_k = [&](int64_t k) { return p.Series(AutoPath(n, k + 1, k_top)).by_rows[k].MedianSeconds() / t1; };
+  // The draft as MtpDrafter runs it, per cycle and in T1 units: the extend over the m + 1 rows the
+  // previous cycle committed (m distributed as the rates say), the head for the first draft, then
+  // k − 1 chained steps.
+  auto draft_cost = [&](int64_t k) {
+    const std::vector<double> accepted = AcceptedDistribution(s.rates, k);
+    double extend = 0;
+    for (int64_t m = 0; m <= k; ++m) extend += accepted[m] * p.mtp_extend[std::min(m, s.max_rows - 1)].MedianSeconds();
+    return (extend + head + static_cast<double>(k - 1) * p.mtp_step.MedianSeconds()) / t1;
+  };
   nlohmann::json predicted = nlohmann::json::array();
   const int64_t k_pred = std::min<int64_t>(s.max_rows - 1, static_cast<int64_t>(s.rates.size()));
   for (int64_t k = 1; k <= k_pred; ++k) {
     const double el = ExpectedLength(s.rates, k);
-    predicted.push_back({{"k", k}, {"expected_length", el}, {"r_k", r_k(k)}, {"c", c}, {"speedup", el / (r_k(k) + k * c)}});
+    predicted.push_back({{"k", k},
+                         {"expected_length", el},
+                         {"r_k", r_k(k)},
+                         {"c", c},
+                         {"draft_cost", draft_cost(k)},
+                         {"speedup", el / (r_k(k) + draft_cost(k))},
+                         {"speedup_k_c", el / (r_k(k) + k * c)}});
   }
   out["predicted"] = predicted;
   out["rates"] = s.rates;

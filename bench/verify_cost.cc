@@ -189,6 +189,31 @@ absl::Status TimedMtpStep(const MtpModule& mtp, KvCache& cache, const float* hid
   return cache.Truncate(n - 1);
 }
 
+absl::Status TimedMtpExtend(const MtpModule& mtp, KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                            int32_t token, int64_t n, int64_t rows, const MtpOptions& options, CostSamples* extend,
+                            CostSamples* head) {
+  if (cache.length() < n - 1) return absl::InternalError("TimedMtpExtend: MTP cache shorter than n - 1");
+  const int64_t H = mtp.model().config().hidden_size;
+  const int64_t begin = n - rows;
+  RETURN_IF_ERROR(cache.Truncate(begin));
+  std::vector<int32_t> pair_tokens(tokens.begin() + begin + 1, tokens.begin() + n);  // [rows]
+  pair_tokens.push_back(token);
+  const std::vector<int64_t> positions = Positions(begin, rows);
+  MtpOptions chunk = options;  // as MtpDrafter extends: gather path for the whole chunk
+  if (chunk.attention.path == AttentionPath::kAuto) {
+    chunk.attention.gather_max_rows = std::max(chunk.attention.gather_max_rows, options.extend_chunk);
+  }
+  double start = NowSeconds();
+  ASSIGN_OR_RETURN(MtpStepOutput out, mtp.Extend(cache, hidden + begin * H, pair_tokens, positions, chunk));
+  extend->seconds.push_back(NowSeconds() - start);
+  extend->components.push_back({});
+  start = NowSeconds();
+  const Tensor logits = mtp.Logits(out.normed.data<float>() + (rows - 1) * H, 1);  // [1, V]
+  head->seconds.push_back(NowSeconds() - start);
+  head->components.push_back({});
+  return cache.Truncate(n - 1);
+}
+
 nlohmann::json ComponentsJson(const std::array<double, kComponents>& seconds) {
   nlohmann::json j = nlohmann::json::object();
   for (int c = 0; c < kComponents; ++c) j[ComponentName(static_cast<Component>(c))] = seconds[c];

@@ -70,6 +70,15 @@ absl::Status FillMtpCache(const MtpModule& mtp, KvCache& cache, const float* hid
 absl::Status TimedMtpStep(const MtpModule& mtp, KvCache& cache, const float* hidden_row, int32_t token, int64_t n,
                           const MtpOptions& options, CostSamples* samples);
 
+// The MTP drafter's per-cycle work besides its chained steps, timed: the extend (no head) over
+// `rows` committed pairs at positions n−rows … n−1, the last being (h_{n−1}, token) (what
+// MtpDrafter::Observe runs after a cycle that accepted rows − 1 drafts), and the head on the newest
+// row (the first draft, at the start of Propose). The cache must hold n − 1 pairs; it is truncated
+// back to them. hidden: [n, H]; tokens: the prompt (tokens[t + 1] follows hidden row t).
+absl::Status TimedMtpExtend(const MtpModule& mtp, KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
+                            int32_t token, int64_t n, int64_t rows, const MtpOptions& options, CostSamples* extend,
+                            CostSamples* head);
+
 nlohmann::json ComponentsJson(const std::array<double, kComponents>& seconds);
 
 }  // namespace mtpspec::bench

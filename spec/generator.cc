@@ -173,10 +173,12 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     } else {
       accepted = AcceptDrafts(verify, options.accept);
     }
-    stats.sample_seconds += Since(t);
+    const double accept_seconds = Since(t);
+    stats.sample_seconds += accept_seconds;
     stats.RecordStep(drafted, accepted.accepted);
     if (probe) stats.RecordProbe(drafted);
-    controller.RecordVerify(drafted, accepted.accepted, verify_seconds);
+    // The controller's verify cost is the whole block: forward plus sampling of its k + 1 rows.
+    controller.RecordVerify(drafted, accepted.accepted, verify_seconds + accept_seconds);
 
     // Commit the emitted tokens one by one; EOS and the budget can cut the block anywhere.
     t = Clock::now();

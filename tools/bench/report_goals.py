@@ -237,14 +237,17 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
     md.append("")
     ratios = []
     for p in points:
-        cost = {e["k"]: e["r_k"] + e["k"] * e["c"] for e in p["predicted"]}
+        # The cycle cost the prediction charges: r_k plus the draft as the engine runs it (extend of
+        # m + 1 rows, head, k - 1 chained steps); older JSON has only k * c.
+        cost = {e["k"]: e["r_k"] + e.get("draft_cost", e["k"] * e["c"]) for e in p["predicted"]}
+        simple = {e["k"]: e.get("speedup_k_c") for e in p["predicted"]}
         for e in p["e2e"]:
             pred = predicted_for(p, e["label"])
             if e["label"].startswith("k=") and pred:
                 k = int(e["label"][2:])
                 realised = e["mean_acceptance_length"] / cost[k]
                 ratios.append((p["context"], e["label"], e["speedup"], pred, e["speedup"] / pred,
-                               e["speedup"] / realised))
+                               e["speedup"] / realised, simple.get(k)))
     bad = [r for r in ratios if r[4] < 0.9]
     bad_cost = [r for r in ratios if r[5] < 0.9]
     md.append(f"- G3 measured / predicted speedup >= 0.9 (SYNTHETIC acceptance, {len(ratios)} points): "
@@ -252,7 +255,13 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
               f"{min(r[4] for r in ratios):.2f}); {verdict(not bad_cost)} for the cost model alone, i.e. with the "
               f"acceptance length each run realised ({len(ratios) - len(bad_cost)}/{len(ratios)} pass, worst "
               f"{min(r[5] for r in ratios):.2f}). Measured/predicted (rates; realised): "
-              + "; ".join(f"N={n} {lab}: {m:.2f}/{pr:.2f} = {q:.2f}; {q2:.2f}" for n, lab, m, pr, q, q2 in ratios) + ".")
+              + "; ".join(f"N={n} {lab}: {m:.2f}/{pr:.2f} = {q:.2f}; {q2:.2f}" for n, lab, m, pr, q, q2, _ in ratios) + ".")
+    with_simple = [r for r in ratios if r[6]]
+    if with_simple:
+        bad_simple = [r for r in with_simple if r[2] / r[6] < 0.9]
+        md.append(f"  - against the issue's simpler formula E[L] / (r_k + k c) (one MTP step per draft): "
+                  f"{verdict(not bad_simple)} ({len(with_simple) - len(bad_simple)}/{len(with_simple)} pass, worst "
+                  f"{min(r[2] / r[6] for r in with_simple):.2f}).")
     trained = data.get("trained")
     if trained:
         merged = {e["label"]: e for e in trained["e2e_merged"]}
@@ -294,8 +303,16 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
             f"{e['tokens_per_second']:.2f} ({e['speedup']:.2f}x" +
             (f", pred {predicted_for(p, e['label']):.2f}" if predicted_for(p, e['label']) else "") + ")"
             for e in p["e2e"]) + " |")
-    md += ["", "`auto` runs Generate's adaptive k with the MTP layer's prompt extend done at prompt time (as in a "
-           "serving engine's prefill); `auto_deferred_extend` is the drafter as Generate gets it, where the first "
-           "Propose extends the MTP cache over the whole prompt and the controller books that as per-step draft cost.",
-           ""]
+    md += ["", "Every drafting column uses the MtpDrafter as Generate gets it: it extends its cache over the prompt "
+           "at the prefill's Observe (outside the steady-state window) and over each cycle's committed rows at "
+           "Observe; `pred` is E[L] / (r_k + draft), with the draft charged as the drafter runs it (extend of m + 1 "
+           "rows, head, k - 1 chained steps).", ""]
+    probe_lines = []
+    for p in points:
+        for e in p["e2e"]:
+            if e["label"] == "auto" and "probe_decisions" in e:
+                probe_lines.append(f"N={p['context']}: k used {e['k_decisions']}, probes {e['probe_decisions']}")
+    if probe_lines:
+        md += ["Adaptive-k decisions (verify steps by k, summed over repetitions; probes by k): "
+               + "; ".join(probe_lines) + ".", ""]
     return md
