@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every C++ unit test, the Python
 # bindings' tests (in a fresh virtual environment under build/), then the fuzzers
-# for a bounded time. Usage: tools/test.sh   (FUZZ_SECONDS=N to change the fuzz budget; 0 skips)
+# for a bounded time, and last the README's demo (tools/demo.sh), which fails unless MTP speculative
+# output equals plain output. Usage: tools/test.sh   (FUZZ_SECONDS=N to change the fuzz budget; 0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh release
@@ -11,3 +12,5 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   tools/run_fuzz.sh "$FUZZ_SECONDS"
 fi
+tools/demo.sh >build/demo.log
+tail -n 1 build/demo.log

@@ -34,7 +34,7 @@ Schedule position: step / --steps, or elapsed / --time-budget-min when that is l
 phases and the cosine decay are functions of that position.
 
 Usage (see tools/train/README.md):
-  nice -n 10 python tools/train/train.py --steps 3000 --time-budget-min 62 --out models/glm-tiny-mtp
+  python tools/train/train.py --steps 2000 --final-eval-windows 16 --out models/glm-tiny-mtp  (the committed model)
 """
 
 from __future__ import annotations
