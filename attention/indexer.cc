@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -84,13 +85,55 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
   });
 }
 
+namespace {
+
+// Order-preserving map from a float to an unsigned key; −0 is folded onto +0 so that equal floats
+// get equal keys.
+inline uint32_t OrderKey(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Writes to dst, in increasing index order, the `want` largest of row[0, n), equal scores going to
+// the lower index (the order of a stable descending sort). Radix select: three histogram passes
+// (11, 11 and 10 bits of the key) find the want-th largest key t exactly, then one pass takes every
+// key above t and the first keys equal to t. Linear and branch-light, unlike a comparison select.
+void TopKIndices(const float* row, int64_t n, int64_t want, std::vector<uint32_t>& keys, int32_t* dst) {
+  keys.resize(n);  // [n]
+  for (int64_t j = 0; j < n; ++j) keys[j] = OrderKey(row[j]);
+  constexpr int kShift[3] = {21, 10, 0};
+  constexpr int kBits[3] = {11, 11, 10};
+  int64_t histogram[1 << 11];
+  uint32_t threshold = 0, known_bits = 0;  // the bits of t found so far, and which they are
+  int64_t need = want;                     // keys still to take at or below the threshold so far
+  for (int pass = 0; pass < 3; ++pass) {
+    const uint32_t buckets = 1u << kBits[pass];
+    std::fill(histogram, histogram + buckets, 0);
+    for (int64_t j = 0; j < n; ++j) {
+      if ((keys[j] & known_bits) == threshold) ++histogram[(keys[j] >> kShift[pass]) & (buckets - 1)];
+    }
+    uint32_t b = buckets - 1;
+    for (; b > 0 && histogram[b] < need; --b) need -= histogram[b];
+    threshold |= b << kShift[pass];
+    known_bits |= (buckets - 1) << kShift[pass];
+  }
+  int64_t count = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (keys[j] > threshold || (keys[j] == threshold && need-- > 0)) dst[count++] = static_cast<int32_t>(j);
+  }
+  MTPSPEC_CHECK(count == want);
+}
+
+}  // namespace
+
 TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions) {
   TopK out;
   out.width = std::min(k, num_keys);
   out.selected.assign(rows * out.width, -1);
-  std::vector<int32_t> order(num_keys);
+  std::vector<uint32_t> keys;  // [T] scratch
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = scores + r * num_keys;
     const int64_t causal = std::min(positions[r] + 1, num_keys);
     int32_t* dst = out.selected.data() + r * out.width;
     if (causal <= out.width) {
@@ -98,12 +141,8 @@ TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, 
       for (int64_t j = 0; j < out.width; ++j) dst[j] = static_cast<int32_t>(j);
       continue;
     }
-    std::iota(order.begin(), order.begin() + causal, 0);
-    // Larger score first; equal scores by lower index, so the choice is deterministic.
-    auto better = [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
-    std::nth_element(order.begin(), order.begin() + out.width, order.begin() + causal, better);
-    std::sort(order.begin(), order.begin() + out.width);
-    std::copy(order.begin(), order.begin() + out.width, dst);
+    // Larger score first, equal scores by lower index (deterministic); listed by index.
+    TopKIndices(scores + r * num_keys, causal, out.width, keys, dst);
   }
   return out;
 }
