@@ -63,7 +63,8 @@ __global__ void AbsorbQueryKernel(const float* __restrict__ q, int64_t rows, int
     }
     __syncthreads();
     if (c < r_kv) {
-      float acc[kMaxRowsPerPass];
+      float acc[kMaxRowsPerPass];  // registers: every index below is a compile-time constant
+#pragma unroll
       for (int rr = 0; rr < kMaxRowsPerPass; ++rr) acc[rr] = 0.0f;
       for (int64_t i = 0; i < d_n; ++i) {
         const float w = __bfloat162float(w_uk[i * r_kv + c]);
@@ -72,7 +73,10 @@ __global__ void AbsorbQueryKernel(const float* __restrict__ q, int64_t rows, int
           if (rr < group) acc[rr] = fmaf(q_nope[rr * d_n + i], w, acc[rr]);
         }
       }
-      for (int rr = 0; rr < group; ++rr) q_lat[((r0 + rr) * n_heads + h) * r_kv + c] = acc[rr];
+#pragma unroll
+      for (int rr = 0; rr < kMaxRowsPerPass; ++rr) {
+        if (rr < group) q_lat[((r0 + rr) * n_heads + h) * r_kv + c] = acc[rr];
+      }
     }
   }
 }
@@ -96,7 +100,8 @@ __global__ void UnabsorbOutputKernel(const float* __restrict__ z, int64_t rows, 
     }
     __syncthreads();
     if (v < d_v) {  // uniform per warp
-      float acc[kMaxRowsPerPass];
+      float acc[kMaxRowsPerPass];  // registers: every index below is a compile-time constant
+#pragma unroll
       for (int rr = 0; rr < kMaxRowsPerPass; ++rr) acc[rr] = 0.0f;
       for (int64_t c = lane; c < r_kv; c += 32) {
         const float w = __bfloat162float(w_uv[v * r_kv + c]);
@@ -108,7 +113,10 @@ __global__ void UnabsorbOutputKernel(const float* __restrict__ z, int64_t rows, 
 #pragma unroll
       for (int rr = 0; rr < kMaxRowsPerPass; ++rr) acc[rr] = WarpSum(acc[rr]);
       if (lane == 0) {
-        for (int rr = 0; rr < group; ++rr) o[(r0 + rr) * n_heads * d_v + h * d_v + v] = acc[rr];
+#pragma unroll
+        for (int rr = 0; rr < kMaxRowsPerPass; ++rr) {
+          if (rr < group) o[(r0 + rr) * n_heads * d_v + h * d_v + v] = acc[rr];
+        }
       }
     }
   }

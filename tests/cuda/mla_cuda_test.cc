@@ -122,8 +122,11 @@ void RunSequence(LatentStorage storage, const testing::MlaShape& shape, double t
   ASSERT_NE(h, nullptr);
   const int64_t k = shape.topk;  // 24
   StepBoth(*h, 16, 0, AttentionPath::kAuto, AttentionPath::kDense, tolerance);    // T = 16 ≤ K
-  StepBoth(*h, 8, 16, AttentionPath::kAuto, AttentionPath::kDense, tolerance);    // T = 24 = K
-  StepBoth(*h, 16, 24, AttentionPath::kAuto, AttentionPath::kGather, tolerance);  // T = 40 > K, L = 16
+  StepBoth(*h, 4, 16, AttentionPath::kAuto, AttentionPath::kDense, tolerance);    // T = 20 ≤ K
+  // T = 28 > K, but rows 0..3 have 21..24 causal keys: their selection is 0..23 with future keys
+  // that the gather path must re-mask.
+  StepBoth(*h, 8, 20, AttentionPath::kAuto, AttentionPath::kGather, tolerance);
+  StepBoth(*h, 12, 28, AttentionPath::kAuto, AttentionPath::kGather, tolerance);  // T = 40 > K
   StepBoth(*h, 1, 40, AttentionPath::kAuto, AttentionPath::kGather, tolerance);   // decode
   StepBoth(*h, 1, 41, AttentionPath::kAuto, AttentionPath::kGather, tolerance);
   StepBoth(*h, 4, 42, AttentionPath::kAuto, AttentionPath::kGather, tolerance);   // verify k = 3
@@ -210,11 +213,12 @@ TEST(MlaCuda, PathsAgreeOnGpu) {
   }
 }
 
-void CheckRowCountInvariance(LatentStorage storage) {
+// first = 14 < K = 24: blocks of 11+ rows have T > K while their first rows have fewer than K
+// causal keys (re-masked future entries); first = 60: every row has more than K.
+void CheckRowCountInvariance(LatentStorage storage, int64_t first) {
   auto h = MakeHarness(storage, testing::MlaShape{});
   ASSERT_NE(h, nullptr);
-  constexpr int64_t kFirst = 60;
-  Prefill(*h, kFirst);
+  Prefill(*h, first);
   AttentionOptions options;
   options.path = AttentionPath::kGather;
   const int64_t hidden = h->full->dims.hidden;
@@ -223,17 +227,17 @@ void CheckRowCountInvariance(LatentStorage storage) {
     for (int64_t layer : {0, 1}) {
       if (layer == 1) {
         // The shared layer reuses the full layer's selection for the same rows.
-        h->Run(0, x, rows, kFirst, options);
+        h->Run(0, x, rows, first, options);
       }
-      const auto block = h->Run(layer, x, rows, kFirst, options);
+      const auto block = h->Run(layer, x, rows, first, options);
       const std::vector<int32_t> block_sel = h->GpuSelection();
       const int64_t width = h->gpu_topk.width;
       for (int64_t r = 0; r < rows; ++r) {
         const std::vector<float> x_row(x.begin() + r * hidden, x.begin() + (r + 1) * hidden);
         if (layer == 1) {
-          h->Run(0, x_row, 1, kFirst + r, options);  // the donor's selection for this row alone
+          h->Run(0, x_row, 1, first + r, options);  // the donor's selection for this row alone
         }
-        const auto single = h->Run(layer, x_row, 1, kFirst + r, options);
+        const auto single = h->Run(layer, x_row, 1, first + r, options);
         EXPECT_EQ(0, std::memcmp(single.gpu.data(), block.gpu.data() + r * hidden, hidden * sizeof(float)))
             << "layer " << layer << ", row " << r << " of " << rows;
         if (layer == 0) {
@@ -248,12 +252,14 @@ void CheckRowCountInvariance(LatentStorage storage) {
 
 TEST(MlaCuda, GatherRowCountInvariantF32) {
   MTPSPEC_REQUIRE_GPU();
-  CheckRowCountInvariance(LatentStorage::kF32);
+  CheckRowCountInvariance(LatentStorage::kF32, 14);
+  CheckRowCountInvariance(LatentStorage::kF32, 60);
 }
 
 TEST(MlaCuda, GatherRowCountInvariantInt8) {
   MTPSPEC_REQUIRE_GPU();
-  CheckRowCountInvariance(LatentStorage::kInt8);
+  CheckRowCountInvariance(LatentStorage::kInt8, 14);
+  CheckRowCountInvariance(LatentStorage::kInt8, 60);
 }
 
 TEST(MlaCuda, UnsupportedCasesAreErrors) {
