@@ -180,6 +180,7 @@ __global__ void LatentAttentionPartialKernel(AttentionQuery query, LatentCacheVi
     float acc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+#pragma unroll 4
     for (int64_t i = lane; i < r_kv; i += 32) {
       const float c = LoadLatent(cache, j, i);
 #pragma unroll
@@ -225,16 +226,27 @@ __global__ void LatentAttentionPartialKernel(AttentionQuery query, LatentCacheVi
 #pragma unroll
     for (int u = 0; u < kMaxDimsPerThread; ++u) acc[g][u] = 0.0f;
   }
-  for (int k = 0; k < n; ++k) {
-    const int64_t j = slot_s[k];
-    if (j < 0) continue;  // uniform across the block
+  // Keys in batches of kBatch: all loads of a batch are issued before its multiply-adds, which
+  // still run key by key in list order (the same arithmetic as one key at a time).
+  constexpr int kBatch = 8;
+  for (int k0 = 0; k0 < n; k0 += kBatch) {
+    float c[kBatch][kMaxDimsPerThread];
 #pragma unroll
-    for (int u = 0; u < kMaxDimsPerThread; ++u) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(u) * kThreads;
-      if (i < r_kv) {
-        const float c = LoadLatent(cache, j, i);
+    for (int t = 0; t < kBatch; ++t) {
+      const int64_t j = k0 + t < n ? slot_s[k0 + t] : -1;
 #pragma unroll
-        for (int g = 0; g < G; ++g) acc[g][u] = fmaf(p_s[g * kSplit + k], c, acc[g][u]);
+      for (int u = 0; u < kMaxDimsPerThread; ++u) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(u) * kThreads;
+        c[t][u] = j >= 0 && i < r_kv ? LoadLatent(cache, j, i) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kBatch; ++t) {
+      if (k0 + t >= n || slot_s[k0 + t] < 0) continue;  // uniform across the block
+#pragma unroll
+      for (int u = 0; u < kMaxDimsPerThread; ++u) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[g][u] = fmaf(p_s[g * kSplit + k0 + t], c[t][u], acc[g][u]);
       }
     }
   }

@@ -15,7 +15,7 @@
 
 namespace mtpspec::cuda::launch {
 
-inline constexpr int64_t kAttentionKeysPerSplit = 256;  // keys of the list per partial-softmax block
+inline constexpr int64_t kAttentionKeysPerSplit = 128;  // keys of the list per partial-softmax block
 
 // kv_b: [N_h·(d_n+d_v), r_kv] bf16; q: [rows, N_h, d_n + d_r] (the nope part is read);
 // q_lat: [rows, N_h, r_kv].

@@ -18,7 +18,7 @@
 namespace mtpspec::cuda {
 namespace {
 
-constexpr int64_t kCapacity = 256;
+constexpr int64_t kCapacity = 512;
 
 struct Harness {
   std::unique_ptr<Context> ctx;
@@ -215,8 +215,8 @@ TEST(MlaCuda, PathsAgreeOnGpu) {
 
 // first = 14 < K = 24: blocks of 11+ rows have T > K while their first rows have fewer than K
 // causal keys (re-masked future entries); first = 60: every row has more than K.
-void CheckRowCountInvariance(LatentStorage storage, int64_t first) {
-  auto h = MakeHarness(storage, testing::MlaShape{});
+void CheckRowCountInvariance(LatentStorage storage, int64_t first, const testing::MlaShape& shape = {}) {
+  auto h = MakeHarness(storage, shape);
   ASSERT_NE(h, nullptr);
   Prefill(*h, first);
   AttentionOptions options;
@@ -260,6 +260,42 @@ TEST(MlaCuda, GatherRowCountInvariantInt8) {
   MTPSPEC_REQUIRE_GPU();
   CheckRowCountInvariance(LatentStorage::kInt8, 14);
   CheckRowCountInvariance(LatentStorage::kInt8, 60);
+}
+
+// K = 160 and T up to 445: lists wider than one split (launch::kAttentionKeysPerSplit = 128), so
+// the split-softmax combine is exercised on every path (dense T ≤ 160, gather 160, mask T).
+testing::MlaShape SeveralSplitsShape() {
+  testing::MlaShape shape;
+  shape.topk = 160;
+  return shape;
+}
+
+TEST(MlaCuda, SeveralSplitsMatchCpu) {
+  MTPSPEC_REQUIRE_GPU();
+  const testing::MlaShape shape = SeveralSplitsShape();
+  auto h = MakeHarness(LatentStorage::kF32, shape);
+  ASSERT_NE(h, nullptr);
+  for (int64_t first = 0; first < 400; first += 16) {
+    const AttentionPath expected = first + 16 <= shape.topk ? AttentionPath::kDense : AttentionPath::kGather;
+    StepBoth(*h, 16, first, AttentionPath::kAuto, expected, 2e-3);
+  }
+  StepBoth(*h, 1, 400, AttentionPath::kAuto, AttentionPath::kGather, 2e-3);
+  StepBoth(*h, 4, 401, AttentionPath::kAuto, AttentionPath::kGather, 2e-3);
+  StepBoth(*h, 8, 405, AttentionPath::kMask, AttentionPath::kMask, 2e-3);
+  // Gather (2 splits) against mask (4 splits) on the GPU, same selection.
+  const std::vector<float> x = h->RandomX(3);
+  AttentionOptions gather, mask;
+  gather.path = AttentionPath::kGather;
+  mask.path = AttentionPath::kMask;
+  const auto a = h->Run(0, x, 3, 413, gather);
+  const auto b = h->Run(0, x, 3, 413, mask);
+  EXPECT_LT(testing::RelativeMaxError(a.gpu, b.gpu), 1e-5);
+}
+
+TEST(MlaCuda, SeveralSplitsRowCountInvariant) {
+  MTPSPEC_REQUIRE_GPU();
+  CheckRowCountInvariance(LatentStorage::kF32, 150, SeveralSplitsShape());  // rows with < K causal keys
+  CheckRowCountInvariance(LatentStorage::kInt8, 420, SeveralSplitsShape());
 }
 
 TEST(MlaCuda, UnsupportedCasesAreErrors) {
