@@ -64,7 +64,8 @@ absl::Status IndexerScoreKeys(Context& ctx, const float* q, const float* head_we
 // passes of histograms, then an ordered compaction; no sort). The output equals the CPU
 // SelectTopK's exactly, ties included: larger scores first, equal scores by lower position, and
 // each row lists its selection in increasing position; a row with ≤ width causal keys lists keys
-// 0 .. width−1. NaN scores are unsupported (their order is unspecified on both sides).
+// 0 .. width−1. Both sides map floats to the same order-preserving keys (−0 folded into +0), so
+// even NaN bit patterns rank alike; scores are not expected to hold NaN.
 // `workspace` needs SelectTopKWorkspaceBytes(rows, num_keys) bytes (device).
 size_t SelectTopKWorkspaceBytes(int64_t rows, int64_t num_keys);
 absl::Status SelectTopKCuda(Context& ctx, const float* scores, int64_t rows, int64_t num_keys, int64_t k,
