@@ -7,11 +7,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/device.h"
 #include "core/tokenizer.h"
 #include "spec/generator.h"
 #include "spec/lookup_drafter.h"
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
+#ifdef MTPSPEC_HAVE_CUDA
+#include "spec/cuda_mtp_drafter.h"
+#include "spec/cuda_target.h"
+#endif
 
 namespace mtpspec {
 
@@ -20,7 +25,7 @@ const std::set<std::string>& GenerateOptionNames() {
       "ids",         "prompt",     "max-new",    "draft",      "k",          "accept",          "temperature",
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
-      "synthetic-rates", "sample-drafts", "capacity", "kv-cache"};
+      "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device"};
   return names;
 }
 
@@ -39,6 +44,53 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& kind, co
     return std::unique_ptr<Drafter>(new HybridDrafter(std::make_unique<LookupDrafter>(lookup), std::move(d)));
   }
   return absl::InvalidArgumentError(absl::StrCat("--draft must be mtp, lookup, hybrid or none, got \"", kind, "\""));
+}
+
+// The target and drafter of one run, on the device chosen at load time. The GPU objects own device
+// memory and must outlive the loop.
+struct Pipeline {
+#ifdef MTPSPEC_HAVE_CUDA
+  std::unique_ptr<cuda::CudaModel> gpu_model;
+#endif
+  std::unique_ptr<Target> target;
+  std::unique_ptr<Drafter> drafter;
+};
+
+// --device cuda: the model is uploaded to the GPU; there is no CPU fallback, so a build without the
+// CUDA backend or a machine without a usable GPU is an error saying which.
+absl::StatusOr<Pipeline> MakeCudaPipeline(const Model& model, int64_t capacity, const std::string& draft,
+                                          const MtpOptions& mtp, const LookupOptions& lookup, LatentStorage storage,
+                                          const GenerateOptions& options) {
+#ifdef MTPSPEC_HAVE_CUDA
+  if (options.k >= cuda::kMaxGemvRows) {
+    return absl::InvalidArgumentError(absl::StrCat("--device cuda supports k <= ", cuda::kMaxGemvRows - 1,
+                                                   " (verify blocks of at most ", cuda::kMaxGemvRows,
+                                                   " rows keep speculative output bit-identical); got k = ",
+                                                   options.k));
+  }
+  if (draft != "none" && draft != "lookup" && draft != "mtp" && draft != "hybrid") {
+    return absl::InvalidArgumentError(absl::StrCat("--draft must be mtp, lookup, hybrid or none, got \"", draft, "\""));
+  }
+  Pipeline p;
+  ASSIGN_OR_RETURN(p.gpu_model, cuda::CudaModel::Create(model));
+  CudaTargetOptions target_options;
+  target_options.storage = storage;
+  ASSIGN_OR_RETURN(auto target, CudaTarget::Create(*p.gpu_model, capacity, target_options));
+  if (draft == "lookup") p.drafter = std::make_unique<LookupDrafter>(lookup);
+  if (draft == "mtp" || draft == "hybrid") {
+    ASSIGN_OR_RETURN(auto mtp_drafter, CudaMtpDrafter::Create(*target, capacity, mtp));
+    p.drafter = std::move(mtp_drafter);
+    if (draft == "hybrid") {
+      p.drafter = std::make_unique<HybridDrafter>(std::make_unique<LookupDrafter>(lookup), std::move(p.drafter));
+    }
+  }
+  p.target = std::move(target);
+  return p;
+#else
+  return absl::FailedPreconditionError(
+      "--device cuda: this mtpspec was built without the CUDA backend (configure with nvcc and "
+      "-DMTPSPEC_ENABLE_CUDA=ON); use --device cpu");
+#endif
 }
 
 }  // namespace
@@ -77,6 +129,19 @@ absl::Status RunGenerate(const CliArgs& args) {
   }
   options.sample_drafts = args.Get("sample-drafts", "false") == "true";
   RETURN_IF_ERROR(ValidateGenerateOptions(options));
+  // Where the model runs, chosen before anything is loaded (default cpu).
+  ASSIGN_OR_RETURN(const Device device, ParseDevice(args.Get("device", "cpu"), "--device"));
+  if (device == Device::kCuda && !BuiltWithCuda()) {
+    return absl::FailedPreconditionError(
+        "--device cuda: this mtpspec was built without the CUDA backend (configure with nvcc and "
+        "-DMTPSPEC_ENABLE_CUDA=ON); use --device cpu");
+  }
+#ifdef MTPSPEC_HAVE_CUDA
+  if (device == Device::kCuda) {
+    const absl::Status gpu = cuda::DeviceStatus();
+    if (!gpu.ok()) return absl::Status(gpu.code(), absl::StrCat("--device cuda: ", gpu.message()));
+  }
+#endif
 
   MtpOptions mtp;
   ASSIGN_OR_RETURN(mtp.hidden, ParseMtpHidden(args.Get("mtp-hidden", "post")));
@@ -119,10 +184,16 @@ absl::Status RunGenerate(const CliArgs& args) {
                    args.GetInt("capacity", std::min(wanted, model->config().max_position_embeddings)));
   const std::string kv = args.Get("kv-cache", "f32");
   if (kv != "f32" && kv != "int8") return absl::InvalidArgumentError("--kv-cache must be f32 or int8");
-  ASSIGN_OR_RETURN(auto target, ModelTarget::Create(*model, capacity, {},
-                                                    kv == "int8" ? LatentStorage::kInt8 : LatentStorage::kF32));
-  ASSIGN_OR_RETURN(auto drafter, MakeDrafter(args.Get("draft", "mtp"), *model, capacity, mtp, lookup));
-  ASSIGN_OR_RETURN(GenerateResult result, Generate(*target, drafter.get(), prompt, options));
+  const LatentStorage storage = kv == "int8" ? LatentStorage::kInt8 : LatentStorage::kF32;
+  Pipeline pipeline;
+  if (device == Device::kCuda) {
+    ASSIGN_OR_RETURN(pipeline, MakeCudaPipeline(*model, capacity, args.Get("draft", "mtp"), mtp, lookup, storage,
+                                                options));
+  } else {
+    ASSIGN_OR_RETURN(pipeline.target, ModelTarget::Create(*model, capacity, {}, storage));
+    ASSIGN_OR_RETURN(pipeline.drafter, MakeDrafter(args.Get("draft", "mtp"), *model, capacity, mtp, lookup));
+  }
+  ASSIGN_OR_RETURN(GenerateResult result, Generate(*pipeline.target, pipeline.drafter.get(), prompt, options));
 
   // Generated ids the tokenizer cannot decode (e.g. the padded rows of a model's vocabulary) leave
   // the text out rather than failing the run.

@@ -29,7 +29,7 @@ constexpr char kUsage[] =
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
-    "                 [--stats-json FILE]\n";
+    "                 [--stats-json FILE] [--device cpu|cuda]\n";
 
 absl::Status SetThreads(const CliArgs& args) {
   if (!args.Has("threads")) return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/parallel.h"
 #include "core/safetensors_writer.h"
 #include "core/tensor.h"
 #include "model/config.h"
@@ -33,6 +34,43 @@ Tensor RandomTensor(const TensorSpec& spec, DType dtype, double scale, std::mt19
   if (dtype == DType::kF32) return f32;
   Tensor out = Tensor::Empty(DType::kBF16, spec.shape);
   for (int64_t i = 0; i < n; ++i) out.data<uint16_t>()[i] = F32ToBf16(data[i]);
+  return out;
+}
+
+// A uniform in [0, 1) for element i of the stream `key` (SplitMix64 of the counter, 24 bits).
+float HashUniform(uint64_t key, uint64_t i) {
+  uint64_t z = key + (i + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// RandomTensor's distributions, drawn in parallel from HashUniform(key, ·).
+Tensor ParallelRandomTensor(const TensorSpec& spec, DType dtype, double scale, uint64_t key) {
+  float lo, hi;
+  if (spec.kind == TensorKind::kVector) {
+    const bool bias = spec.name.find("bias") != std::string::npos;
+    lo = bias ? -0.1f : 0.7f;
+    hi = bias ? 0.1f : 1.3f;
+    dtype = DType::kF32;  // norms and biases stay f32, as RandomTensor keeps them
+  } else {
+    const double in = static_cast<double>(spec.shape.back());
+    hi = static_cast<float>(spec.kind == TensorKind::kEmbedding ? scale : scale * std::sqrt(3.0 / in));
+    lo = -hi;
+  }
+  Tensor out = Tensor::Empty(dtype, spec.shape);
+  const int64_t n = out.numel();
+  DefaultThreadPool().ParallelFor(n, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = lo + (hi - lo) * HashUniform(key, static_cast<uint64_t>(i));
+      if (dtype == DType::kF32) {
+        out.data<float>()[i] = v;
+      } else {
+        out.data<uint16_t>()[i] = F32ToBf16(v);
+      }
+    }
+  });
   return out;
 }
 
@@ -83,8 +121,11 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
     return absl::OkStatus();
   };
   shard_storage.reserve(specs.size());
-  for (const TensorSpec& spec : specs) {
-    Tensor t = RandomTensor(spec, options.dtype, options.scale, rng);
+  for (size_t index = 0; index < specs.size(); ++index) {
+    const TensorSpec& spec = specs[index];
+    Tensor t = options.parallel ? ParallelRandomTensor(spec, options.dtype, options.scale,
+                                                       options.seed * 0x100000001b3ull + index * 0x9e3779b97f4a7c15ull)
+                                : RandomTensor(spec, options.dtype, options.scale, rng);
     shard_bytes += static_cast<int64_t>(t.view().nbytes());
     shard_storage.push_back(std::move(t));
     shard.push_back({spec.name, shard_storage.back().view()});

@@ -1,0 +1,43 @@
+#include "spec/cuda_target.h"
+
+namespace mtpspec {
+namespace {
+
+absl::StatusOr<Tensor> CopyToHost(cuda::Context& ctx, const float* device, int64_t rows, int64_t n) {
+  Tensor t = Tensor::Empty(DType::kF32, {rows, n});
+  RETURN_IF_ERROR(cuda::FromCuda(cudaMemcpyAsync(t.data<float>(), device, static_cast<size_t>(rows * n) * sizeof(float),
+                                                 cudaMemcpyDeviceToHost, ctx.stream()),
+                                 "cudaMemcpyAsync (target step to host)"));
+  RETURN_IF_ERROR(ctx.Synchronize());
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaTarget>> CudaTarget::Create(cuda::CudaModel& model, int64_t capacity,
+                                                               const CudaTargetOptions& options) {
+  ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity, options.storage));
+  return std::unique_ptr<CudaTarget>(new CudaTarget(model, std::move(cache), options));
+}
+
+absl::StatusOr<TargetStep> CudaTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(cache_->length() + static_cast<int64_t>(i));
+  ForwardOptions options;
+  options.attention = options_.attention;
+  if (!all_logits && !tokens.empty()) options.logit_rows = {static_cast<int64_t>(tokens.size()) - 1};
+  const int64_t first = cache_->length();
+  ASSIGN_OR_RETURN(last_, model_.ForwardDevice(*cache_, tokens, positions, options));
+  last_first_position_ = first;
+  TargetStep step;
+  cuda::Context& ctx = model_.ctx();
+  ASSIGN_OR_RETURN(step.logits, CopyToHost(ctx, last_.logits, last_.logit_rows, model_.config().vocab_size));
+  if (options_.hidden_to_host) {
+    const int64_t H = model_.config().hidden_size;
+    ASSIGN_OR_RETURN(step.hidden_postnorm, CopyToHost(ctx, last_.hidden_postnorm, last_.rows, H));
+    ASSIGN_OR_RETURN(step.hidden_prenorm, CopyToHost(ctx, last_.hidden_prenorm, last_.rows, H));
+  }
+  return step;
+}
+
+}  // namespace mtpspec

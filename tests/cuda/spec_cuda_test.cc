@@ -1,0 +1,178 @@
+// The speculative loop on the GPU (CudaTarget + CudaMtpDrafter): its output equals plain decoding
+// on the GPU token for token — greedy and sampler-equality at T = 0.7 and 1.0, k = 1 … 4, prompts
+// that cross index_topk while decoding — and plain GPU decoding equals plain CPU decoding (greedy)
+// on the trained model. The oracle of the first property is plain GPU decoding (same sampler, same
+// seed); of the second the CPU model.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spec/cuda_mtp_drafter.h"
+#include "spec/cuda_target.h"
+#include "spec/generator.h"
+#include "spec/lookup_drafter.h"
+#include "spec/model_target.h"
+#include "tests/cuda/cuda_model_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using cuda::CudaModel;
+using testing_util::TestTokens;
+
+struct GpuModel {
+  std::unique_ptr<Model> host;
+  std::unique_ptr<CudaModel> gpu;
+};
+
+// One host + GPU model per name for the whole binary (uploads are the slow part).
+GpuModel& Get(const std::string& name) {
+  static std::map<std::string, GpuModel>* models = new std::map<std::string, GpuModel>();
+  GpuModel& slot = (*models)[name];
+  if (!slot.host) {
+    slot.host = cuda::LoadBf16(cuda::TestModelDir(name));
+    if (slot.host) {
+      auto gpu = CudaModel::Create(*slot.host);
+      EXPECT_TRUE(gpu.ok()) << gpu.status();
+      if (gpu.ok()) slot.gpu = std::move(*gpu);
+    }
+  }
+  return slot;
+}
+
+GenerateOptions Options(int64_t k, double temperature, int64_t new_tokens) {
+  GenerateOptions o;
+  o.max_new_tokens = new_tokens;
+  o.k = k;
+  o.accept.sampling.temperature = temperature;
+  o.accept.sampling.seed = 1234;
+  o.stop_at_eos = false;  // longer outputs test more
+  return o;
+}
+
+struct RunResult {
+  std::vector<int32_t> tokens;
+  SpecStats stats;
+};
+
+RunResult GenerateOnGpu(GpuModel& m, bool with_mtp, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                  MtpOptions mtp = {}) {
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + options.max_new_tokens + kMaxDraftTokens + 1;
+  auto target = CudaTarget::Create(*m.gpu, capacity);
+  EXPECT_TRUE(target.ok()) << target.status();
+  if (!target.ok()) return {};
+  std::unique_ptr<Drafter> drafter;
+  if (with_mtp) {
+    auto d = CudaMtpDrafter::Create(**target, capacity, mtp);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return {};
+    drafter = std::move(*d);
+  }
+  auto result = Generate(**target, drafter.get(), prompt, options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  return {result->tokens, result->stats};
+}
+
+struct Case {
+  std::string model;
+  double temperature;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " T=" << c.temperature; }
+
+class SpeculativeOnGpu : public ::testing::TestWithParam<Case> {};
+
+// Prompts of K − 3 … K + 5 tokens: the verify blocks cross index_topk (dense to sparse) while
+// decoding. Every k from 1 to 4 gives exactly the plain tokens.
+TEST_P(SpeculativeOnGpu, MtpOutputEqualsPlainOutput) {
+  MTPSPEC_REQUIRE_GPU();
+  const Case c = GetParam();
+  GpuModel& m = Get(c.model);
+  ASSERT_TRUE(m.host && m.gpu);
+  const int64_t K = m.host->config().index_topk, V = m.host->config().vocab_size;
+  const int64_t new_tokens = 24;
+  int64_t accepted = 0;
+  for (int64_t len = std::max<int64_t>(1, K - 3); len <= K + 5; len += 4) {
+    const std::vector<int32_t> prompt = TestTokens(len, V, 61 + static_cast<uint64_t>(len));
+    const RunResult plain = GenerateOnGpu(m, false, prompt, Options(0, c.temperature, new_tokens));
+    ASSERT_EQ(static_cast<int64_t>(plain.tokens.size()), new_tokens);
+    for (int64_t k = 1; k <= 4; ++k) {
+      const RunResult spec = GenerateOnGpu(m, true, prompt, Options(k, c.temperature, new_tokens));
+      EXPECT_EQ(spec.tokens, plain.tokens) << c.model << " T=" << c.temperature << " prompt " << len << " k=" << k;
+      accepted += spec.stats.num_accepted_tokens;
+    }
+  }
+  if (c.temperature == 0.0) {
+    EXPECT_GT(accepted, 0) << "greedy MTP drafts were never accepted";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SpeculativeOnGpu,
+                         ::testing::Values(Case{"golden/glm_a", 0.0}, Case{"golden/glm_a", 0.7},
+                                           Case{"golden/glm_a", 1.0}, Case{"golden/dsv32_b", 0.0},
+                                           Case{"models/glm-tiny-mtp", 0.0}, Case{"models/glm-tiny-mtp", 0.7},
+                                           Case{"models/glm-tiny-mtp", 1.0}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = info.param.model.substr(info.param.model.find('/') + 1);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_T" + std::to_string(static_cast<int>(info.param.temperature * 10));
+                         });
+
+// The MTP variants (pre-norm hidden, raw chain, shared index selection) change the drafts, never
+// the output.
+TEST(SpeculativeOnGpuVariants, MtpVariantsKeepTheOutput) {
+  MTPSPEC_REQUIRE_GPU();
+  GpuModel& m = Get("models/glm-tiny-mtp");
+  ASSERT_TRUE(m.host && m.gpu);
+  const int64_t K = m.host->config().index_topk, V = m.host->config().vocab_size;
+  const std::vector<int32_t> prompt = TestTokens(K + 20, V, 67);
+  const GenerateOptions options = Options(3, 0.0, 32);
+  const RunResult plain = GenerateOnGpu(m, false, prompt, Options(0, 0.0, 32));
+  MtpOptions pre, raw, shared;
+  pre.hidden = MtpHidden::kPreNorm;
+  raw.chain = MtpChain::kRaw;
+  shared.index_share = MtpIndexShare::kShared;
+  for (const MtpOptions& variant : {pre, raw, shared}) {
+    EXPECT_EQ(GenerateOnGpu(m, true, prompt, options, variant).tokens, plain.tokens)
+        << "hidden " << MtpHiddenName(variant.hidden) << ", chain " << MtpChainName(variant.chain);
+  }
+}
+
+// Plain greedy decoding on the GPU and on the CPU (bf16 weights on both) give the same tokens on
+// the trained model, whose logits are far from ties. The prompt has ≤ 16 tokens so that the GPU
+// prefill, too, keeps fp32 activations (a longer one goes through cuBLAS in bf16).
+TEST(SpeculativeOnGpuVariants, GpuPlainGreedyEqualsCpuOnTrainedModel) {
+  MTPSPEC_REQUIRE_GPU();
+  GpuModel& m = Get("models/glm-tiny-mtp");
+  ASSERT_TRUE(m.host && m.gpu);
+  const int64_t V = m.host->config().vocab_size;
+  const std::vector<int32_t> prompt = TestTokens(12, V, 71);
+  const GenerateOptions options = Options(0, 0.0, 40);
+  const RunResult gpu = GenerateOnGpu(m, false, prompt, options);
+  auto cpu_target = ModelTarget::Create(*m.host, static_cast<int64_t>(prompt.size()) + 41);
+  ASSERT_TRUE(cpu_target.ok()) << cpu_target.status();
+  auto cpu = Generate(**cpu_target, nullptr, prompt, options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(gpu.tokens, cpu->tokens);
+}
+
+// The GPU MTP drafter follows the target it was made for; observing rows of another forward is an
+// internal error rather than silently wrong drafts.
+TEST(SpeculativeOnGpuVariants, DrafterRejectsRowsItDidNotSee) {
+  MTPSPEC_REQUIRE_GPU();
+  GpuModel& m = Get("golden/glm_a");
+  ASSERT_TRUE(m.host && m.gpu);
+  auto target = CudaTarget::Create(*m.gpu, 32);
+  ASSERT_TRUE(target.ok());
+  auto drafter = CudaMtpDrafter::Create(**target, 32, MtpOptions{});
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  const std::vector<int32_t> sequence = {3, 4, 5, 6};
+  auto step = (*target)->Run(std::span<const int32_t>(sequence.data(), 3), false);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE((*drafter)->Observe(sequence, 0, 3, *step).ok());
+  EXPECT_EQ((*drafter)->Observe(sequence, 1, 3, *step).code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace mtpspec
