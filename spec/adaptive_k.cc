@@ -8,8 +8,12 @@ constexpr double kEmaWeight = 0.2;
 
 namespace {
 
+// Samples above twice the current average are clipped there first: a preempted measurement on a
+// shared machine (often 10× long) then moves an average by at most kEmaWeight of it.
+double Clip(double average, double sample) { return average > 0 ? std::min(sample, 2 * average) : sample; }
+
 double Ema(double average, double sample) {
-  return average > 0 ? (1 - kEmaWeight) * average + kEmaWeight * sample : sample;
+  return average > 0 ? (1 - kEmaWeight) * average + kEmaWeight * Clip(average, sample) : sample;
 }
 
 }  // namespace
@@ -24,7 +28,9 @@ AdaptiveK::AdaptiveK(int64_t k_max, int64_t probe_interval, int64_t max_probe_in
       accept_hits_(k_max, 0.0),
       accept_trials_(k_max, 0.0),
       verify_cost_(k_max + 2, 0.0),
-      verify_cycle_(k_max + 2, 0) {}
+      verify_cycle_(k_max + 2, 0),
+      cycle_samples_(k_max + 1),
+      cycle_next_(k_max + 1, 0) {}
 
 double AdaptiveK::conditional_acceptance(int64_t i) const {
   return (accept_hits_[i] + 1.0) / (accept_trials_[i] + 2.0);  // posterior mean under Beta(1, 1)
@@ -60,9 +66,47 @@ double AdaptiveK::VerifyCost(int64_t rows) const {
   return 1.0;  // nothing measured yet
 }
 
-double AdaptiveK::ExpectedCost(int64_t k) const {
+double AdaptiveK::ComposedCost(int64_t k) const {
   if (k == 0) return VerifyCost(1);
   return VerifyCost(k + 1) + static_cast<double>(k) * draft_cost_ + extend_cost_;
+}
+
+double AdaptiveK::MeasuredCycleCost(int64_t k) const {
+  const std::vector<CycleSample>& samples = cycle_samples_[k];
+  if (samples.empty()) return 0;
+  std::vector<double> recent;  // [≤ kCycleWindow]
+  const CycleSample* latest = &samples[0];
+  for (const CycleSample& sample : samples) {
+    if (cycle_ - sample.cycle <= kCycleMaxAge) recent.push_back(sample.seconds);
+    if (sample.cycle > latest->cycle) latest = &sample;
+  }
+  if (recent.empty()) return latest->seconds;
+  const auto mid = recent.begin() + static_cast<std::ptrdiff_t>(recent.size() / 2);
+  std::nth_element(recent.begin(), mid, recent.end());
+  return *mid;  // the upper median for an even count
+}
+
+double AdaptiveK::ExpectedCost(int64_t k) const {
+  const double measured = MeasuredCycleCost(k);
+  if (measured > 0) return measured;
+  const double composed = ComposedCost(k);
+  if (k == 0 || last_measured_draft_k_ == 0) return composed;
+  // Scale the parts by how far they missed the newest measured drafting length's whole cycles.
+  const double scale = MeasuredCycleCost(last_measured_draft_k_) / ComposedCost(last_measured_draft_k_);
+  return composed * std::clamp(scale, 0.5, 4.0);
+}
+
+void AdaptiveK::RecordCycle(int64_t drafted, double seconds) {
+  if (drafted < 0 || drafted > k_max_ || !(seconds > 0)) return;
+  std::vector<CycleSample>& samples = cycle_samples_[drafted];
+  const CycleSample sample{cycle_, seconds};
+  if (samples.size() < kCycleWindow) {
+    samples.push_back(sample);
+  } else {
+    samples[cycle_next_[drafted]] = sample;
+  }
+  cycle_next_[drafted] = (cycle_next_[drafted] + 1) % kCycleWindow;
+  if (drafted > 0) last_measured_draft_k_ = drafted;
 }
 
 int64_t AdaptiveK::Best() const {
@@ -114,7 +158,7 @@ void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) 
   ++cycle_;
   double& cost = verify_cost_[drafted + 1];
   const double weight = std::min(1.0, kEmaWeight * static_cast<double>(cycle_ - verify_cycle_[drafted + 1]));
-  cost = cost > 0 ? (1 - weight) * cost + weight * seconds : seconds;
+  cost = cost > 0 ? (1 - weight) * cost + weight * (weight < 1 ? Clip(cost, seconds) : seconds) : seconds;
   verify_cycle_[drafted + 1] = cycle_;
   const double cycle = seconds + (drafted > 0 ? static_cast<double>(drafted) * draft_cost_ + extend_cost_ : 0.0);
   elapsed_ += cycle;

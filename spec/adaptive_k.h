@@ -24,6 +24,7 @@
 // no longer notices if drafting starts to pay later in the request).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +53,13 @@ class AdaptiveK {
   void RecordExtend(double seconds);
   // Seconds a Propose spent catching up on rows the drafter deferred during plain steps.
   void RecordCatchUp(double seconds);
+  // The wall time of one whole cycle that drafted `drafted` tokens: draft, verify, sampling,
+  // commit and the drafter's extend, without any catch-up. Once a length has such samples, its cost
+  // is the median of its last kCycleWindow samples that are at most kCycleMaxAge cycles old (else
+  // its latest sample): that includes every per-cycle overhead the parts miss and ignores
+  // scheduler spikes on a shared machine. A drafting length without samples is priced from the
+  // parts, scaled by how far the parts missed the whole cycles of the last measured drafting length.
+  void RecordCycle(int64_t drafted, double seconds);
   double exploration_seconds() const { return exploration_; }
   double elapsed_seconds() const { return elapsed_; }
 
@@ -82,6 +90,17 @@ class AdaptiveK {
   int64_t rows_since_draft_ = 0;                     // rows committed by plain steps since a draft
   double elapsed_ = 0;                               // seconds of every recorded cycle
   double exploration_ = 0;                           // estimated loss of the probes so far
+  static constexpr size_t kCycleWindow = 5;
+  static constexpr int64_t kCycleMaxAge = 64;
+  struct CycleSample {
+    int64_t cycle;   // the verify count when it was recorded
+    double seconds;
+  };
+  std::vector<std::vector<CycleSample>> cycle_samples_;  // [k_max + 1][≤ kCycleWindow] recent whole cycles
+  std::vector<size_t> cycle_next_;                       // [k_max + 1] ring-buffer write positions
+  int64_t last_measured_draft_k_ = 0;                    // the drafting length with the newest sample
+  double ComposedCost(int64_t k) const;
+  double MeasuredCycleCost(int64_t k) const;  // 0 when k has no whole-cycle sample
   double ProbeLoss(int64_t k, double tokens, double seconds) const;
 };
 

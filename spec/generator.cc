@@ -129,6 +129,8 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       result.stop_reason = "capacity";
       break;
     }
+    const Clock::time_point cycle_start = Clock::now();
+    double cycle_catch_up = 0;  // deferred work of earlier plain steps, not this cycle's cost
     // Never draft past the token budget or the cache.
     int64_t k = options.adaptive_k ? std::min(controller.Choose(), k_max) : k_max;
     const bool probe = options.adaptive_k && controller.last_was_probe();
@@ -148,6 +150,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       stats.extend_seconds += catch_up;
       stats.other_seconds += catch_up;
       if (catch_up > 0) controller.RecordCatchUp(catch_up);
+      cycle_catch_up = catch_up;
       if (!draft.tokens.empty()) controller.RecordDraftStep(seconds / static_cast<double>(draft.tokens.size()));
     }
     const int64_t drafted = static_cast<int64_t>(draft.tokens.size());
@@ -214,6 +217,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       stats.other_seconds += extend;
       if (drafted > 0) controller.RecordExtend(extend);
     }
+    if (result.stop_reason.empty()) controller.RecordCycle(drafted, Since(cycle_start) - cycle_catch_up);
   }
   stats.total_seconds = Since(start);
   return result;

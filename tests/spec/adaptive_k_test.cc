@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -261,12 +262,18 @@ struct Regime {
   double extend = 0;           // seconds of the drafter's extend per drafting cycle
   double catch_up_per_row = 0; // seconds per committed row the drafter deferred during plain steps
   std::vector<double> rates;   // [k_max] conditional acceptance of positions 1 … k_max
+  // Seconds every drafting cycle costs beyond its measured parts (bookkeeping, copies): visible
+  // only in the whole-cycle time the controller gets through RecordCycle.
+  double hidden_overhead = 0;
+  // Probability that a cycle is preempted (a shared machine): all its measurements are 10× long.
+  double spike_probability = 0;
+  bool report_cycles = true;  // feed RecordCycle (Generate always does)
   int64_t k_max() const { return static_cast<int64_t>(rates.size()); }
 
   double FixedRate(int64_t k) const {
     double tokens = 1, reach = 1;
     for (int64_t i = 0; i < k; ++i) tokens += reach *= rates[i];
-    const double cost = verify[k] + (k > 0 ? k * draft_step + extend : 0.0);
+    const double cost = verify[k] + (k > 0 ? k * draft_step + extend + hidden_overhead : 0.0);
     return tokens / cost;
   }
   int64_t BestFixedK() const {
@@ -304,18 +311,22 @@ SimResult Simulate(const Regime& regime, AdaptiveK& controller, int64_t cycles, 
     const int64_t k = controller.Choose();
     int64_t accepted = 0;
     while (accepted < k && uniform() < regime.rates[accepted]) ++accepted;
-    double seconds = regime.verify[k];
+    const double slow = uniform() < regime.spike_probability ? 10.0 : 1.0;  // preempted cycle
+    double seconds = slow * regime.verify[k];
+    double catch_up = 0;
     if (k > 0) {
-      const double catch_up = static_cast<double>(deferred_rows) * regime.catch_up_per_row;
-      seconds += static_cast<double>(k) * regime.draft_step + regime.extend + catch_up;
+      catch_up = static_cast<double>(deferred_rows) * regime.catch_up_per_row;
+      seconds += slow * (static_cast<double>(k) * regime.draft_step + regime.extend + regime.hidden_overhead);
       if (catch_up > 0) controller.RecordCatchUp(catch_up);
       deferred_rows = 0;
-      controller.RecordDraftStep(regime.draft_step);
+      controller.RecordDraftStep(slow * regime.draft_step);
     } else {
       deferred_rows += 1;
     }
-    controller.RecordVerify(k, accepted, regime.verify[k]);
-    if (k > 0) controller.RecordExtend(regime.extend);
+    controller.RecordVerify(k, accepted, slow * regime.verify[k]);
+    if (k > 0) controller.RecordExtend(slow * regime.extend);
+    if (regime.report_cycles) controller.RecordCycle(k, seconds);
+    seconds += catch_up;
     r.tokens += static_cast<double>(accepted + 1);
     r.seconds += seconds;
     if (cycle >= warm_up && !controller.last_was_probe()) ++r.exploit[k];
@@ -400,6 +411,76 @@ TEST(AdaptiveKSimulationTest, FollowsARegimeChangeEitherWay) {
   const SimResult back = Simulate(DraftingPays(), other, 700, 0, 7);
   EXPECT_EQ(other.Best(), 3);
   EXPECT_GT(back.exploit[3], 300);
+}
+
+
+TEST(AdaptiveKSimulationTest, WholeCycleTimesRevealOverheadTheMeasuredPartsMiss) {
+  // The parts say k = 3 pays (the DraftingPays costs), but every drafting cycle also costs 3 s
+  // that no part measures: only whole-cycle times show that plain decoding is best.
+  Regime regime = DraftingPays();
+  regime.hidden_overhead = 3.0;
+  ASSERT_EQ(regime.BestFixedK(), 0);
+  for (uint64_t seed : {1, 2, 3}) {
+    AdaptiveK controller(regime.k_max());
+    const SimResult r = Simulate(regime, controller, 2000, /*warm_up=*/50, seed);
+    EXPECT_EQ(r.ModalChoice(), 0) << "seed " << seed;
+    EXPECT_GT(r.Rate(), 0.97 * regime.FixedRate(0)) << "seed " << seed;
+  }
+  // Without the whole-cycle times the controller believes the parts and drafts.
+  regime.report_cycles = false;
+  AdaptiveK blind(regime.k_max());
+  Simulate(regime, blind, 500, 0, 1);
+  EXPECT_GT(blind.Best(), 0);
+}
+
+TEST(AdaptiveKSimulationTest, PreemptedCyclesDoNotMakeItLoseToPlain) {
+  // 5% of cycles run 10× long (a shared machine), so any fixed k runs at its rate / 1.45. When
+  // drafting loses, the controller decodes plainly at ≥ 95% of the plain rate. When it pays, it
+  // keeps drafting at well above the plain rate; which drafting length it exploits wanders (in these
+  // runs 0.75–0.9 of the best fixed k's rate), since the parts that price unmeasured lengths are
+  // disturbed by the spikes.
+  const double slowdown = 0.95 + 0.05 * 10.0;
+  for (const bool pays : {false, true}) {
+    Regime regime = pays ? DraftingPays() : DraftingLoses();
+    regime.spike_probability = 0.05;
+    for (uint64_t seed : {1, 2, 3}) {
+      AdaptiveK controller(regime.k_max());
+      const SimResult r = Simulate(regime, controller, 3000, /*warm_up=*/100, seed);
+      const std::string where = "pays " + std::to_string(pays) + " seed " + std::to_string(seed) + " exploit " +
+                                ::testing::PrintToString(r.exploit);
+      if (pays) {
+        EXPECT_EQ(r.exploit[0], 0) << where;
+        EXPECT_GT(r.Rate(), 1.5 * regime.FixedRate(0) / slowdown) << where;
+      } else {
+        EXPECT_EQ(r.ModalChoice(), 0) << where;
+        EXPECT_GT(r.Rate(), 0.95 * regime.FixedRate(0) / slowdown) << where;
+      }
+    }
+  }
+}
+
+TEST(AdaptiveKTest, WholeCycleCostIsTheMedianOfRecentSamples) {
+  AdaptiveK controller(3);
+  controller.RecordVerify(0, 0, 1.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 1.0);  // parts only
+  for (const double s : {2.0, 50.0, 3.0}) controller.RecordCycle(0, s);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 3.0);  // median of {2, 50, 3}
+  for (const double s : {4.0, 5.0, 6.0}) controller.RecordCycle(0, s);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 5.0);  // the last five {50, 3, 4, 5, 6} → 5
+  controller.RecordCycle(4, 1.0);                      // beyond k_max: ignored
+  controller.RecordCycle(1, -1.0);                     // nonsense: ignored
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(1), controller.VerifyCost(2));  // no samples: the parts
+  // A drafting length measured at twice its parts scales the parts of the unmeasured ones.
+  controller.RecordVerify(1, 1, 2.0);  // Tv(2) = 2 → parts of k = 1: 2
+  controller.RecordCycle(1, 4.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(1), 4.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(2), 2.0 * controller.VerifyCost(3));
+  // Samples older than 64 verifies drop out; with none left the latest one stands.
+  for (int i = 0; i < 70; ++i) controller.RecordVerify(1, 1, 2.0);
+  controller.RecordCycle(0, 7.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 7.0);  // the only recent sample
+  for (int i = 0; i < 70; ++i) controller.RecordVerify(1, 1, 2.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 7.0);  // none recent: the latest
 }
 
 }  // namespace
