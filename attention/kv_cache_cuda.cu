@@ -6,37 +6,13 @@
 #include <cstdint>
 
 #include "attention/kv_cache_cuda_launch.h"
+#include "core/block_reduce.cuh"
 
 namespace mtpspec::cuda::launch {
 namespace {
 
 constexpr int kThreads = 256;
 
-// Sum over the block in a fixed order; every thread gets the result.
-__device__ float BlockSum(float v, float* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) scratch[threadIdx.x] += scratch[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const float total = scratch[0];
-  __syncthreads();
-  return total;
-}
-
-// Maximum over the block (exact whatever the order); every thread gets the result.
-__device__ float BlockMax(float v, float* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) scratch[threadIdx.x] = fmaxf(scratch[threadIdx.x], scratch[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  const float total = scratch[0];
-  __syncthreads();
-  return total;
-}
 
 __global__ void NormStoreLatentKernel(const float* __restrict__ kv, int64_t kv_stride, int64_t n,
                                       const float* __restrict__ weight, float eps, float* latent_f32,
@@ -47,7 +23,7 @@ __global__ void NormStoreLatentKernel(const float* __restrict__ kv, int64_t kv_s
   const float* row = kv + r * kv_stride;  // [n] latent part of the row
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) sum_sq = fmaf(row[i], row[i], sum_sq);
-  const float inv_rms = 1.0f / sqrtf(BlockSum(sum_sq, scratch) / static_cast<float>(n) + eps);
+  const float inv_rms = 1.0f / sqrtf(BlockSum<kThreads>(sum_sq, scratch) / static_cast<float>(n) + eps);
   if (latent_i8 == nullptr) {
     float* dst = latent_f32 + slot * n;  // [n]
     for (int64_t i = threadIdx.x; i < n; i += kThreads) dst[i] = weight[i] * (row[i] * inv_rms);
@@ -57,7 +33,7 @@ __global__ void NormStoreLatentKernel(const float* __restrict__ kv, int64_t kv_s
   // LayerKvCache::StoreLatent does (rint rounds half to even like lrint in the default mode).
   float max_abs = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) max_abs = fmaxf(max_abs, fabsf(weight[i] * (row[i] * inv_rms)));
-  max_abs = BlockMax(max_abs, scratch);
+  max_abs = BlockMax<kThreads>(max_abs, scratch);
   const float token_scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
   const float inv = 1.0f / token_scale;
   int8_t* dst = latent_i8 + slot * n;  // [n]

@@ -92,6 +92,45 @@ class DeviceArray {
   int64_t size_ = 0;
 };
 
+// A temporary device buffer of n elements, allocated and freed in stream order on an op's stream
+// (cudaMallocAsync / cudaFreeAsync): it outlives every kernel queued before the free and never
+// competes with Context::Workspace, which Linear uses for its own temporaries. Move-only.
+template <typename T>
+class StreamBuffer {
+ public:
+  static absl::StatusOr<StreamBuffer> Create(int64_t n, cudaStream_t stream, absl::string_view what) {
+    StreamBuffer buffer;
+    buffer.stream_ = stream;
+    if (n > 0) {
+      void* p = nullptr;
+      RETURN_IF_ERROR(FromCuda(cudaMallocAsync(&p, static_cast<size_t>(n) * sizeof(T), stream),
+                               std::string("cudaMallocAsync for ") + std::string(what)));
+      buffer.data_ = static_cast<T*>(p);
+    }
+    return buffer;
+  }
+  StreamBuffer() = default;
+  StreamBuffer(StreamBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), stream_(o.stream_) {}
+  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
+    if (this != &o) {
+      if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+      data_ = std::exchange(o.data_, nullptr);
+      stream_ = o.stream_;
+    }
+    return *this;
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  ~StreamBuffer() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  T* data() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
 // One stream and the cuBLAS handle bound to it. Every op of the backend takes a Context and
 // enqueues on its stream; host synchronisation happens only where results cross to the host.
 class Context {

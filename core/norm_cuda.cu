@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/block_reduce.cuh"
 #include "core/norm_cuda_launch.h"
 
 namespace mtpspec::cuda::launch {
@@ -11,18 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Sum of `v` over the block, in a fixed order; every thread gets the result.
-__device__ float BlockSum(float v, float* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) scratch[threadIdx.x] += scratch[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const float total = scratch[0];
-  __syncthreads();
-  return total;
-}
 
 __global__ void RmsNormKernel(const float* __restrict__ x, const float* __restrict__ weight, int64_t n, float eps,
                               float* out) {
@@ -31,7 +20,7 @@ __global__ void RmsNormKernel(const float* __restrict__ x, const float* __restri
   float* out_row = out + blockIdx.x * n;  // [n]
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) sum_sq = fmaf(row[i], row[i], sum_sq);
-  const float inv_rms = rsqrtf(BlockSum(sum_sq, scratch) / static_cast<float>(n) + eps);
+  const float inv_rms = rsqrtf(BlockSum<kThreads>(sum_sq, scratch) / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += kThreads) out_row[i] = weight[i] * (row[i] * inv_rms);
 }
 
@@ -42,13 +31,13 @@ __global__ void LayerNormKernel(const float* __restrict__ x, const float* __rest
   float* out_row = out + blockIdx.x * n;  // [n]
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) sum += row[i];
-  const float mean = BlockSum(sum, scratch) / static_cast<float>(n);
+  const float mean = BlockSum<kThreads>(sum, scratch) / static_cast<float>(n);
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) {
     const float d = row[i] - mean;
     sum_sq = fmaf(d, d, sum_sq);
   }
-  const float inv_std = rsqrtf(BlockSum(sum_sq, scratch) / static_cast<float>(n) + eps);
+  const float inv_std = rsqrtf(BlockSum<kThreads>(sum_sq, scratch) / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += kThreads) out_row[i] = (row[i] - mean) * inv_std * weight[i] + bias[i];
 }
 

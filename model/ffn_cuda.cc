@@ -11,44 +11,6 @@
 namespace mtpspec::cuda {
 namespace {
 
-// A temporary device buffer of n elements, allocated and freed in stream order on the op's stream
-// (cudaMallocAsync / cudaFreeAsync), so it outlives every kernel queued before the free and never
-// competes with Context::Workspace, which Linear uses for its own temporaries.
-template <typename T>
-class StreamBuffer {
- public:
-  static absl::StatusOr<StreamBuffer> Create(int64_t n, cudaStream_t stream, absl::string_view what) {
-    StreamBuffer buffer;
-    buffer.stream_ = stream;
-    if (n > 0) {
-      void* p = nullptr;
-      RETURN_IF_ERROR(FromCuda(cudaMallocAsync(&p, static_cast<size_t>(n) * sizeof(T), stream),
-                               absl::StrCat("cudaMallocAsync for ", what)));
-      buffer.data_ = static_cast<T*>(p);
-    }
-    return buffer;
-  }
-  StreamBuffer() = default;
-  StreamBuffer(StreamBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), stream_(o.stream_) {}
-  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
-    if (this != &o) {
-      if (data_ != nullptr) cudaFreeAsync(data_, stream_);
-      data_ = std::exchange(o.data_, nullptr);
-      stream_ = o.stream_;
-    }
-    return *this;
-  }
-  StreamBuffer(const StreamBuffer&) = delete;
-  ~StreamBuffer() {
-    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
-  }
-  T* data() const { return data_; }
-
- private:
-  T* data_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-};
-
 absl::Status CheckFloatMatrix(const TensorView& w, int64_t out, int64_t in, const std::string& name) {
   if (w.empty() || w.ndim != 2) return absl::InvalidArgumentError(absl::StrCat(name, ": expected a 2-D weight"));
   if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {

@@ -9,43 +9,6 @@
 namespace mtpspec::cuda {
 namespace {
 
-// A temporary device buffer of n elements, allocated and freed in stream order on the op's stream
-// (cudaMallocAsync / cudaFreeAsync): it outlives every kernel queued before the free.
-template <typename T>
-class StreamBuffer {
- public:
-  static absl::StatusOr<StreamBuffer> Create(int64_t n, cudaStream_t stream, absl::string_view what) {
-    StreamBuffer buffer;
-    buffer.stream_ = stream;
-    if (n > 0) {
-      void* p = nullptr;
-      RETURN_IF_ERROR(FromCuda(cudaMallocAsync(&p, static_cast<size_t>(n) * sizeof(T), stream),
-                               absl::StrCat("cudaMallocAsync for ", what)));
-      buffer.data_ = static_cast<T*>(p);
-    }
-    return buffer;
-  }
-  StreamBuffer() = default;
-  StreamBuffer(StreamBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), stream_(o.stream_) {}
-  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
-    if (this != &o) {
-      if (data_ != nullptr) cudaFreeAsync(data_, stream_);
-      data_ = std::exchange(o.data_, nullptr);
-      stream_ = o.stream_;
-    }
-    return *this;
-  }
-  StreamBuffer(const StreamBuffer&) = delete;
-  ~StreamBuffer() {
-    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
-  }
-  T* data() const { return data_; }
-
- private:
-  T* data_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-};
-
 template <typename T>
 absl::StatusOr<StreamBuffer<T>> Upload(Context& ctx, const T* host, int64_t n, absl::string_view what) {
   ASSIGN_OR_RETURN(auto device, StreamBuffer<T>::Create(n, ctx.stream(), what));
