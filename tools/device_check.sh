@@ -30,7 +30,6 @@ DEB_PACKAGES=(libabsl-dev libabsl20220623 libeigen3-dev nlohmann-json3-dev libgt
 
 if [ "${1:-}" = "--fetch-deps" ]; then
   mkdir -p .devdeps
-  grep -qx '/.devdeps/' .git/info/exclude 2>/dev/null || echo '/.devdeps/' >> .git/info/exclude
   (cd .devdeps && apt-get download "${DEB_PACKAGES[@]}")
   ls -l .devdeps
   exit 0

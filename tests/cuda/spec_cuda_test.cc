@@ -57,9 +57,11 @@ struct RunResult {
 };
 
 RunResult GenerateOnGpu(GpuModel& m, bool with_mtp, const std::vector<int32_t>& prompt, const GenerateOptions& options,
-                  MtpOptions mtp = {}) {
+                        MtpOptions mtp = {}, LatentStorage storage = LatentStorage::kF32) {
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + options.max_new_tokens + kMaxDraftTokens + 1;
-  auto target = CudaTarget::Create(*m.gpu, capacity);
+  CudaTargetOptions target_options;
+  target_options.storage = storage;
+  auto target = CudaTarget::Create(*m.gpu, capacity, target_options);
   EXPECT_TRUE(target.ok()) << target.status();
   if (!target.ok()) return {};
   std::unique_ptr<Drafter> drafter;
@@ -136,6 +138,25 @@ TEST(SpeculativeOnGpuVariants, MtpVariantsKeepTheOutput) {
   for (const MtpOptions& variant : {pre, raw, shared}) {
     EXPECT_EQ(GenerateOnGpu(m, true, prompt, options, variant).tokens, plain.tokens)
         << "hidden " << MtpHiddenName(variant.hidden) << ", chain " << MtpChainName(variant.chain);
+  }
+}
+
+// With the int8 latent cache the output changes (quantisation), but speculative output still equals
+// plain output on the same cache type.
+TEST(SpeculativeOnGpuVariants, Int8LatentCacheKeepsMtpEqualToPlain) {
+  MTPSPEC_REQUIRE_GPU();
+  GpuModel& m = Get("models/glm-tiny-mtp");
+  ASSERT_TRUE(m.host && m.gpu);
+  const int64_t K = m.host->config().index_topk, V = m.host->config().vocab_size;
+  const std::vector<int32_t> prompt = TestTokens(K + 4, V, 73);
+  for (const double temperature : {0.0, 0.7}) {
+    const RunResult plain = GenerateOnGpu(m, false, prompt, Options(0, temperature, 32), {}, LatentStorage::kInt8);
+    ASSERT_EQ(plain.tokens.size(), 32u);
+    for (const int64_t k : {1, 3}) {
+      EXPECT_EQ(GenerateOnGpu(m, true, prompt, Options(k, temperature, 32), {}, LatentStorage::kInt8).tokens,
+                plain.tokens)
+          << "int8 cache, T=" << temperature << ", k=" << k;
+    }
   }
 }
 
