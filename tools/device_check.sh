@@ -19,7 +19,8 @@
 # The packages are unpacked under $DEPS_DIR (default /tmp/mtpspec-deps), never into /.
 #
 # Environment: OUT, BUILD_DIR (build/device), JOBS (16), E2E_EXPERTS (32), E2E_CONTEXT (4096),
-# SKIP_BENCH=1 (build and tests only).
+# SKIP_BENCH=1 (build and tests only), STOP_AFTER=configure (check the environment and the
+# dependencies only), FORCE_DEVDEPS=1 (use the carried packages even where the system has them).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -80,7 +81,7 @@ have_system_deps() {
     [ -f /usr/include/gtest/gtest.h ] && [ -f /usr/include/benchmark/benchmark.h ] && [ -f /usr/include/pcre2.h ] &&
     command -v pkg-config >/dev/null
 }
-if have_system_deps; then
+if [ "${FORCE_DEVDEPS:-0}" != "1" ] && have_system_deps; then
   echo "C++ dependencies: system packages"
 else
   shopt -s nullglob
@@ -131,6 +132,12 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=Release -DMT
   -DCMAKE_CUDA_COMPILER="$NVCC" -DMTPSPEC_BUILD_TESTS=ON -DMTPSPEC_BUILD_BENCH=ON "${CMAKE_DEP_ARGS[@]}" \
   > "$BUILD_DIR/configure.log" 2>&1 || { tail -40 "$BUILD_DIR/configure.log"; die "cmake configure failed"; }
 grep "mtpspec: CUDA backend" "$BUILD_DIR/configure.log"
+grep -E "^absl_DIR|^GTest_DIR|^benchmark_DIR|^Eigen3_DIR|^nlohmann_json_DIR|^PCRE2_LINK_LIBRARIES" \
+  "$BUILD_DIR/CMakeCache.txt" || true
+if [ "${STOP_AFTER:-}" = "configure" ]; then
+  echo "device_check: stopped after configure (STOP_AFTER=configure)"
+  exit 0
+fi
 
 stage "build"
 # Only what the check runs: every cuda_* test, the GPU benchmarks and the CLI (its --device cuda).
