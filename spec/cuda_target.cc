@@ -1,5 +1,8 @@
 #include "spec/cuda_target.h"
 
+#include "absl/strings/str_cat.h"
+#include "verify/sampler_cuda.h"
+
 namespace mtpspec {
 namespace {
 
@@ -38,6 +41,20 @@ absl::StatusOr<TargetStep> CudaTarget::Run(std::span<const int32_t> tokens, bool
     ASSIGN_OR_RETURN(step.hidden_prenorm, CopyToHost(ctx, last_.hidden_prenorm, last_.rows, H));
   }
   return step;
+}
+
+absl::StatusOr<std::vector<int32_t>> CudaTarget::SampleLastRun(const SamplingParams& params, int64_t first_position) {
+  if (last_.logits == nullptr || last_.logit_rows <= 0) {
+    return absl::FailedPreconditionError("CudaTarget::SampleLastRun: no forward has run yet");
+  }
+  if (first_position < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaTarget::SampleLastRun: first_position ", first_position,
+                                                   " is negative"));
+  }
+  std::vector<int64_t> positions;  // [R] absolute position of each row's draw
+  for (int64_t r = 0; r < last_.logit_rows; ++r) positions.push_back(first_position + r);
+  return cuda::SampleTokensCuda(model_.ctx(), last_.logits, last_.logit_rows, model_.config().vocab_size, params,
+                                positions.data());
 }
 
 }  // namespace mtpspec

@@ -38,6 +38,8 @@ class CudaTarget : public Target {
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override;
   absl::Status Truncate(int64_t length) override { return cache_->Truncate(length); }
   void Reset() override { cache_->Clear(); }
+  // The device sampler (verify/sampler_cuda.h) over the last Run's logits, still on the GPU.
+  absl::StatusOr<std::vector<int32_t>> SampleLastRun(const SamplingParams& params, int64_t first_position) override;
 
   cuda::CudaModel& model() const { return model_; }
   cuda::DeviceKvCache& cache() const { return *cache_; }

@@ -33,6 +33,14 @@ class Target {
   // Keeps the first `length` positions (speculative rollback).
   virtual absl::Status Truncate(int64_t length) = 0;
   virtual void Reset() = 0;
+  // Optional device sampling: the target sampler's draw (SampleToken in verify/sampler.h) for each
+  // logits row of the last Run, row r drawn at absolute position first_position + r, computed where
+  // the logits live so that only token ids cross to the host. It must equal SampleToken on the
+  // logits Run returned. Targets without it answer Unimplemented, and the loop samples the host
+  // logits (the default; spec/generator does not call this yet).
+  virtual absl::StatusOr<std::vector<int32_t>> SampleLastRun(const SamplingParams& params, int64_t first_position) {
+    return absl::UnimplementedError("this target samples on the host");
+  }
 };
 
 // How drafts are chosen from the draft distribution.

@@ -178,6 +178,46 @@ TEST(SpeculativeOnGpuVariants, GpuPlainGreedyEqualsCpuOnTrainedModel) {
   EXPECT_EQ(gpu.tokens, cpu->tokens);
 }
 
+// The optional device sampling of the Target interface: CudaTarget::SampleLastRun draws, on the
+// GPU, exactly the tokens the host sampler draws from the logits Run returned (greedy, T = 0.7 with
+// top-k/top-p, T = 1 with min-p), for every row of verify-sized blocks at their positions.
+TEST(SpeculativeOnGpuVariants, DeviceSamplingEqualsHostSampler) {
+  MTPSPEC_REQUIRE_GPU();
+  GpuModel& m = Get("models/glm-tiny-mtp");
+  ASSERT_TRUE(m.host && m.gpu);
+  const int64_t V = m.host->config().vocab_size;
+  auto target = CudaTarget::Create(*m.gpu, 256);
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ((*target)->SampleLastRun(SamplingParams{}, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::vector<int32_t> prompt = TestTokens(40, V, 79);
+  ASSERT_TRUE((*target)->Run(prompt, false).ok());
+  std::vector<SamplingParams> settings(3);
+  settings[1].temperature = 0.7;
+  settings[1].top_k = 50;
+  settings[1].top_p = 0.9;
+  settings[2].temperature = 1.0;
+  settings[2].min_p = 0.05;
+  int64_t draws = 0;
+  for (int64_t block = 0; block < 8; ++block) {
+    const int64_t first = (*target)->length();
+    const std::vector<int32_t> tokens = TestTokens(1 + block % 5, V, 83 + static_cast<uint64_t>(block));
+    auto step = (*target)->Run(tokens, true);
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (SamplingParams params : settings) {
+      params.seed = 100 + static_cast<uint64_t>(block);
+      auto device = (*target)->SampleLastRun(params, first + 1);
+      ASSERT_TRUE(device.ok()) << device.status();
+      ASSERT_EQ(static_cast<int64_t>(device->size()), step->logits.dim(0));
+      for (int64_t r = 0; r < step->logits.dim(0); ++r) {
+        EXPECT_EQ((*device)[r], SampleToken(step->logits.data<float>() + r * V, V, params, first + 1 + r))
+            << "block " << block << " row " << r << " T=" << params.temperature;
+        ++draws;
+      }
+    }
+  }
+  EXPECT_GT(draws, 50);
+}
+
 // The GPU MTP drafter follows the target it was made for; observing rows of another forward is an
 // internal error rather than silently wrong drafts.
 TEST(SpeculativeOnGpuVariants, DrafterRejectsRowsItDidNotSee) {
