@@ -93,12 +93,17 @@ absl::StatusOr<Result> RunCpu(const Model& model, int64_t layer, const std::vect
 #ifdef MTPSPEC_HAVE_CUDA
 absl::StatusOr<Result> RunCuda(const Model& model, int64_t layer, const std::vector<float>& x, int64_t T,
                                int64_t reps) {
-  const int64_t H = model.config().hidden_size;
-  cuda::CudaModelOptions options;
-  options.max_positions = T + 1;
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModel> gpu, cuda::CudaModel::Create(model, options));
-  cuda::Context& ctx = gpu->ctx();
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceKvCache> cache, gpu->NewCache(T + 1));
+  const ModelConfig& c = model.config();
+  const int64_t H = c.hidden_size;
+  // Only this layer's weights go to the device (not the whole model).
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::Context> context, cuda::Context::Create());
+  cuda::Context& ctx = *context;
+  cuda::WeightArena arena;
+  ASSIGN_OR_RETURN(const cuda::DeviceLayerWeights weights,
+                   cuda::UploadDecoderLayer(arena, model.weights().layers[layer], c,
+                                            absl::StrCat("model.layers.", layer)));
+  ASSIGN_OR_RETURN(const cuda::DeviceRope rope, cuda::DeviceRope::Create(model.layer_context().rope, T + 1));
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceKvCache> cache, cuda::DeviceKvCache::Create(model.CacheShape(), T + 1));
   ASSIGN_OR_RETURN(cuda::DeviceArray<float> inputs, cuda::DeviceArray<float>::Create((T + 1) * H, "layer inputs"));
   RETURN_IF_ERROR(inputs.CopyFromHost(x.data(), (T + 1) * H, ctx.stream()));
   ASSIGN_OR_RETURN(cuda::DeviceArray<float> h, cuda::DeviceArray<float>::Create(kChunk * H, "layer rows"));
@@ -112,8 +117,8 @@ absl::StatusOr<Result> RunCuda(const Model& model, int64_t layer, const std::vec
                                    "cudaMemcpyAsync (layer rows)"));
     std::vector<int64_t> positions;
     for (int64_t r = 0; r < rows; ++r) positions.push_back(begin + r);
-    RETURN_IF_ERROR(cuda::DecoderLayerForwardCuda(ctx, gpu->layer(layer), model.layer_context(), gpu->rope(), h.data(),
-                                                  rows, positions.data(), *cache, layer, {}, &topk, scratch)
+    RETURN_IF_ERROR(cuda::DecoderLayerForwardCuda(ctx, weights, model.layer_context(), rope, h.data(), rows,
+                                                  positions.data(), *cache, layer, {}, &topk, scratch)
                         .status());
   }
   cache->SetLength(T);
@@ -127,9 +132,8 @@ absl::StatusOr<Result> RunCuda(const Model& model, int64_t layer, const std::vec
     RETURN_IF_ERROR(ctx.Synchronize());
     const int64_t position = T;
     const Clock::time_point start = Clock::now();
-    ASSIGN_OR_RETURN(result.path, cuda::DecoderLayerForwardCuda(ctx, gpu->layer(layer), model.layer_context(),
-                                                                gpu->rope(), h.data(), 1, &position, *cache, layer, {},
-                                                                &topk, scratch));
+    ASSIGN_OR_RETURN(result.path, cuda::DecoderLayerForwardCuda(ctx, weights, model.layer_context(), rope, h.data(), 1,
+                                                                &position, *cache, layer, {}, &topk, scratch));
     RETURN_IF_ERROR(ctx.Synchronize());
     result.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     cache->SetLength(T + 1);
