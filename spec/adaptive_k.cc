@@ -125,7 +125,11 @@ int64_t AdaptiveK::Best() const {
 int64_t AdaptiveK::Choose() {
   last_was_probe_ = false;
   if (verify_cost_[1] == 0) return 0;  // measure a plain step first
-  const int64_t best = Best();
+  int64_t best = Best();
+  if (current_ == 0 && best > 0 &&
+      ExpectedTokens(best) / ExpectedCost(best) < (1 + kSwitchMargin) * ExpectedTokens(0) / ExpectedCost(0)) {
+    best = 0;  // within the margin: stay plain
+  }
   if ((best == 0) != (current_ == 0)) {  // the regime changed: explore its alternative soon again
     gap_ = base_gap_;
     since_probe_ = 0;

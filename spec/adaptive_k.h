@@ -31,6 +31,10 @@
 namespace mtpspec {
 
 inline constexpr double kExplorationBudget = 0.02;
+// Plain decoding is left for drafting only when drafting's expected rate beats it by this fraction:
+// near a tie, switching costs more (the drafter's catch-up over the rows it deferred, and cycles
+// spent on whichever side the noise favours) than the estimates can tell apart.
+inline constexpr double kSwitchMargin = 0.05;
 
 class AdaptiveK {
  public:
