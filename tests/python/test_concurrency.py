@@ -4,6 +4,7 @@ tokens as they are committed and stops when its consumer does."""
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 
@@ -50,6 +51,15 @@ def test_generate_releases_the_gil(long_model: mtpspec.Model) -> None:
     # Holding the GIL would leave the counter at most one switch interval (5 ms) of progress at
     # each end of the call; released, it runs all along (if slowed by the C++ threads).
     assert progressed > 0.1 * pace * seconds and progressed > pace * 0.05, (progressed, pace, seconds)
+
+
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    """_thread.interrupt_main() does nothing while SIGINT is ignored, as it is in a job started in the
+    background by a non-interactive shell; install Python's own handler for these tests."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def interrupt_after(seconds: float) -> threading.Timer:
