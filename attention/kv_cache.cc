@@ -31,15 +31,17 @@ absl::Status KvCache::Truncate(int64_t n) {
   return absl::OkStatus();
 }
 
-int64_t KvCache::BytesPerToken() const {
-  const bool int8 = shape_.latent_storage == LatentStorage::kInt8;
+int64_t CacheBytesPerToken(const KvCacheShape& shape) {
+  const bool int8 = shape.latent_storage == LatentStorage::kInt8;
   int64_t bytes = 0;
-  for (bool full : shape_.has_indexer) {
-    bytes += int8 ? shape_.kv_lora_rank + 4 : shape_.kv_lora_rank * 4;  // latent (+ scale)
-    bytes += (shape_.rope_dim + (full ? shape_.index_head_dim : 0)) * 4;
+  for (bool full : shape.has_indexer) {
+    bytes += int8 ? shape.kv_lora_rank + 4 : shape.kv_lora_rank * 4;  // latent (+ scale)
+    bytes += (shape.rope_dim + (full ? shape.index_head_dim : 0)) * 4;
   }
   return bytes;
 }
+
+int64_t KvCache::BytesPerToken() const { return CacheBytesPerToken(shape_); }
 
 int64_t KvCache::Bf16BytesPerToken() const {
   int64_t values = 0;

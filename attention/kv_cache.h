@@ -42,6 +42,9 @@ struct LayerKvCache {
   void AxpyLatent(float a, int64_t j, float* y) const;
 };
 
+// Bytes one token takes in a cache of this shape, as stored (f32, or int8 latent + its scale).
+int64_t CacheBytesPerToken(const KvCacheShape& shape);
+
 class KvCache {
  public:
   KvCache(const KvCacheShape& shape, int64_t capacity);

@@ -67,15 +67,7 @@ absl::Status DeviceKvCache::Truncate(int64_t n) {
   return absl::OkStatus();
 }
 
-int64_t DeviceKvCache::BytesPerToken() const {
-  const bool int8 = shape_.latent_storage == LatentStorage::kInt8;
-  int64_t bytes = 0;
-  for (bool full : shape_.has_indexer) {
-    bytes += int8 ? shape_.kv_lora_rank + 4 : shape_.kv_lora_rank * 4;  // latent (+ scale)
-    bytes += (shape_.rope_dim + (full ? shape_.index_head_dim : 0)) * 4;
-  }
-  return bytes;
-}
+int64_t DeviceKvCache::BytesPerToken() const { return CacheBytesPerToken(shape_); }
 
 absl::StatusOr<std::vector<void*>> DeviceKvCache::Scratch(const std::vector<size_t>& sizes) {
   constexpr size_t kAlign = 256;

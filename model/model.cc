@@ -61,16 +61,16 @@ void Model::ApplyHead(const TensorView& head, const float* x, int64_t rows, floa
   Linear(x, rows, head, logits);
 }
 
-absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int32_t> tokens,
-                                             std::span<const int64_t> positions, const ForwardOptions& options) const {
+absl::Status Model::CheckForwardArguments(int64_t cache_layers, int64_t cache_length, int64_t cache_capacity,
+                                          std::span<const int32_t> tokens, std::span<const int64_t> positions,
+                                          const ForwardOptions& options) const {
   const int64_t rows = static_cast<int64_t>(tokens.size());
-  const int64_t H = config_.hidden_size;
   if (rows == 0) return absl::InvalidArgumentError("Forward: no tokens given");
   if (positions.size() != tokens.size()) {
     return absl::InvalidArgumentError(absl::StrCat("Forward: ", tokens.size(), " tokens but ", positions.size(), " positions"));
   }
   RETURN_IF_ERROR(CheckTokens(tokens, "token id"));
-  if (cache.num_layers() != config_.num_hidden_layers) {
+  if (cache_layers != config_.num_hidden_layers) {
     return absl::InvalidArgumentError("Forward: the cache was not made for this model");
   }
   for (int64_t r = 1; r < rows; ++r) {
@@ -79,19 +79,28 @@ absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int
                                                      positions[r], " after ", positions[r - 1]));
     }
   }
-  if (positions[0] < 0 || positions[0] > cache.length()) {
+  if (positions[0] < 0 || positions[0] > cache_length) {
     return absl::InvalidArgumentError(absl::StrCat("Forward: first position ", positions[0],
-                                                   " leaves a gap after the cache's ", cache.length(), " tokens"));
+                                                   " leaves a gap after the cache's ", cache_length, " tokens"));
   }
-  if (positions[rows - 1] >= cache.capacity()) {
+  if (positions[rows - 1] >= cache_capacity) {
     return absl::OutOfRangeError(absl::StrCat("Forward: position ", positions[rows - 1], " is beyond the cache capacity ",
-                                              cache.capacity()));
+                                              cache_capacity));
   }
   for (int64_t row : options.logit_rows) {
     if (row < 0 || row >= rows) {
       return absl::InvalidArgumentError(absl::StrCat("Forward: logit row ", row, " is outside [0, ", rows, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int32_t> tokens,
+                                             std::span<const int64_t> positions, const ForwardOptions& options) const {
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  const int64_t H = config_.hidden_size;
+  RETURN_IF_ERROR(CheckForwardArguments(cache.num_layers(), cache.length(), cache.capacity(), tokens, positions,
+                                        options));
 
   ForwardOutput out;
   out.hidden_prenorm = Tensor::Empty(DType::kF32, {rows, H});

@@ -59,6 +59,11 @@ class Model {
   absl::StatusOr<ForwardOutput> Forward(KvCache& cache, std::span<const int32_t> tokens,
                                         std::span<const int64_t> positions, const ForwardOptions& options = {}) const;
 
+  // The argument rules of Forward for a cache of `cache_layers` layers holding `cache_length` of
+  // `cache_capacity` positions (shared with the CUDA model, so both give the same errors).
+  absl::Status CheckForwardArguments(int64_t cache_layers, int64_t cache_length, int64_t cache_capacity,
+                                     std::span<const int32_t> tokens, std::span<const int64_t> positions,
+                                     const ForwardOptions& options) const;
   // Validates ids against the vocabulary; errors name the argument and the offending index.
   absl::Status CheckTokens(std::span<const int32_t> tokens, const std::string& what) const;
 

@@ -12,37 +12,7 @@ namespace {
 // The argument rules of Model::Forward, with its messages.
 absl::Status CheckForwardArgs(const Model& host, const DeviceKvCache& cache, std::span<const int32_t> tokens,
                               std::span<const int64_t> positions, const ForwardOptions& options) {
-  const ModelConfig& config = host.config();
-  const int64_t rows = static_cast<int64_t>(tokens.size());
-  if (rows == 0) return absl::InvalidArgumentError("Forward: no tokens given");
-  if (positions.size() != tokens.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("Forward: ", tokens.size(), " tokens but ", positions.size(),
-                                                   " positions"));
-  }
-  RETURN_IF_ERROR(host.CheckTokens(tokens, "token id"));
-  if (cache.num_layers() != config.num_hidden_layers) {
-    return absl::InvalidArgumentError("Forward: the cache was not made for this model");
-  }
-  for (int64_t r = 1; r < rows; ++r) {
-    if (positions[r] != positions[0] + r) {
-      return absl::InvalidArgumentError(absl::StrCat("Forward: positions must be consecutive; positions[", r, "] = ",
-                                                     positions[r], " after ", positions[r - 1]));
-    }
-  }
-  if (positions[0] < 0 || positions[0] > cache.length()) {
-    return absl::InvalidArgumentError(absl::StrCat("Forward: first position ", positions[0],
-                                                   " leaves a gap after the cache's ", cache.length(), " tokens"));
-  }
-  if (positions[rows - 1] >= cache.capacity()) {
-    return absl::OutOfRangeError(absl::StrCat("Forward: position ", positions[rows - 1],
-                                              " is beyond the cache capacity ", cache.capacity()));
-  }
-  for (int64_t row : options.logit_rows) {
-    if (row < 0 || row >= rows) {
-      return absl::InvalidArgumentError(absl::StrCat("Forward: logit row ", row, " is outside [0, ", rows, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return host.CheckForwardArguments(cache.num_layers(), cache.length(), cache.capacity(), tokens, positions, options);
 }
 
 // Copies device rows [rows, n] into a new host f32 tensor.
