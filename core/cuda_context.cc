@@ -70,4 +70,14 @@ absl::Status Context::LaunchStatus(absl::string_view what) {
   return FromCuda(cudaGetLastError(), absl::StrCat("kernel launch ", what));
 }
 
+absl::StatusOr<Tensor> CopyToHostTensor(Context& ctx, const float* device, int64_t rows, int64_t n,
+                                        absl::string_view what) {
+  Tensor t = Tensor::Empty(DType::kF32, {rows, n});
+  RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(t.data<float>(), device, static_cast<size_t>(rows * n) * sizeof(float),
+                                           cudaMemcpyDeviceToHost, ctx.stream()),
+                           absl::StrCat("copy of ", what, " to the host")));
+  RETURN_IF_ERROR(ctx.Synchronize());
+  return t;
+}
+
 }  // namespace mtpspec::cuda

@@ -13,11 +13,13 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/status.h"
+#include "core/tensor.h"
 
 namespace mtpspec::cuda {
 
@@ -155,5 +157,35 @@ class Context {
   cublasHandle_t blas_ = nullptr;
   DeviceArray<uint8_t> workspace_;
 };
+
+// n host values → a new StreamBuffer on `ctx`'s stream (the copy is queued, not waited for; the
+// host values must stay alive until the stream reaches it, as with any cudaMemcpyAsync).
+template <typename T>
+absl::StatusOr<StreamBuffer<T>> UploadToStream(Context& ctx, const T* host, int64_t n, absl::string_view what) {
+  ASSIGN_OR_RETURN(auto device, StreamBuffer<T>::Create(n, ctx.stream(), what));
+  if (n > 0) {
+    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(device.data(), host, static_cast<size_t>(n) * sizeof(T),
+                                             cudaMemcpyHostToDevice, ctx.stream()),
+                             std::string("upload of ") + std::string(what)));
+  }
+  return device;
+}
+
+// Copies n device values of `ctx`'s stream to a new host vector and waits for them.
+template <typename T>
+absl::StatusOr<std::vector<T>> CopyToHost(Context& ctx, const T* device, int64_t n, absl::string_view what) {
+  std::vector<T> host(static_cast<size_t>(n));
+  if (n > 0) {
+    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(host.data(), device, static_cast<size_t>(n) * sizeof(T),
+                                             cudaMemcpyDeviceToHost, ctx.stream()),
+                             std::string("copy of ") + std::string(what) + " to the host"));
+  }
+  RETURN_IF_ERROR(ctx.Synchronize());
+  return host;
+}
+
+// Device rows [rows, n] f32 → a new host f32 tensor [rows, n] (waits for the copy).
+absl::StatusOr<Tensor> CopyToHostTensor(Context& ctx, const float* device, int64_t rows, int64_t n,
+                                        absl::string_view what);
 
 }  // namespace mtpspec::cuda

@@ -11,13 +11,14 @@
 
 #include <cstdint>
 
+#include "core/gemv_lane.cuh"
 #include "core/linear_cuda_launch.h"
 
 namespace mtpspec::cuda::launch {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kLaneValues = 8;
+constexpr int kLaneValues = kGemvLaneValues;
 constexpr int kTile = 32 * kLaneValues;  // input values per tile
 constexpr int kMaxRows = 16;
 
@@ -48,15 +49,7 @@ __global__ void GemvBf16Kernel(const float* __restrict__ x, const __nv_bfloat16*
     if (active) {
       const int64_t i0 = base + lane * kLaneValues;
       float wv[kLaneValues];
-      if (vector_loads && i0 + kLaneValues <= in) {
-        const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w_row + i0));
-        const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&packed);
-#pragma unroll
-        for (int j = 0; j < kLaneValues; ++j) wv[j] = __bfloat162float(h[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kLaneValues; ++j) wv[j] = i0 + j < in ? __bfloat162float(w_row[i0 + j]) : 0.0f;
-      }
+      LoadLaneWeights(w_row, i0, in, vector_loads, wv);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
 #pragma unroll

@@ -110,30 +110,6 @@ absl::StatusOr<DeviceRouting> Route(Context& ctx, const DeviceMoeWeights& w, con
   return routing;
 }
 
-// Copies n device values to a new host vector and waits.
-template <typename T>
-absl::StatusOr<std::vector<T>> CopyToHost(Context& ctx, const T* device, int64_t n, absl::string_view what) {
-  std::vector<T> host(static_cast<size_t>(n));
-  if (n > 0) {
-    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(host.data(), device, static_cast<size_t>(n) * sizeof(T),
-                                             cudaMemcpyDeviceToHost, ctx.stream()),
-                             absl::StrCat("copy of ", what, " to the host")));
-  }
-  RETURN_IF_ERROR(ctx.Synchronize());
-  return host;
-}
-
-template <typename T>
-absl::StatusOr<StreamBuffer<T>> UploadVector(Context& ctx, const std::vector<T>& host, absl::string_view what) {
-  ASSIGN_OR_RETURN(auto device, StreamBuffer<T>::Create(static_cast<int64_t>(host.size()), ctx.stream(), what));
-  if (!host.empty()) {
-    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(device.data(), host.data(), host.size() * sizeof(T),
-                                             cudaMemcpyHostToDevice, ctx.stream()),
-                             absl::StrCat("upload of ", what)));
-  }
-  return device;
-}
-
 // Decode and verify (1..16 rows): plan, grouped gate/up, grouped down, combine; no host round trip.
 absl::Status RoutedExpertsSmall(Context& ctx, const DeviceMoeWeights& w, const ModelConfig& c, const float* x,
                                 int64_t rows, const DeviceRouting& routing, bool accumulate, float* out) {
@@ -209,9 +185,12 @@ absl::Status RoutedExpertsLarge(Context& ctx, const DeviceMoeWeights& w, const M
       combine_weight[r * k + m] = weight[p];
     }
   }
-  ASSIGN_OR_RETURN(auto pair_row_d, UploadVector(ctx, pair_row, "pair rows"));
-  ASSIGN_OR_RETURN(auto combine_index_d, UploadVector(ctx, combine_index, "combine index"));
-  ASSIGN_OR_RETURN(auto combine_weight_d, UploadVector(ctx, combine_weight, "combine weight"));
+  ASSIGN_OR_RETURN(auto pair_row_d,
+                   UploadToStream(ctx, pair_row.data(), static_cast<int64_t>(pair_row.size()), "pair rows"));
+  ASSIGN_OR_RETURN(auto combine_index_d,
+                   UploadToStream(ctx, combine_index.data(), static_cast<int64_t>(combine_index.size()), "combine index"));
+  ASSIGN_OR_RETURN(auto combine_weight_d,
+                   UploadToStream(ctx, combine_weight.data(), static_cast<int64_t>(combine_weight.size()), "combine weight"));
   ASSIGN_OR_RETURN(auto xg, StreamBuffer<float>::Create(pairs * hidden, stream, "gathered rows"));        // [P, H]
   ASSIGN_OR_RETURN(auto gate_up, StreamBuffer<float>::Create(pairs * 2 * width, stream, "gate/up"));     // [P, 2I]
   ASSIGN_OR_RETURN(auto act, StreamBuffer<float>::Create(pairs * width, stream, "expert activations"));   // [P, I]

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "core/gemv_lane.cuh"
 #include "model/ffn_cuda_launch.h"
 
 namespace mtpspec::cuda::launch {
@@ -19,28 +20,9 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kLaneValues = 8;
+constexpr int kLaneValues = kGemvLaneValues;
 constexpr int kTile = 32 * kLaneValues;  // input values per tile
 constexpr int kGroupRows = kMoeMaxGroupRows;
-
-// The lane's 8 weights w_row[i0 .. i0 + 8) (zero past `in`). 16-byte loads for aligned bf16 rows.
-__device__ inline void LoadLaneWeights(const __nv_bfloat16* w_row, int64_t i0, int64_t in, bool vector_loads,
-                                       float wv[kLaneValues]) {
-  if (vector_loads && i0 + kLaneValues <= in) {
-    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w_row + i0));
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&packed);
-#pragma unroll
-    for (int j = 0; j < kLaneValues; ++j) wv[j] = __bfloat162float(h[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < kLaneValues; ++j) wv[j] = i0 + j < in ? __bfloat162float(w_row[i0 + j]) : 0.0f;
-  }
-}
-__device__ inline void LoadLaneWeights(const float* w_row, int64_t i0, int64_t in, bool /*vector_loads*/,
-                                       float wv[kLaneValues]) {
-#pragma unroll
-  for (int j = 0; j < kLaneValues; ++j) wv[j] = i0 + j < in ? w_row[i0 + j] : 0.0f;
-}
 
 // The shared core of the grouped GEMVs. Every thread of the block calls it (it synchronises).
 // x_rows: shared [kGroupRows] pointers to the n input rows (each [in]); the warp's kW weight rows

@@ -15,16 +15,6 @@ absl::Status CheckForwardArgs(const Model& host, const DeviceKvCache& cache, std
   return host.CheckForwardArguments(cache.num_layers(), cache.length(), cache.capacity(), tokens, positions, options);
 }
 
-// Copies device rows [rows, n] into a new host f32 tensor.
-absl::StatusOr<Tensor> ToHostTensor(Context& ctx, const float* device, int64_t rows, int64_t n) {
-  Tensor t = Tensor::Empty(DType::kF32, {rows, n});
-  RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(t.data<float>(), device, static_cast<size_t>(rows * n) * sizeof(float),
-                                           cudaMemcpyDeviceToHost, ctx.stream()),
-                           "cudaMemcpyAsync (forward output to host)"));
-  RETURN_IF_ERROR(ctx.Synchronize());
-  return t;
-}
-
 // The host twin of a device selection.
 absl::StatusOr<TopK> ToHostTopK(Context& ctx, const DeviceTopK& device) {
   TopK host;
@@ -211,9 +201,12 @@ absl::StatusOr<ForwardOutput> CudaModel::Forward(DeviceKvCache& cache, std::span
   ASSIGN_OR_RETURN(DeviceForward device,
                    Run(cache, tokens, positions, options, options.capture_topk ? &out.topk : nullptr));
   const int64_t H = config().hidden_size;
-  ASSIGN_OR_RETURN(out.logits, ToHostTensor(*ctx_, device.logits, device.logit_rows, config().vocab_size));
-  ASSIGN_OR_RETURN(out.hidden_prenorm, ToHostTensor(*ctx_, device.hidden_prenorm, device.rows, H));
-  ASSIGN_OR_RETURN(out.hidden_postnorm, ToHostTensor(*ctx_, device.hidden_postnorm, device.rows, H));
+  ASSIGN_OR_RETURN(out.logits,
+                   CopyToHostTensor(*ctx_, device.logits, device.logit_rows, config().vocab_size, "logits"));
+  ASSIGN_OR_RETURN(out.hidden_prenorm,
+                   CopyToHostTensor(*ctx_, device.hidden_prenorm, device.rows, H, "pre-norm hidden"));
+  ASSIGN_OR_RETURN(out.hidden_postnorm,
+                   CopyToHostTensor(*ctx_, device.hidden_postnorm, device.rows, H, "post-norm hidden"));
   out.paths = std::move(device.paths);
   return out;
 }

@@ -6,15 +6,6 @@
 namespace mtpspec::cuda {
 namespace {
 
-absl::StatusOr<Tensor> ToHostTensor(Context& ctx, const float* device, int64_t rows, int64_t n) {
-  Tensor t = Tensor::Empty(DType::kF32, {rows, n});
-  RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(t.data<float>(), device, static_cast<size_t>(rows * n) * sizeof(float),
-                                           cudaMemcpyDeviceToHost, ctx.stream()),
-                           "cudaMemcpyAsync (MTP output to host)"));
-  RETURN_IF_ERROR(ctx.Synchronize());
-  return t;
-}
-
 // Copies [rows, H] contiguous rows into columns [column, column + H) of dst [rows, 2H].
 absl::Status CopyIntoHalf(Context& ctx, const float* src, int64_t rows, int64_t H, float* dst, int64_t column) {
   const size_t row_bytes = static_cast<size_t>(H) * sizeof(float);
@@ -162,9 +153,10 @@ absl::StatusOr<MtpStepOutput> CudaMtpModule::Forward(DeviceKvCache& cache, const
   const int64_t H = model_.config().hidden_size;
   Context& ctx = model_.ctx();
   MtpStepOutput out;
-  ASSIGN_OR_RETURN(out.logits, ToHostTensor(ctx, step.logits, step.logit_rows, model_.config().vocab_size));
-  ASSIGN_OR_RETURN(out.raw, ToHostTensor(ctx, step.raw, step.rows, H));
-  ASSIGN_OR_RETURN(out.normed, ToHostTensor(ctx, step.normed, step.rows, H));
+  ASSIGN_OR_RETURN(out.logits,
+                   CopyToHostTensor(ctx, step.logits, step.logit_rows, model_.config().vocab_size, "MTP logits"));
+  ASSIGN_OR_RETURN(out.raw, CopyToHostTensor(ctx, step.raw, step.rows, H, "MTP raw hidden"));
+  ASSIGN_OR_RETURN(out.normed, CopyToHostTensor(ctx, step.normed, step.rows, H, "MTP normed hidden"));
   out.topk.width = topk_.width;
   out.topk.selected.resize(static_cast<size_t>(topk_.rows * topk_.width));
   if (!out.topk.selected.empty()) {

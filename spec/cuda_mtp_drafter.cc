@@ -64,11 +64,7 @@ absl::StatusOr<int32_t> CudaMtpDrafter::ChooseDraft(const float* logits_device, 
     return ids[0];
   }
   // A q-sampled draft: the rejection rule needs q on the host, so the row crosses (as MtpDrafter).
-  std::vector<float> logits(static_cast<size_t>(vocab));  // [V]
-  RETURN_IF_ERROR(cuda::FromCuda(cudaMemcpyAsync(logits.data(), logits_device, logits.size() * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, ctx.stream()),
-                                 "cudaMemcpyAsync (draft logits)"));
-  RETURN_IF_ERROR(ctx.Synchronize());
+  ASSIGN_OR_RETURN(std::vector<float> logits, cuda::CopyToHost(ctx, logits_device, vocab, "draft logits"));  // [V]
   std::vector<double> q;
   SamplingDistribution(logits.data(), vocab, sampling.sampling, &q);
   const int32_t token = DrawFrom(q, UniformAt(sampling.sampling.seed, static_cast<uint64_t>(position),

@@ -4,18 +4,6 @@
 #include "verify/sampler_cuda.h"
 
 namespace mtpspec {
-namespace {
-
-absl::StatusOr<Tensor> CopyToHost(cuda::Context& ctx, const float* device, int64_t rows, int64_t n) {
-  Tensor t = Tensor::Empty(DType::kF32, {rows, n});
-  RETURN_IF_ERROR(cuda::FromCuda(cudaMemcpyAsync(t.data<float>(), device, static_cast<size_t>(rows * n) * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, ctx.stream()),
-                                 "cudaMemcpyAsync (target step to host)"));
-  RETURN_IF_ERROR(ctx.Synchronize());
-  return t;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaTarget>> CudaTarget::Create(cuda::CudaModel& model, int64_t capacity,
                                                                const CudaTargetOptions& options) {
@@ -34,11 +22,14 @@ absl::StatusOr<TargetStep> CudaTarget::Run(std::span<const int32_t> tokens, bool
   last_first_position_ = first;
   TargetStep step;
   cuda::Context& ctx = model_.ctx();
-  ASSIGN_OR_RETURN(step.logits, CopyToHost(ctx, last_.logits, last_.logit_rows, model_.config().vocab_size));
+  ASSIGN_OR_RETURN(step.logits, cuda::CopyToHostTensor(ctx, last_.logits, last_.logit_rows,
+                                                       model_.config().vocab_size, "target logits"));
   if (options_.hidden_to_host) {
     const int64_t H = model_.config().hidden_size;
-    ASSIGN_OR_RETURN(step.hidden_postnorm, CopyToHost(ctx, last_.hidden_postnorm, last_.rows, H));
-    ASSIGN_OR_RETURN(step.hidden_prenorm, CopyToHost(ctx, last_.hidden_prenorm, last_.rows, H));
+    ASSIGN_OR_RETURN(step.hidden_postnorm,
+                     cuda::CopyToHostTensor(ctx, last_.hidden_postnorm, last_.rows, H, "target post-norm hidden"));
+    ASSIGN_OR_RETURN(step.hidden_prenorm,
+                     cuda::CopyToHostTensor(ctx, last_.hidden_prenorm, last_.rows, H, "target pre-norm hidden"));
   }
   return step;
 }

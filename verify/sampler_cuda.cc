@@ -9,29 +9,6 @@
 namespace mtpspec::cuda {
 namespace {
 
-template <typename T>
-absl::StatusOr<StreamBuffer<T>> Upload(Context& ctx, const T* host, int64_t n, absl::string_view what) {
-  ASSIGN_OR_RETURN(auto device, StreamBuffer<T>::Create(n, ctx.stream(), what));
-  if (n > 0) {
-    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(device.data(), host, static_cast<size_t>(n) * sizeof(T),
-                                             cudaMemcpyHostToDevice, ctx.stream()),
-                             absl::StrCat("upload of ", what)));
-  }
-  return device;
-}
-
-template <typename T>
-absl::StatusOr<std::vector<T>> Download(Context& ctx, const T* device, int64_t n, absl::string_view what) {
-  std::vector<T> host(static_cast<size_t>(n));
-  if (n > 0) {
-    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(host.data(), device, static_cast<size_t>(n) * sizeof(T),
-                                             cudaMemcpyDeviceToHost, ctx.stream()),
-                             absl::StrCat("copy of ", what, " to the host")));
-  }
-  RETURN_IF_ERROR(ctx.Synchronize());
-  return host;
-}
-
 absl::Status CheckShape(int64_t rows, int64_t vocab, absl::string_view op) {
   if (rows < 0 || vocab < 1 || rows * vocab > 0x7fffffff) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": unsupported shape [", rows, ", ", vocab,
@@ -47,7 +24,7 @@ absl::StatusOr<std::vector<int32_t>> ArgmaxCuda(Context& ctx, const float* logit
   if (rows == 0) return std::vector<int32_t>();
   ASSIGN_OR_RETURN(auto tokens, StreamBuffer<int32_t>::Create(rows, ctx.stream(), "argmax tokens"));  // [rows]
   RETURN_IF_ERROR(FromCuda(launch::SamplerArgmax(logits, rows, vocab, tokens.data(), ctx.stream()), "SamplerArgmax"));
-  return Download(ctx, tokens.data(), rows, "argmax tokens");
+  return CopyToHost(ctx, tokens.data(), rows, "argmax tokens");
 }
 
 absl::StatusOr<std::vector<int32_t>> SampleTokensCuda(Context& ctx, const float* logits, int64_t rows, int64_t vocab,
@@ -92,7 +69,7 @@ absl::StatusOr<std::vector<int32_t>> SampleTokensCuda(Context& ctx, const float*
                                                          cut_prob.data(), cut_index.data(), kept_mass.data(), stream),
                              "SamplerFilterSorted"));
   }
-  ASSIGN_OR_RETURN(auto device_positions, Upload(ctx, positions, rows, "sampler positions"));  // [rows]
+  ASSIGN_OR_RETURN(auto device_positions, UploadToStream(ctx, positions, rows, "sampler positions"));  // [rows]
   ASSIGN_OR_RETURN(auto tokens, StreamBuffer<int32_t>::Create(rows, stream, "sampled tokens"));  // [rows]
   RETURN_IF_ERROR(FromCuda(launch::SamplerDraw(probs.data(), rows, vocab, filter ? cut_prob.data() : nullptr,
                                                filter ? cut_index.data() : nullptr,
@@ -100,7 +77,7 @@ absl::StatusOr<std::vector<int32_t>> SampleTokensCuda(Context& ctx, const float*
                                                device_positions.data(), static_cast<uint32_t>(RngStream::kTarget),
                                                tokens.data(), stream),
                            "SamplerDraw"));
-  return Download(ctx, tokens.data(), rows, "sampled tokens");
+  return CopyToHost(ctx, tokens.data(), rows, "sampled tokens");
 }
 
 absl::StatusOr<std::vector<std::array<uint32_t, 4>>> Philox4x32Cuda(
@@ -113,13 +90,13 @@ absl::StatusOr<std::vector<std::array<uint32_t, 4>>> Philox4x32Cuda(
     flat_counters.insert(flat_counters.end(), counters[i].begin(), counters[i].end());
     flat_keys.insert(flat_keys.end(), keys[i].begin(), keys[i].end());
   }
-  ASSIGN_OR_RETURN(auto device_counters, Upload(ctx, flat_counters.data(), 4 * n, "Philox counters"));
-  ASSIGN_OR_RETURN(auto device_keys, Upload(ctx, flat_keys.data(), 2 * n, "Philox keys"));
+  ASSIGN_OR_RETURN(auto device_counters, UploadToStream(ctx, flat_counters.data(), 4 * n, "Philox counters"));
+  ASSIGN_OR_RETURN(auto device_keys, UploadToStream(ctx, flat_keys.data(), 2 * n, "Philox keys"));
   ASSIGN_OR_RETURN(auto device_out, StreamBuffer<uint32_t>::Create(4 * n, ctx.stream(), "Philox output"));  // [n, 4]
   RETURN_IF_ERROR(FromCuda(launch::PhiloxBatch(device_counters.data(), device_keys.data(), n, device_out.data(),
                                                ctx.stream()),
                            "PhiloxBatch"));
-  ASSIGN_OR_RETURN(std::vector<uint32_t> flat_out, Download(ctx, device_out.data(), 4 * n, "Philox output"));
+  ASSIGN_OR_RETURN(std::vector<uint32_t> flat_out, CopyToHost(ctx, device_out.data(), 4 * n, "Philox output"));
   std::vector<std::array<uint32_t, 4>> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     for (int j = 0; j < 4; ++j) out[i][j] = flat_out[4 * i + j];
@@ -130,12 +107,12 @@ absl::StatusOr<std::vector<std::array<uint32_t, 4>>> Philox4x32Cuda(
 absl::StatusOr<std::vector<double>> UniformAtCuda(Context& ctx, uint64_t seed, const std::vector<uint64_t>& positions,
                                                   uint32_t stream) {
   const int64_t n = static_cast<int64_t>(positions.size());
-  ASSIGN_OR_RETURN(auto device_positions, Upload(ctx, positions.data(), n, "uniform positions"));  // [n]
+  ASSIGN_OR_RETURN(auto device_positions, UploadToStream(ctx, positions.data(), n, "uniform positions"));  // [n]
   ASSIGN_OR_RETURN(auto device_out, StreamBuffer<double>::Create(n, ctx.stream(), "uniforms"));        // [n]
   RETURN_IF_ERROR(FromCuda(launch::UniformBatch(seed, device_positions.data(), n, stream, device_out.data(),
                                                 ctx.stream()),
                            "UniformBatch"));
-  return Download(ctx, device_out.data(), n, "uniforms");
+  return CopyToHost(ctx, device_out.data(), n, "uniforms");
 }
 
 }  // namespace mtpspec::cuda

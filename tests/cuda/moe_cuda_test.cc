@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -190,8 +191,10 @@ TEST(MoeCuda, RoutingMatchesCpuRouteTokens) {
   }
 }
 
-TEST(MoeCuda, SmallRowsMatchCpuMoeForward) {
-  MTPSPEC_REQUIRE_GPU();
+// Every case at each row count of `row_counts`: the GPU MoE within `tolerance` (ExpectClose) of the
+// CPU MoeForward on the same bf16 weights and well-separated inputs (seeded from `seed_base`).
+void ExpectMoeMatchesCpu(std::initializer_list<int64_t> row_counts, uint32_t seed_base, double tolerance,
+                         const char* what) {
   auto ctx = Context::Create();
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   for (const MoeCase& m : kCases) {
@@ -202,16 +205,21 @@ TEST(MoeCuda, SmallRowsMatchCpuMoeForward) {
     WeightArena arena;
     auto dw = UploadMoeWeights(arena, w, c, "moe");
     ASSERT_TRUE(dw.ok()) << dw.status();
-    for (const int64_t rows : {1, 3, 16}) {
+    for (const int64_t rows : row_counts) {
       SCOPED_TRACE(rows);
-      const std::vector<float> x = WellSeparatedRows(w, c, rows, 100 + static_cast<uint32_t>(rows));
+      const std::vector<float> x = WellSeparatedRows(w, c, rows, seed_base + static_cast<uint32_t>(rows));
       DeviceArray<float> dx = ToDevice(x, **ctx);
       std::vector<float> cpu(rows * c.hidden_size);
       MoeForward(w, c, x.data(), rows, cpu.data());
-      // Same bf16 weights, f32 activations: only the summation order and expf differ.
-      ExpectClose(RunMoe(**ctx, *dw, c, dx.data(), rows), cpu, 1e-4, "MoE, small rows");
+      ExpectClose(RunMoe(**ctx, *dw, c, dx.data(), rows), cpu, tolerance, what);
     }
   }
+}
+
+TEST(MoeCuda, SmallRowsMatchCpuMoeForward) {
+  MTPSPEC_REQUIRE_GPU();
+  // Same bf16 weights, f32 activations: only the summation order and expf differ.
+  ExpectMoeMatchesCpu({1, 3, 16}, 100, 1e-4, "MoE, small rows");
 }
 
 TEST(MoeCuda, BlockRowsAreBitwiseTheRowsComputedAlone) {
@@ -244,26 +252,8 @@ TEST(MoeCuda, BlockRowsAreBitwiseTheRowsComputedAlone) {
 
 TEST(MoeCuda, PrefillRowsMatchCpuMoeForward) {
   MTPSPEC_REQUIRE_GPU();
-  auto ctx = Context::Create();
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  for (const MoeCase& m : kCases) {
-    SCOPED_TRACE(m.name);
-    const ModelConfig c = ConfigOf(m);
-    HostWeights host;
-    const MoeWeights w = host.Moe(c, m.shared);
-    WeightArena arena;
-    auto dw = UploadMoeWeights(arena, w, c, "moe");
-    ASSERT_TRUE(dw.ok()) << dw.status();
-    for (const int64_t rows : {17, 40, 97}) {
-      SCOPED_TRACE(rows);
-      const std::vector<float> x = WellSeparatedRows(w, c, rows, 500 + static_cast<uint32_t>(rows));
-      DeviceArray<float> dx = ToDevice(x, **ctx);
-      std::vector<float> cpu(rows * c.hidden_size);
-      MoeForward(w, c, x.data(), rows, cpu.data());
-      // Above 16 rows cuBLAS multiplies x rounded to bf16: a looser bound.
-      ExpectClose(RunMoe(**ctx, *dw, c, dx.data(), rows), cpu, 2e-2, "MoE, prefill rows");
-    }
-  }
+  // Above 16 rows cuBLAS multiplies x rounded to bf16: a looser bound.
+  ExpectMoeMatchesCpu({17, 40, 97}, 500, 2e-2, "MoE, prefill rows");
 }
 
 TEST(MoeCuda, RejectsUnsupportedScoring) {
