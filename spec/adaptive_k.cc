@@ -83,7 +83,7 @@ double AdaptiveK::MeasuredCycleCost(int64_t k) const {
   if (recent.empty()) return latest->seconds;
   const auto mid = recent.begin() + static_cast<std::ptrdiff_t>(recent.size() / 2);
   std::nth_element(recent.begin(), mid, recent.end());
-  return *mid;  // the upper median for an even count
+  return *mid;  // the upper median for an even count: a rarely measured length is priced cautiously
 }
 
 double AdaptiveK::ExpectedCost(int64_t k) const {
@@ -112,7 +112,12 @@ void AdaptiveK::RecordCycle(int64_t drafted, double seconds) {
 int64_t AdaptiveK::Best() const {
   int64_t best = 0;
   double best_rate = ExpectedTokens(0) / ExpectedCost(0);
-  for (int64_t k = 1; k <= k_max_; ++k) {
+  // Ramp: k drafts need a measured verify of k rows (k − 1 drafts), the longest one measured so far.
+  int64_t longest = 1;
+  for (int64_t rows = 2; rows < static_cast<int64_t>(verify_cost_.size()); ++rows) {
+    if (verify_cost_[rows] > 0) longest = rows;
+  }
+  for (int64_t k = 1; k <= std::min(k_max_, longest); ++k) {
     const double rate = ExpectedTokens(k) / ExpectedCost(k);
     if (rate > best_rate) {
       best_rate = rate;
@@ -124,11 +129,18 @@ int64_t AdaptiveK::Best() const {
 
 int64_t AdaptiveK::Choose() {
   last_was_probe_ = false;
-  if (verify_cost_[1] == 0) return 0;  // measure a plain step first
+  if (plain_steps_ < kWarmUpPlainSteps) return 0;  // measure a few plain steps first
   int64_t best = Best();
-  if (current_ == 0 && best > 0 &&
-      ExpectedTokens(best) / ExpectedCost(best) < (1 + kSwitchMargin) * ExpectedTokens(0) / ExpectedCost(0)) {
-    best = 0;  // within the margin: stay plain
+  if (current_ == 0 && best > 0) {
+    const double rate = ExpectedTokens(best) / ExpectedCost(best);
+    const double plain_rate = ExpectedTokens(0) / ExpectedCost(0);
+    // Seconds saved per drafting cycle (its tokens at the plain rate minus its cost), over the
+    // horizon, against the one-off catch-up over the rows deferred since the last draft.
+    const double saving = ExpectedTokens(best) / plain_rate - ExpectedCost(best);
+    const double catch_up = static_cast<double>(rows_since_draft_) * catch_up_per_row_;
+    if (rate < (1 + kSwitchMargin) * plain_rate || saving * static_cast<double>(kSwitchHorizon) < catch_up) {
+      best = 0;  // within the margin, or not worth the catch-up: stay plain
+    }
   }
   if ((best == 0) != (current_ == 0)) {  // the regime changed: explore its alternative soon again
     gap_ = base_gap_;
@@ -161,9 +173,14 @@ void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) 
   }
   ++cycle_;
   double& cost = verify_cost_[drafted + 1];
-  const double weight = std::min(1.0, kEmaWeight * static_cast<double>(cycle_ - verify_cycle_[drafted + 1]));
-  cost = cost > 0 ? (1 - weight) * cost + weight * (weight < 1 ? Clip(cost, seconds) : seconds) : seconds;
-  verify_cycle_[drafted + 1] = cycle_;
+  if (drafted == 0 && plain_steps_++ < kWarmUpPlainSteps) {  // cold first steps: keep the fastest
+    cost = cost > 0 ? std::min(cost, seconds) : seconds;
+    verify_cycle_[1] = cycle_;
+  } else {
+    const double weight = std::min(1.0, kEmaWeight * static_cast<double>(cycle_ - verify_cycle_[drafted + 1]));
+    cost = cost > 0 ? (1 - weight) * cost + weight * (weight < 1 ? Clip(cost, seconds) : seconds) : seconds;
+    verify_cycle_[drafted + 1] = cycle_;
+  }
   const double cycle = seconds + (drafted > 0 ? static_cast<double>(drafted) * draft_cost_ + extend_cost_ : 0.0);
   elapsed_ += cycle;
   if (last_was_probe_) exploration_ += ProbeLoss(current_, static_cast<double>(accepted + 1), cycle);

@@ -6,6 +6,13 @@
 // where Tv(L) is a verify of L rows, c one draft step and x the drafter's per-cycle extend of the
 // committed rows (booked at Observe, not as a draft step). Pick argmax E / cost.
 //
+// Start: the first kWarmUpPlainSteps cycles decode plainly without probing, and while a plain
+// step has fewer samples than that its cost is their minimum: the first decode steps after a
+// prefill run cold (scratch buffers, caches) at up to 3x the steady cost, and one such sample
+// would price plain decoding, and every verify length extrapolated from it, far too high.
+// Ramp: a draft length k is considered only once a verify of k rows has been measured (k − 1
+// drafts), so the controller grows k one step at a time and never jumps on extrapolated costs.
+//
 // Unmeasured verify lengths are interpolated between measured ones, extrapolated along the slope
 // of the two longest measured ones, and, while only the plain step is measured, priced
 // conservatively at r = L (Tv(L) = L · Tv(1)): drafting must prove itself through probes.
@@ -35,6 +42,11 @@ inline constexpr double kExplorationBudget = 0.02;
 // near a tie, switching costs more (the drafter's catch-up over the rows it deferred, and cycles
 // spent on whichever side the noise favours) than the estimates can tell apart.
 inline constexpr double kSwitchMargin = 0.05;
+// Leaving plain decoding also costs the drafter's catch-up over the rows it deferred: the
+// expected saving over this many drafting cycles must cover it (else, after a long plain stretch,
+// one lucky estimate buys a catch-up worth tens of plain steps).
+inline constexpr int64_t kSwitchHorizon = 64;
+inline constexpr int64_t kWarmUpPlainSteps = 3;
 
 class AdaptiveK {
  public:
@@ -88,6 +100,7 @@ class AdaptiveK {
   std::vector<double> verify_cost_;
   std::vector<int64_t> verify_cycle_;                // [k_max + 2] cycle of the last measurement
   int64_t cycle_ = 0;                                // verifies recorded
+  int64_t plain_steps_ = 0;                          // plain verifies recorded
   double draft_cost_ = 0;                            // EMA seconds per draft step; 0 = unmeasured
   double extend_cost_ = 0;                           // EMA seconds per drafting cycle's extend
   double catch_up_per_row_ = 0;                      // EMA catch-up seconds per deferred row

@@ -50,18 +50,57 @@ void FeedAll(AdaptiveK& controller, Oracle& oracle, const std::vector<Feed>& fee
   }
 }
 
-TEST(AdaptiveKTest, StartsWithAPlainStepAndNeverProbesBeforeMeasuringOne) {
+// The warm-up every controller below goes through first: 1 plain steps of `seconds`.
+void WarmUp(AdaptiveK& controller, double seconds) {
+  for (int64_t i = 0; i < kWarmUpPlainSteps; ++i) controller.RecordVerify(0, 0, seconds);
+}
+
+TEST(AdaptiveKTest, StartsWithPlainStepsAndNeverProbesBeforeMeasuringThem) {
   AdaptiveK controller(4, /*probe_interval=*/3);
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(controller.Choose(), 0) << "call " << i;
     EXPECT_FALSE(controller.last_was_probe());
   }
-  // Once a plain step is measured, the next cycle probes k = 1 (drafting has to prove itself).
-  controller.RecordVerify(0, 0, 1.0);
+  for (int64_t i = 0; i < kWarmUpPlainSteps; ++i) {
+    EXPECT_EQ(controller.Choose(), 0);
+    EXPECT_FALSE(controller.last_was_probe());
+    controller.RecordVerify(0, 0, 1.0);
+  }
+  // Once the plain steps are measured, the next cycle probes k = 1 (drafting has to prove itself).
   EXPECT_EQ(controller.Best(), 0);
   EXPECT_EQ(controller.Choose(), 1);
   EXPECT_TRUE(controller.last_was_probe());
   EXPECT_EQ(controller.probes(), 1);
+}
+
+TEST(AdaptiveKTest, ColdFirstPlainStepsArePricedAtTheirFastest) {
+  // A decode's first steps run cold (measured on the trained model: 0.68 ms, then 0.20 ms). The
+  // warm-up keeps the fastest of them; after it the moving average takes over.
+  AdaptiveK controller(2);
+  controller.RecordVerify(0, 0, 3.4);
+  controller.RecordVerify(0, 0, 1.0);
+  controller.RecordVerify(0, 0, 1.1);
+  EXPECT_DOUBLE_EQ(controller.VerifyCost(1), 1.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 1.0);
+  controller.RecordVerify(0, 0, 2.0);
+  EXPECT_DOUBLE_EQ(controller.VerifyCost(1), 0.8 * 1.0 + 0.2 * 2.0);
+  // Whole cycles: the median of three warm-up steps drops one cold step.
+  for (const double s : {3.4, 1.0, 1.1}) controller.RecordCycle(0, s);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 1.1);
+}
+
+TEST(AdaptiveKTest, GrowsTheDraftLengthOneStepAtATime) {
+  // Verify rows cost almost nothing and every draft is accepted, so the parts favour k_max; but k
+  // drafts are considered only once a verify of k rows has been measured.
+  AdaptiveK controller(5);
+  WarmUp(controller, 1.0);
+  controller.RecordDraftStep(0.01);
+  controller.RecordVerify(1, 1, 1.01);  // rows 2 measured: k ≤ 2
+  EXPECT_EQ(controller.Best(), 2);
+  controller.RecordVerify(2, 2, 1.02);  // rows 3: k ≤ 3
+  EXPECT_EQ(controller.Best(), 3);
+  controller.RecordVerify(4, 4, 1.04);  // rows 5 (rows 4 interpolated): k ≤ 5
+  EXPECT_EQ(controller.Best(), 5);
 }
 
 TEST(AdaptiveKTest, PriorsGiveHalfAcceptance) {
@@ -80,7 +119,7 @@ TEST(AdaptiveKTest, PriorsGiveHalfAcceptance) {
 
 TEST(AdaptiveKTest, CostsAreMovingAveragesAndUnmeasuredLengthsAreInterpolated) {
   AdaptiveK controller(6);
-  controller.RecordVerify(0, 0, 1.0);   // rows 1
+  WarmUp(controller, 1.0);              // rows 1
   controller.RecordVerify(3, 3, 1.3);   // rows 4
   // Rows 2 and 3 lie on the line through rows 1 and 4; rows 5.. continue it (slope 0.1 per row).
   EXPECT_NEAR(controller.ExpectedCost(0), 1.0, 1e-12);
@@ -108,13 +147,13 @@ TEST(AdaptiveKTest, CostsAreMovingAveragesAndUnmeasuredLengthsAreInterpolated) {
   // Only the plain step measured: a verify of L rows is priced at L plain steps (r = L), so no
   // draft length can win before one has been measured.
   AdaptiveK plain_only(4);
-  plain_only.RecordVerify(0, 0, 2.0);
+  WarmUp(plain_only, 2.0);
   EXPECT_NEAR(plain_only.ExpectedCost(1), 4.0, 1e-12);
   EXPECT_NEAR(plain_only.ExpectedCost(4), 10.0, 1e-12);
   EXPECT_EQ(plain_only.Best(), 0);
   // A measured verify cost never extrapolates below the longest measured one.
   AdaptiveK falling(4);
-  falling.RecordVerify(0, 0, 2.0);
+  WarmUp(falling, 2.0);
   falling.RecordVerify(1, 0, 1.5);
   EXPECT_NEAR(falling.VerifyCost(4), 1.5, 1e-12);
 }
@@ -195,7 +234,7 @@ TEST(AdaptiveKTest, ChoiceIsTheArgmaxOfExpectedTokensPerSecond) {
 TEST(AdaptiveKTest, ProbesTheOtherRegimeWithDoublingGaps) {
   // Plain decoding wins by far: every probe of k = 1 confirms it, so the gaps double (no budget).
   AdaptiveK controller(4, /*probe_interval=*/4, /*max_probe_interval=*/32, /*exploration_budget=*/1.0);
-  controller.RecordVerify(0, 0, 1.0);
+  WarmUp(controller, 1.0);
   std::vector<int64_t> probe_cycles;
   for (int cycle = 0; cycle < 200; ++cycle) {
     const int64_t k = controller.Choose();
@@ -222,7 +261,7 @@ TEST(AdaptiveKTest, ProbesTheOtherRegimeWithDoublingGaps) {
 TEST(AdaptiveKTest, ProbesPlainWhileDrafting) {
   // Drafting wins: the controller still re-measures the plain step now and then.
   AdaptiveK controller(2, /*probe_interval=*/4, /*max_probe_interval=*/16, /*exploration_budget=*/1.0);
-  controller.RecordVerify(0, 0, 1.0);
+  WarmUp(controller, 1.0);
   for (int i = 0; i < 20; ++i) controller.RecordVerify(2, 2, 1.1);
   controller.RecordDraftStep(0.01);
   int plain_probes = 0;
@@ -244,7 +283,7 @@ TEST(AdaptiveKTest, ProbesPlainWhileDrafting) {
 TEST(AdaptiveKTest, ProbesStayWithinTheExplorationBudget) {
   // Probes of k = 1 lose 2 s each; at 2 % of the decoded time, one probe per ~100 plain steps.
   AdaptiveK controller(4, /*probe_interval=*/1, /*max_probe_interval=*/1);
-  controller.RecordVerify(0, 0, 1.0);
+  WarmUp(controller, 1.0);
   for (int cycle = 0; cycle < 1000; ++cycle) {
     const int64_t k = controller.Choose();
     controller.RecordVerify(k, 0, k == 0 ? 1.0 : 3.0);
@@ -488,7 +527,10 @@ TEST(AdaptiveKTest, WholeCycleCostIsTheMedianOfRecentSamples) {
 TEST(AdaptiveKSimulationTest, StaysPlainNearATie) {
   // k = 1 runs at 98% of the plain rate (the bench model at N = 512 and 8K measured 0.99x), costs
   // jitter by ±10%, and switching into drafting costs a catch-up over the deferred rows: auto stays
-  // plain (without kSwitchMargin the noise sends it into k = 1 again and again).
+  // plain (without kSwitchMargin the noise sends it into k = 1 again and again, and without
+  // kSwitchHorizon one lucky estimate after a long plain stretch buys a catch-up worth tens of steps).
+  // A lucky run of early acceptances can still make k = 1 look better for a while, so the plain
+  // share is asserted on average over 20 seeds, the rate on every seed.
   Regime regime;
   regime.verify = {1.0, 1.45, 2.0};
   regime.draft_step = 0.17;
@@ -497,12 +539,16 @@ TEST(AdaptiveKSimulationTest, StaysPlainNearATie) {
   regime.rates = {0.7, 0.6};
   regime.jitter = 0.1;  // timing noise of a shared machine
   ASSERT_NEAR(regime.FixedRate(1) / regime.FixedRate(0), 0.98, 0.02);
-  for (uint64_t seed : {1, 2, 3}) {
+  constexpr int kSeeds = 20;
+  double plain_share = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     AdaptiveK controller(regime.k_max());
     const SimResult r = Simulate(regime, controller, 2000, /*warm_up=*/50, seed);
-    EXPECT_GT(r.exploit[0], 0.95 * 1950) << "seed " << seed << " " << ::testing::PrintToString(r.exploit);
-    EXPECT_GT(r.Rate(), 0.98 * regime.FixedRate(0)) << "seed " << seed;
+    plain_share += static_cast<double>(r.exploit[0]) / 1950.0 / kSeeds;
+    EXPECT_GT(r.Rate(), 0.98 * regime.FixedRate(0))
+        << "seed " << seed << " " << ::testing::PrintToString(r.exploit) << " probes " << r.probes;
   }
+  EXPECT_GT(plain_share, 0.97);
 }
 
 }  // namespace
