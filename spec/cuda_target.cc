@@ -11,7 +11,8 @@ absl::StatusOr<std::unique_ptr<CudaTarget>> CudaTarget::Create(cuda::CudaModel& 
   return std::unique_ptr<CudaTarget>(new CudaTarget(model, std::move(cache), options));
 }
 
-absl::StatusOr<TargetStep> CudaTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+absl::StatusOr<TargetStep> CudaTarget::RunDevice(std::span<const int32_t> tokens, bool all_logits,
+                                                  bool logits_to_host) {
   std::vector<int64_t> positions;
   for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(cache_->length() + static_cast<int64_t>(i));
   ForwardOptions options;
@@ -22,8 +23,10 @@ absl::StatusOr<TargetStep> CudaTarget::Run(std::span<const int32_t> tokens, bool
   last_first_position_ = first;
   TargetStep step;
   cuda::Context& ctx = model_.ctx();
-  ASSIGN_OR_RETURN(step.logits, cuda::CopyToHostTensor(ctx, last_.logits, last_.logit_rows,
-                                                       model_.config().vocab_size, "target logits"));
+  if (logits_to_host) {
+    ASSIGN_OR_RETURN(step.logits, cuda::CopyToHostTensor(ctx, last_.logits, last_.logit_rows,
+                                                         model_.config().vocab_size, "target logits"));
+  }
   if (options_.hidden_to_host) {
     const int64_t H = model_.config().hidden_size;
     ASSIGN_OR_RETURN(step.hidden_postnorm,

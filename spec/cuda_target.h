@@ -3,6 +3,8 @@
 // Weights, the cache and activations stay on the device. Per Run, what crosses to the host is the
 // logits of the requested rows ([R, V]; the loop's acceptance rules and sampler read them there),
 // and the hidden states only when CudaTargetOptions::hidden_to_host asks for them (host drafters).
+// With sampler-equality and argmax drafts the loop calls RunKeepingLogits instead and draws the
+// tokens with the device sampler (SampleLastRun): then only token ids cross.
 // The GPU MTP drafter (spec/cuda_mtp_drafter.h) reads the hidden states on the device instead,
 // through last_forward().
 //
@@ -35,7 +37,13 @@ class CudaTarget : public Target {
   int64_t capacity() const override { return cache_->capacity(); }
   int64_t length() const override { return cache_->length(); }
   std::vector<int64_t> eos_tokens() const override { return model_.config().eos_token_ids; }
-  absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override;
+  absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override {
+    return RunDevice(tokens, all_logits, /*logits_to_host=*/true);
+  }
+  bool samples_on_device() const override { return true; }
+  absl::StatusOr<TargetStep> RunKeepingLogits(std::span<const int32_t> tokens, bool all_logits) override {
+    return RunDevice(tokens, all_logits, /*logits_to_host=*/false);
+  }
   absl::Status Truncate(int64_t length) override { return cache_->Truncate(length); }
   void Reset() override { cache_->Clear(); }
   // The device sampler (verify/sampler_cuda.h) over the last Run's logits, still on the GPU.
@@ -49,6 +57,7 @@ class CudaTarget : public Target {
   int64_t last_first_position() const { return last_first_position_; }
 
  private:
+  absl::StatusOr<TargetStep> RunDevice(std::span<const int32_t> tokens, bool all_logits, bool logits_to_host);
   CudaTarget(cuda::CudaModel& model, std::unique_ptr<cuda::DeviceKvCache> cache, const CudaTargetOptions& options)
       : model_(model), cache_(std::move(cache)), options_(options) {}
   cuda::CudaModel& model_;

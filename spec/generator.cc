@@ -87,10 +87,34 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   const Clock::time_point start = Clock::now();
 
+  // A target whose logits live on a device draws the tokens there when the rule needs only the
+  // sampler's draws (sampler-equality with argmax drafts): only ids cross to the host.
+  const bool device_sampling = target.samples_on_device() && !options.custom_accept && !options.sample_drafts &&
+                               options.accept.rule == AcceptRule::kSamplerEquality;
+  stats.sampled_on_device = device_sampling;
+  auto run = [&](std::span<const int32_t> tokens, bool all_logits) {
+    return device_sampling ? target.RunKeepingLogits(tokens, all_logits) : target.Run(tokens, all_logits);
+  };
+  // The target's draws for the rows of the last run, row r at position first_position + r.
+  auto device_draws = [&](int64_t rows, int64_t first_position) -> absl::StatusOr<std::vector<int32_t>> {
+    ASSIGN_OR_RETURN(std::vector<int32_t> draws, target.SampleLastRun(options.accept.sampling, first_position));
+    if (static_cast<int64_t>(draws.size()) != rows) {
+      return absl::InternalError(absl::StrCat("the target's SampleLastRun drew ", draws.size(), " tokens for ", rows,
+                                              " logits rows"));
+    }
+    for (int32_t id : draws) {
+      if (id < 0 || id >= vocab) {
+        return absl::InternalError(absl::StrCat("the target's SampleLastRun drew token ", id,
+                                                ", outside the vocabulary [0, ", vocab, ")"));
+      }
+    }
+    return draws;
+  };
+
   std::vector<int32_t> sequence(prompt.begin(), prompt.end());
   // Prefill; the first new token comes from the last prompt row.
   Clock::time_point t = Clock::now();
-  ASSIGN_OR_RETURN(TargetStep prefill, target.Run(prompt, /*all_logits=*/false));
+  ASSIGN_OR_RETURN(TargetStep prefill, run(prompt, /*all_logits=*/false));
   stats.prefill_seconds = Since(t);
   if (options.max_new_tokens == 0) {
     result.stop_reason = "max_new_tokens";
@@ -98,8 +122,14 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     return result;
   }
   t = Clock::now();
-  int32_t first = SampleToken(prefill.logits.data<float>(), vocab, options.accept.sampling,
-                              static_cast<int64_t>(sequence.size()));
+  int32_t first = 0;
+  if (device_sampling) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> draws, device_draws(1, static_cast<int64_t>(sequence.size())));
+    first = draws[0];
+  } else {
+    first = SampleToken(prefill.logits.data<float>(), vocab, options.accept.sampling,
+                        static_cast<int64_t>(sequence.size()));
+  }
   stats.sample_seconds += Since(t);
   sequence.push_back(first);
   result.tokens.push_back(first);
@@ -158,19 +188,22 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     block.insert(block.end(), draft.tokens.begin(), draft.tokens.end());
 
     t = Clock::now();
-    ASSIGN_OR_RETURN(TargetStep step, target.Run(block, /*all_logits=*/true));
+    ASSIGN_OR_RETURN(TargetStep step, run(block, /*all_logits=*/true));
     const double verify_seconds = Since(t);
     stats.verify_seconds += verify_seconds;
 
     t = Clock::now();
     VerifyBlock verify;
-    verify.target_logits = step.logits.data<float>();
+    verify.target_logits = device_sampling ? nullptr : step.logits.data<float>();
     verify.vocab = vocab;
     verify.drafts = draft.tokens;
     verify.draft_probs = options.sample_drafts ? &draft.probs : nullptr;
     verify.first_position = n + 1;
     AcceptResult accepted;
-    if (options.custom_accept && drafted > 0) {
+    if (device_sampling) {
+      ASSIGN_OR_RETURN(std::vector<int32_t> draws, device_draws(drafted + 1, n + 1));
+      ASSIGN_OR_RETURN(accepted, AcceptBySamples(draft.tokens, draws));
+    } else if (options.custom_accept && drafted > 0) {
       ASSIGN_OR_RETURN(accepted, options.custom_accept(verify));
       RETURN_IF_ERROR(CheckCustomAccept(accepted, draft.tokens, vocab));
     } else {

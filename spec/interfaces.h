@@ -33,11 +33,19 @@ class Target {
   // Keeps the first `length` positions (speculative rollback).
   virtual absl::Status Truncate(int64_t length) = 0;
   virtual void Reset() = 0;
-  // Optional device sampling: the target sampler's draw (SampleToken in verify/sampler.h) for each
-  // logits row of the last Run, row r drawn at absolute position first_position + r, computed where
-  // the logits live so that only token ids cross to the host. It must equal SampleToken on the
-  // logits Run returned. Targets without it answer Unimplemented, and the loop samples the host
-  // logits (the default; spec/generator does not call this yet).
+  // Optional device sampling, for targets whose logits live on an accelerator. When
+  // samples_on_device() holds, the loop runs sampler-equality with argmax drafts through
+  // RunKeepingLogits and SampleLastRun, so only token ids cross to the host; the rules that read
+  // the distributions (rejection, relaxed, synthetic, custom, sampled drafts) use Run as always.
+  virtual bool samples_on_device() const { return false; }
+  // Run, except that the logits may stay where they were computed (the returned logits may be
+  // empty). Hidden states are returned as Run returns them.
+  virtual absl::StatusOr<TargetStep> RunKeepingLogits(std::span<const int32_t> tokens, bool all_logits) {
+    return Run(tokens, all_logits);
+  }
+  // The target sampler's draw (SampleToken in verify/sampler.h) for each logits row of the last
+  // Run or RunKeepingLogits, row r drawn at absolute position first_position + r. It must equal
+  // SampleToken on the logits Run would have returned. Targets without it answer Unimplemented.
   virtual absl::StatusOr<std::vector<int32_t>> SampleLastRun(const SamplingParams& params, int64_t first_position) {
     return absl::UnimplementedError("this target samples on the host");
   }

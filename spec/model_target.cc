@@ -24,7 +24,29 @@ absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::s
 }
 
 absl::StatusOr<TargetStep> ModelTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
+  kept_logits_ = Tensor();
   return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
+}
+
+absl::StatusOr<TargetStep> ModelTarget::RunKeepingLogits(std::span<const int32_t> tokens, bool all_logits) {
+  ASSIGN_OR_RETURN(TargetStep step, RunOnCache(model_, *cache_, tokens, attention_, all_logits));
+  kept_logits_ = std::move(step.logits);
+  step.logits = Tensor();  // none cross to the caller
+  return step;
+}
+
+absl::StatusOr<std::vector<int32_t>> ModelTarget::SampleLastRun(const SamplingParams& params, int64_t first_position) {
+  if (!samples_in_target_) return Target::SampleLastRun(params, first_position);
+  if (kept_logits_.empty()) {
+    return absl::FailedPreconditionError("ModelTarget::SampleLastRun: no RunKeepingLogits has run since the last Run");
+  }
+  RETURN_IF_ERROR(ValidateSamplingParams(params));
+  const int64_t rows = kept_logits_.dim(0), vocab = kept_logits_.dim(1);
+  std::vector<int32_t> draws;  // [R]
+  for (int64_t r = 0; r < rows; ++r) {
+    draws.push_back(SampleToken(kept_logits_.data<float>() + r * vocab, vocab, params, first_position + r));
+  }
+  return draws;
 }
 
 }  // namespace mtpspec

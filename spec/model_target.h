@@ -26,12 +26,21 @@ class ModelTarget : public Target {
   absl::Status Truncate(int64_t length) override { return cache_->Truncate(length); }
   void Reset() override { cache_->Clear(); }
 
+  // Emulates a device target on the host (for tests and A/B work): the loop then samples through
+  // RunKeepingLogits and SampleLastRun, which keep the last logits here and draw with SampleToken.
+  void set_samples_in_target(bool on) { samples_in_target_ = on; }
+  bool samples_on_device() const override { return samples_in_target_; }
+  absl::StatusOr<TargetStep> RunKeepingLogits(std::span<const int32_t> tokens, bool all_logits) override;
+  absl::StatusOr<std::vector<int32_t>> SampleLastRun(const SamplingParams& params, int64_t first_position) override;
+
  private:
   ModelTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)
       : model_(model), cache_(std::move(cache)), attention_(attention) {}
   const Model& model_;
   std::unique_ptr<KvCache> cache_;
   AttentionOptions attention_;
+  bool samples_in_target_ = false;
+  Tensor kept_logits_;  // [R, V] of the last RunKeepingLogits
 };
 
 }  // namespace mtpspec

@@ -69,6 +69,7 @@ void SpecStats::Merge(const SpecStats& o) {
   if (accept_rule.empty()) accept_rule = o.accept_rule;
   lossy = lossy || o.lossy;
   synthetic = synthetic || o.synthetic;
+  sampled_on_device = sampled_on_device || o.sampled_on_device;
 }
 
 double SpecStats::mean_acceptance_length() const {
@@ -104,6 +105,7 @@ nlohmann::json SpecStats::ToJson() const {
       {"accept_rule", accept_rule},
       {"lossy", lossy},
       {"synthetic_acceptance", synthetic},
+      {"sampled_on_device", sampled_on_device},
       {"prompt_tokens", prompt_tokens},
       {"generated_tokens", generated_tokens},
       {"verify_steps", verify_steps},
@@ -135,8 +137,9 @@ nlohmann::json SpecStats::ToJson() const {
 
 std::string SpecStats::Summary() const {
   std::string s;
-  absl::StrAppendFormat(&s, "drafter %s, accept %s%s%s\n", drafter, accept_rule, lossy ? " (LOSSY)" : "",
-                        synthetic ? " (SYNTHETIC acceptance, benchmark only)" : "");
+  absl::StrAppendFormat(&s, "drafter %s, accept %s%s%s%s\n", drafter, accept_rule, lossy ? " (LOSSY)" : "",
+                        synthetic ? " (SYNTHETIC acceptance, benchmark only)" : "",
+                        sampled_on_device ? ", sampled on the device" : "");
   absl::StrAppendFormat(&s, "tokens: prompt %d, generated %d; verify steps %d (%d with drafts)\n", prompt_tokens,
                         generated_tokens, verify_steps, num_drafts);
   absl::StrAppendFormat(&s, "drafted %d, accepted %d (%.1f%%); mean acceptance length %.3f\n", num_draft_tokens,

@@ -16,6 +16,7 @@ struct SpecStats {
   std::string accept_rule;
   bool lossy = false;
   bool synthetic = false;
+  bool sampled_on_device = false;  // the target drew the tokens where its logits live (only ids crossed)
 
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;

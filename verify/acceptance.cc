@@ -134,6 +134,20 @@ absl::StatusOr<AcceptRule> ParseAcceptRule(const std::string& name) {
                                                  "\" (sampler-equality, rejection, relaxed, synthetic)"));
 }
 
+absl::StatusOr<AcceptResult> AcceptBySamples(std::span<const int32_t> drafts, std::span<const int32_t> samples) {
+  if (samples.size() != drafts.size() + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("AcceptBySamples: ", samples.size(), " samples for ", drafts.size(),
+                                                   " drafts (expected drafts + 1)"));
+  }
+  AcceptResult r;
+  while (r.accepted < static_cast<int64_t>(drafts.size()) && drafts[r.accepted] == samples[r.accepted]) {
+    r.tokens.push_back(drafts[r.accepted]);
+    ++r.accepted;
+  }
+  r.tokens.push_back(samples[r.accepted]);
+  return r;
+}
+
 AcceptResult AcceptDrafts(const VerifyBlock& block, const AcceptParams& params) {
   switch (params.rule) {
     case AcceptRule::kSamplerEquality: return SamplerEquality(block, params);

@@ -53,4 +53,10 @@ struct AcceptResult {
 
 AcceptResult AcceptDrafts(const VerifyBlock& block, const AcceptParams& params);
 
+// Sampler-equality from the target sampler's draws for the block's rows (samples[j] drawn from row
+// j at position first_position + j, e.g. on a device): accepts while drafts[j] == samples[j], then
+// emits samples[m]. Equals AcceptDrafts with kSamplerEquality on the same logits. Needs
+// samples.size() == drafts.size() + 1.
+absl::StatusOr<AcceptResult> AcceptBySamples(std::span<const int32_t> drafts, std::span<const int32_t> samples);
+
 }  // namespace mtpspec

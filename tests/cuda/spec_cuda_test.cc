@@ -99,9 +99,11 @@ TEST_P(SpeculativeOnGpu, MtpOutputEqualsPlainOutput) {
     const std::vector<int32_t> prompt = TestTokens(len, V, 61 + static_cast<uint64_t>(len));
     const RunResult plain = GenerateOnGpu(m, false, prompt, Options(0, c.temperature, new_tokens));
     ASSERT_EQ(static_cast<int64_t>(plain.tokens.size()), new_tokens);
+    EXPECT_TRUE(plain.stats.sampled_on_device);  // only ids crossed to the host
     for (int64_t k = 1; k <= 4; ++k) {
       const RunResult spec = GenerateOnGpu(m, true, prompt, Options(k, c.temperature, new_tokens));
       EXPECT_EQ(spec.tokens, plain.tokens) << c.model << " T=" << c.temperature << " prompt " << len << " k=" << k;
+      EXPECT_TRUE(spec.stats.sampled_on_device);
       accepted += spec.stats.num_accepted_tokens;
     }
   }
@@ -176,6 +178,14 @@ TEST(SpeculativeOnGpuVariants, GpuPlainGreedyEqualsCpuOnTrainedModel) {
   auto cpu = Generate(**cpu_target, nullptr, prompt, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_EQ(gpu.tokens, cpu->tokens);
+  EXPECT_TRUE(gpu.stats.sampled_on_device);
+  EXPECT_FALSE(cpu->stats.sampled_on_device);
+  // Rejection reads the distributions: the GPU target then sends its logits to the host sampler.
+  GenerateOptions rejection = options;
+  rejection.accept.rule = AcceptRule::kRejection;
+  const RunResult gpu_rejection = GenerateOnGpu(m, false, prompt, rejection);
+  EXPECT_EQ(gpu_rejection.tokens, cpu->tokens);  // greedy: rejection = plain argmax
+  EXPECT_FALSE(gpu_rejection.stats.sampled_on_device);
 }
 
 // The optional device sampling of the Target interface: CudaTarget::SampleLastRun draws, on the

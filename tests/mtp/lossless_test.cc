@@ -30,9 +30,10 @@ const Model& Golden(const std::string& name) {
 }
 
 std::vector<int32_t> Decode(const Model& model, Drafter* drafter, const std::vector<int32_t>& prompt,
-                         const GenerateOptions& options, SpecStats* stats = nullptr) {
+                         const GenerateOptions& options, SpecStats* stats = nullptr, bool samples_in_target = false) {
   auto target = ModelTarget::Create(model, 96);
   EXPECT_TRUE(target.ok()) << target.status();
+  (*target)->set_samples_in_target(samples_in_target);
   auto result = Generate(**target, drafter, prompt, options);
   EXPECT_TRUE(result.ok()) << result.status();
   if (stats) *stats = result->stats;
@@ -142,6 +143,34 @@ TEST_P(LosslessTest, SampledSamplerEqualityEqualsPlain) {
             << "lookup T " << temperature << " seed " << seed << " k " << k;
       }
     }
+  }
+}
+
+// The device-sampling path of the loop (RunKeepingLogits + SampleLastRun, as the CUDA target runs
+// it), emulated on the host: the same tokens as host sampling, with blocks accepted in full, in
+// part and not at all. Rules that read the distributions keep sampling the host logits.
+TEST_P(LosslessTest, SamplingInTheTargetEqualsHostSampling) {
+  const Model& model = Golden(GetParam());
+  auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
+  for (double temperature : {0.0, 0.8}) {
+    const auto prompt = TestTokens(11, model.config().vocab_size, 31);
+    const auto plain = Decode(model, nullptr, prompt, Options(0, temperature, 6, 0.9));
+    SpecStats stats;
+    EXPECT_EQ(Decode(model, nullptr, prompt, Options(0, temperature, 6, 0.9), &stats, true), plain);
+    EXPECT_TRUE(stats.sampled_on_device);
+    for (int64_t k : {1, 3, 5}) {
+      ScriptedDrafter scripted(plain, static_cast<int64_t>(prompt.size()), 4, mtp.get());
+      EXPECT_EQ(Decode(model, &scripted, prompt, Options(k, temperature, 6, 0.9), &stats, true), plain)
+          << "T " << temperature << " k " << k;
+      EXPECT_TRUE(stats.sampled_on_device);
+      EXPECT_GE(stats.num_accepted_tokens, 4);
+      EXPECT_EQ(Decode(model, mtp.get(), prompt, Options(k, temperature, 6, 0.9), &stats, true), plain);
+    }
+    GenerateOptions rejection = Options(3, temperature, 6, 0.9);
+    rejection.accept.rule = AcceptRule::kRejection;
+    const auto host_rejection = Decode(model, mtp.get(), prompt, rejection);
+    EXPECT_EQ(Decode(model, mtp.get(), prompt, rejection, &stats, true), host_rejection);
+    EXPECT_FALSE(stats.sampled_on_device);
   }
 }
 

@@ -102,6 +102,36 @@ TEST(AcceptanceTest, SamplerEqualityAcceptsExactlyWhileDraftsEqualTheSamplerDraw
   }
 }
 
+// The device-sampling form: given the sampler's draws for every row, the same acceptance.
+TEST(AcceptanceTest, AcceptBySamplesEqualsSamplerEqualityOnTheSameDraws) {
+  for (double temperature : {0.0, 0.7, 1.3}) {
+    for (uint64_t seed : {1u, 11u, 12345u}) {
+      const AcceptParams params = Rule(AcceptRule::kSamplerEquality, temperature, seed);
+      std::vector<int32_t> s;  // [5] the draws of rows 0..4
+      for (int64_t j = 0; j <= 4; ++j) s.push_back(Draw(j, params));
+      for (int64_t k = 0; k <= 4; ++k) {
+        for (int64_t m = 0; m <= k; ++m) {
+          std::vector<int32_t> drafts(s.begin(), s.begin() + k);
+          if (m < k) drafts[m] = (s[m] + 1) % kVocab;
+          auto by_samples = AcceptBySamples(drafts, std::span<const int32_t>(s.data(), k + 1));
+          ASSERT_TRUE(by_samples.ok()) << by_samples.status();
+          const AcceptResult host = Accept(drafts, params);
+          EXPECT_EQ(by_samples->accepted, host.accepted) << "T=" << temperature << " k " << k << " m " << m;
+          EXPECT_EQ(by_samples->tokens, host.tokens) << "T=" << temperature << " k " << k << " m " << m;
+          EXPECT_EQ(by_samples->accepted, m);
+        }
+      }
+    }
+  }
+  // One draw per row, k + 1 rows: anything else is an error naming the counts.
+  const std::vector<int32_t> drafts = {1, 2};
+  const std::vector<int32_t> two = {1, 2};
+  auto bad = AcceptBySamples(drafts, two);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("2 samples for 2 drafts"));
+}
+
 TEST(AcceptanceTest, SamplerEqualityAtTemperatureZeroIsArgmaxMatching) {
   const AcceptParams greedy = Rule(AcceptRule::kSamplerEquality, 0.0);
   // Argmaxes of the rows: 1, 0, 5, 3, 4.
