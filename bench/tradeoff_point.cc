@@ -46,7 +46,20 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
   for (int64_t k : s.e2e_k) configs.push_back({absl::StrCat("k=", k), k, false});
   const int64_t k_auto = std::max<int64_t>(1, static_cast<int64_t>(s.rates.empty() ? 5 : s.rates.size()));
   if (s.adaptive) configs.push_back({"auto", k_auto, true});
+  // An A/A control: plain decoding again, interleaved like the others. Its ratio to "plain" is the
+  // run-to-run noise that any speedup here must be read against.
+  configs.push_back({kPlainControlLabel, 0, false});
   std::vector<SpeedResult> totals(configs.size());
+  {  // An untimed warm-up run: the first decode after the fill runs cold (measured up to 1.2x slow).
+    GenerateOptions options;
+    options.max_new_tokens = s.new_tokens;
+    options.k = 0;
+    options.stop_at_eos = false;
+    options.accept.rule = s.rule;
+    options.accept.synthetic_rates = s.rates;
+    options.accept.sampling.seed = s.seed;
+    RETURN_IF_ERROR(TimedGenerate(target, nullptr, prompt, options, "warm-up").status());
+  }
   // Each repetition starts one configuration later, so a load that drifts during a repetition
   // does not always fall on the same configurations.
   for (int64_t rep = 0; rep < s.e2e_reps; ++rep) {

@@ -16,6 +16,9 @@
 
 namespace mtpspec::bench {
 
+// The end-to-end A/A control's label: plain decoding run a second time, interleaved with the rest.
+inline constexpr char kPlainControlLabel[] = "plain (A/A)";
+
 struct PointSettings {
   int64_t max_rows = 8;        // L = 1 … max_rows
   int64_t reps = 5;            // timed repetitions per (path, L), interleaved

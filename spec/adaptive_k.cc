@@ -23,7 +23,7 @@ AdaptiveK::AdaptiveK(int64_t k_max, int64_t probe_interval, int64_t max_probe_in
       base_gap_(std::max<int64_t>(1, probe_interval)),
       max_gap_(std::max(max_probe_interval, std::max<int64_t>(1, probe_interval))),
       budget_(exploration_budget),
-      // The first probe comes right after the first measured plain step.
+      // Probes start once the warm-up is measured (and the budget allows).
       gap_(1),
       accept_hits_(k_max, 0.0),
       accept_trials_(k_max, 0.0),
@@ -149,7 +149,7 @@ int64_t AdaptiveK::Choose() {
   current_ = best;
   if (++since_probe_ < gap_) return best;
   const int64_t probe = best == 0 ? std::min<int64_t>(1, k_max_) : 0;
-  if (probes_ > 0) {  // within the exploration budget?
+  {  // within the exploration budget? (the first probe too, priced from the priors: r = L, a = 1/2)
     const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * catch_up_per_row_ : 0.0;
     const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe)) + catch_up;
     if (exploration_ + loss > budget_ * elapsed_) return best;

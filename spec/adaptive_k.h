@@ -19,11 +19,13 @@
 //
 // Exploration: the controller keeps the choice it would make and, every `gap` cycles, spends one
 // cycle on the alternative regime: k = 1 while decoding plainly (to learn acceptance, Tv(2), c and
-// x), k = 0 while drafting (to re-measure the plain step, whose cost drifts with the context). The
-// first probe comes on the second cycle; each probe that leaves the choice unchanged doubles the
-// gap (up to `max_probe_interval`), and a change of choice resets it, so probes cost O(log cycles)
-// in a stable regime. Beyond the first probe, a probe is made only while the estimated loss of all
-// probes so far plus this one stays within kExplorationBudget of the time decoded: a probe's loss
+// x), k = 0 while drafting (to re-measure the plain step, whose cost drifts with the context). Each
+// probe that leaves the choice unchanged doubles the gap (up to `max_probe_interval`), and a change
+// of choice resets it, so probes cost O(log cycles) in a stable regime. A probe, the first one
+// included, is made only while the estimated loss of all probes so far plus this one stays within
+// kExplorationBudget of the time decoded (so the first k = 1 probe, priced from the priors at a
+// loss of half a plain step, comes after ~25 plain steps, and short requests never pay for
+// exploration they cannot amortise): a probe's loss
 // is its cycle cost minus what its tokens would have cost at the best rate, plus, for a k = 1
 // probe after plain steps, the drafter's catch-up over the rows it deferred (reported through
 // RecordCatchUp; estimated per row from earlier catch-ups). When that catch-up alone costs more

@@ -178,10 +178,15 @@ TEST_P(LosslessTest, AdaptiveKIsLossless) {
   const Model& model = Golden(GetParam());
   auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
   const auto prompt = TestTokens(15, model.config().vocab_size, 5);
-  const auto plain = Decode(model, nullptr, prompt, Options(0, 0.8, 4));
-  GenerateOptions adaptive = Options(4, 0.8, 4);
+  GenerateOptions plain_options = Options(0, 0.8, 4);
+  plain_options.max_new_tokens = 70;  // long enough for the first probes to fit the budget
+  const auto plain = Decode(model, nullptr, prompt, plain_options);
+  GenerateOptions adaptive = plain_options;
+  adaptive.k = 4;
   adaptive.adaptive_k = true;
-  EXPECT_EQ(Decode(model, mtp.get(), prompt, adaptive), plain);
+  SpecStats stats;
+  EXPECT_EQ(Decode(model, mtp.get(), prompt, adaptive, &stats), plain);
+  EXPECT_GT(stats.num_drafts, 0);  // the rows after a probe's drafts are checked too
 }
 
 TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
