@@ -106,7 +106,11 @@ struct PointState {
   std::unique_ptr<MtpModule> mtp;
   std::unique_ptr<KvCache> mtp_cache;
   MtpOptions mtp_options;
-  std::vector<int32_t> rows_tokens;  // [max_rows] the verify block's tokens
+  // [blocks][max_rows] the verify block's tokens: a different random block per repetition, so the
+  // median Tv(L) and the bound's routed-expert count average over routings (one fixed block can
+  // touch noticeably more or fewer experts than a typical one, and each N would get its own bias).
+  std::vector<std::vector<int32_t>> row_blocks;
+  int64_t round = 0;  // MeasureRound calls so far: round r uses row_blocks[r % blocks]
   int32_t draft_token = 0;
   std::vector<PathSeries> series;
   CostSamples mtp_step;
@@ -159,22 +163,29 @@ absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model&
 
   std::mt19937_64 rng(p.s.seed + static_cast<uint64_t>(p.n));
   std::uniform_int_distribution<int32_t> dist(2, static_cast<int32_t>(config.vocab_size - 1));
-  p.rows_tokens.resize(p.s.max_rows);
-  for (int32_t& t : p.rows_tokens) t = dist(rng);
+  p.row_blocks.assign(std::max<int64_t>(1, p.s.reps), std::vector<int32_t>(p.s.max_rows));
+  for (std::vector<int32_t>& block : p.row_blocks) {
+    for (int32_t& t : block) t = dist(rng);
+  }
   p.draft_token = dist(rng);
   for (AttentionPath path : {AttentionPath::kGather, AttentionPath::kMask, AttentionPath::kDense}) {
     p.series.push_back(PathSeries{path, std::vector<CostSamples>(p.s.max_rows), std::vector<int64_t>(p.s.max_rows, 0)});
   }
-  // Warm-up, which also captures the selections for the KV byte count.
+  // Warm-up, which also captures the selections for the KV byte count (the mean over the blocks).
+  const int64_t blocks = static_cast<int64_t>(p.row_blocks.size());
   for (PathSeries& ps : p.series) {
     for (int64_t L = 1; L <= p.s.max_rows; ++L) {
       if (!ps.Valid(p.n, L, p.k_top)) continue;
-      CostSamples scratch;
-      std::vector<TopK> topk;
-      const auto tokens = std::span<const int32_t>(p.rows_tokens).first(L);
-      RETURN_IF_ERROR(TimedVerify(model, p.target->cache(), tokens, p.n, ps.path, &scratch, &topk));
-      ps.attended_rows[L - 1] = ps.path == AttentionPath::kDense ? config.num_hidden_layers * (p.n + L)
-                                                                  : AttendedRowsUnion(topk, p.n, L);
+      int64_t attended = 0;
+      for (const std::vector<int32_t>& block : p.row_blocks) {
+        CostSamples scratch;
+        std::vector<TopK> topk;
+        const auto tokens = std::span<const int32_t>(block).first(L);
+        RETURN_IF_ERROR(TimedVerify(model, p.target->cache(), tokens, p.n, ps.path, &scratch, &topk));
+        attended += ps.path == AttentionPath::kDense ? config.num_hidden_layers * (p.n + L)
+                                                     : AttendedRowsUnion(topk, p.n, L);
+      }
+      ps.attended_rows[L - 1] = (attended + blocks / 2) / blocks;
     }
   }
   CostSamples scratch, scratch_head;
@@ -189,10 +200,11 @@ absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model&
 
 absl::Status ContextPoint::MeasureRound() {
   PointState& p = *state_;
+  const std::vector<int32_t>& block = p.row_blocks[p.round++ % static_cast<int64_t>(p.row_blocks.size())];
   for (int64_t L = 1; L <= p.s.max_rows; ++L) {
     for (PathSeries& ps : p.series) {
       if (!ps.Valid(p.n, L, p.k_top)) continue;
-      const auto tokens = std::span<const int32_t>(p.rows_tokens).first(L);
+      const auto tokens = std::span<const int32_t>(block).first(L);
       RETURN_IF_ERROR(TimedVerify(*p.model, p.target->cache(), tokens, p.n, ps.path, &ps.by_rows[L - 1]));
     }
   }
@@ -210,7 +222,13 @@ absl::StatusOr<nlohmann::json> ContextPoint::Finish() {
   const PointSettings& s = p.s;
   const int64_t n = p.n, k_top = p.k_top;
   nlohmann::json& out = p.out;
-  ASSIGN_OR_RETURN(std::vector<int64_t> routed, RoutedExpertsTouched(model, p.target->cache(), p.rows_tokens, n));
+  std::vector<int64_t> routed(s.max_rows, 0);  // [max_rows] experts touched, mean over the blocks
+  for (const std::vector<int32_t>& block : p.row_blocks) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> touched, RoutedExpertsTouched(model, p.target->cache(), block, n));
+    for (int64_t L = 0; L < s.max_rows; ++L) routed[L] += touched[L];
+  }
+  const int64_t blocks = static_cast<int64_t>(p.row_blocks.size());
+  for (int64_t& r : routed) r = (r + blocks / 2) / blocks;
   auto bytes_of = [&](const PathSeries& ps, int64_t L) {
     const bool scoring = ps.path != AttentionPath::kDense && n + L > k_top;
     return ComputeVerifyBytes(model, n, L, scoring, ps.attended_rows[L - 1], routed[L - 1]);
