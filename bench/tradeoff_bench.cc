@@ -20,6 +20,8 @@
 #include "bench/stream.h"
 #include "bench/token_source.h"
 #include "bench/tradeoff_point.h"
+#include "core/dtype.h"
+#include "core/linear.h"
 #include "core/parallel.h"
 #include "spec/generator.h"
 #include "tools/cli_args.h"
@@ -80,6 +82,26 @@ nlohmann::json MeasureReadBandwidth(int64_t mib, int reps) {
   }
   return {{"bytes_per_second", Median(rates)}, {"samples", rates}, {"buffer_mib", mib},
           {"threads", DefaultThreadPool().num_threads()}, {"kernel", "StreamSum (bench/stream.h)"}};
+}
+
+// Multiply-add rate (MACs/s) of the project's Linear on cache-resident bf16 weights with 8 rows,
+// where it is compute-bound: the rate at which a verify's extra rows can be computed. Median of
+// `reps` timings of `calls` calls.
+nlohmann::json MeasureMacRate(int reps) {
+  constexpr int64_t kRows = 8, kIn = 1024, kOut = 1024, kCalls = 200;  // weights: 2 MiB of bf16
+  Tensor w = Tensor::Empty(DType::kBF16, {kOut, kIn});                   // [out, in]
+  uint16_t* wd = w.data<uint16_t>();
+  for (int64_t i = 0; i < kOut * kIn; ++i) wd[i] = F32ToBf16(0.001f * static_cast<float>(i % 97 - 48));
+  std::vector<float> x(kRows * kIn, 0.5f), y(kRows * kOut);  // [rows, in], [rows, out]
+  Linear(x.data(), kRows, w.view(), y.data());                 // warm-up
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    const double start = NowSeconds();
+    for (int64_t c = 0; c < kCalls; ++c) Linear(x.data(), kRows, w.view(), y.data());
+    rates.push_back(static_cast<double>(kCalls * kRows * kIn * kOut) / (NowSeconds() - start));
+  }
+  return {{"macs_per_second", Median(rates)}, {"samples", rates}, {"threads", DefaultThreadPool().num_threads()},
+          {"kernel", "Linear (core/linear.h), 8 rows x [1024, 1024] bf16, cache-resident"}};
 }
 
 // Conditional acceptance of the reference cell: normed/post/exact, sampler-equality, T = 0, all
@@ -189,6 +211,10 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(int64_t stream_mib, args.GetInt("stream-mib", 1024));
   bandwidth_start = MeasureReadBandwidth(stream_mib, 5);
   ps.read_bandwidth = bandwidth_start["bytes_per_second"].get<double>();
+  const nlohmann::json mac_rate = MeasureMacRate(5);
+  ps.mac_rate = mac_rate["macs_per_second"].get<double>();
+  std::fprintf(stderr, "tradeoff: Linear multiply-add rate %.1f GMAC/s (8 rows, cache-resident bf16)\n",
+               ps.mac_rate / 1e9);
   std::fprintf(stderr, "tradeoff: read bandwidth %.2f GB/s; rates from %s\n", ps.read_bandwidth / 1e9,
                ps.rates_source.c_str());
 
@@ -247,6 +273,7 @@ absl::Status Run(int argc, char** argv) {
                        {"config", long_config}, {"cache_bytes_per_token", model->NewCache(1).value()->BytesPerToken()}}},
       {"read_bandwidth_start", bandwidth_start},
       {"read_bandwidth_end", bandwidth_end},
+      {"mac_rate", mac_rate},
       {"acceptance_source", ps.rates_source},
       {"e2e_bench_model_acceptance", "SYNTHETIC (AcceptRule::kSynthetic with the rates above)"},
       {"settings", {{"contexts", contexts}, {"max_rows", ps.max_rows}, {"reps", ps.reps}, {"new_tokens", ps.new_tokens},

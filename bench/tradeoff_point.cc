@@ -250,6 +250,11 @@ absl::StatusOr<nlohmann::json> ContextPoint::Finish() {
       const CostSamples& cs = ps.by_rows[L - 1];
       const VerifyBytes b = bytes_of(ps, L);
       const double tv = cs.MedianSeconds();
+      // Bytes plus the extra rows' multiply-adds, which do not hide under the weight stream on a CPU
+      // (each core either streams or computes): bytes(L) / BW + (L − 1) · MACs per row / MAC rate.
+      const bool scoring = ps.path != AttentionPath::kDense && n + L > k_top;
+      const double extra_compute =
+          s.mac_rate > 0 ? static_cast<double>(L - 1) * VerifyRowMacs(model, n, scoring) / s.mac_rate : 0.0;
       list.push_back({{"rows", L},
                       {"seconds", tv},
                       {"samples", cs.seconds},
@@ -262,6 +267,8 @@ absl::StatusOr<nlohmann::json> ContextPoint::Finish() {
                       {"bound_seconds", b.Total(true) / bw},
                       {"r", tv / t1},
                       {"r_bound", b.Total(true) / bw / bound1},
+                      {"extra_rows_compute_seconds", extra_compute},
+                      {"r_bound_with_compute", (b.Total(true) / bw + extra_compute) / bound1},
                       {"r_bound_expected_routing", b.Total(false) / bytes_of(t1_series, 1).Total(false)}});
     }
     paths[AttentionPathName(ps.path)] = list;

@@ -28,6 +28,7 @@ struct PointSettings {
   std::vector<int64_t> e2e_k;  // fixed k values to run (plus plain and adaptive)
   bool adaptive = true;
   double read_bandwidth = 0;   // bytes/s, measured in the same run
+  double mac_rate = 0;         // multiply-adds/s of Linear when compute-bound, measured in the same run
   uint64_t seed = 7;
   // Acceptance used by the prediction and by the end-to-end runs.
   AcceptRule rule = AcceptRule::kSynthetic;  // kSynthetic (bench model) or kSamplerEquality (trained model)

@@ -159,6 +159,27 @@ VerifyBytes ComputeVerifyBytes(const Model& model, int64_t n, int64_t rows, bool
   return b;
 }
 
+double VerifyRowMacs(const Model& model, int64_t n, bool scoring) {
+  const ModelConfig& c = model.config();
+  const int64_t num_keys = n + 1;
+  const DecodeTraffic one = DecodeStepTraffic(model, scoring ? std::max(num_keys, c.index_topk + 1) : num_keys);
+  const double weight_macs = static_cast<double>(one.weight_bytes) /
+                             static_cast<double>(DTypeSize(model.weights().lm_head.dtype));
+  const double keys = static_cast<double>(std::min(num_keys, c.index_topk));
+  const double heads = static_cast<double>(c.num_attention_heads), r_kv = static_cast<double>(c.kv_lora_rank);
+  const double attention_per_layer = heads * r_kv * static_cast<double>(c.qk_nope_head_dim + c.v_head_dim) +
+                                     keys * heads * (2 * r_kv + static_cast<double>(c.qk_rope_head_dim));
+  double indexer = 0;
+  if (scoring) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      if (c.layer_has_indexer[l]) {
+        indexer += static_cast<double>(num_keys) * static_cast<double>(c.index_n_heads * c.index_head_dim);
+      }
+    }
+  }
+  return weight_macs + static_cast<double>(c.num_hidden_layers) * attention_per_layer + indexer;
+}
+
 absl::Status FillMtpCache(const MtpModule& mtp, KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
                           int64_t n, int64_t chunk, const MtpOptions& options) {
   const int64_t H = mtp.model().config().hidden_size;

@@ -57,6 +57,13 @@ struct VerifyBytes {
 VerifyBytes ComputeVerifyBytes(const Model& model, int64_t n, int64_t rows, bool scoring, int64_t attended_rows,
                                int64_t routed_experts_touched);
 
+// Multiply-adds one verify row does at context n (all rows do the same work): every weight it
+// reads (DecodeStepTraffic: dense weights, k_e routed experts, the head), absorbed MLA over
+// min(n + 1, K) keys per layer (q absorption, scores, combine, un-absorption), and indexer scoring
+// of all n + 1 keys on full layers when `scoring`. A row beyond the first reads no new dense
+// weights, but it still does these multiply-adds.
+double VerifyRowMacs(const Model& model, int64_t n, bool scoring);
+
 // Bytes of one routed expert (gate + up + down) and the number of MoE layers in the trunk.
 int64_t ExpertBytes(const Model& model);
 int64_t MoeLayerCount(const Model& model);
