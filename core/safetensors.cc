@@ -158,7 +158,47 @@ class SafetensorsFile::Mapping {
 
 SafetensorsFile::~SafetensorsFile() = default;
 
-absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+namespace {
+
+// Reads the whole file behind `fd` into fresh anonymous memory aligned to 2 MiB and advised for
+// transparent huge pages, then makes it read-only. *address / *length describe the mapping to
+// munmap (it starts up to 2 MiB before *data).
+absl::Status ReadIntoHugePages(const std::string& path, int fd, size_t size, void** address, size_t* length,
+                               const uint8_t** data) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
+  *length = rounded + kHugePage;
+  *address = ::mmap(nullptr, *length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (*address == MAP_FAILED) {
+    const int error = errno;
+    *address = nullptr;
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": cannot allocate ", size, " bytes to read the file into: ", std::strerror(error)));
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(*address);
+  uint8_t* aligned = reinterpret_cast<uint8_t*>((base + kHugePage - 1) / kHugePage * kHugePage);
+  ::madvise(aligned, rounded, MADV_HUGEPAGE);  // a hint: the kernel may give 4 KiB pages anyway
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::pread(fd, aligned + done, std::min<size_t>(size - done, size_t{1} << 30),
+                                static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int error = got < 0 ? errno : 0;
+      return absl::DataLossError(absl::StrCat(path, ": read stopped after ", done, " of ", size, " bytes",
+                                              error != 0 ? absl::StrCat(": ", std::strerror(error)) : std::string(
+                                                               " (the file shrank while it was read)")));
+    }
+    done += static_cast<size_t>(got);
+  }
+  ::mprotect(aligned, rounded, PROT_READ);
+  *data = aligned;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path, FileMemory memory) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -174,7 +214,16 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   file->path_ = path;
   file->size_ = static_cast<uint64_t>(info.st_size);
   // Files too short to hold the length prefix are reported by ParseHeader; mmap rejects length 0.
-  if (file->size_ >= 8) {
+  if (file->size_ >= 8 && memory == FileMemory::kHugePages) {
+    void* address = nullptr;
+    size_t length = 0;
+    const absl::Status read = ReadIntoHugePages(path, fd, file->size_, &address, &length, &file->bytes_);
+    if (address != nullptr) file->mapping_ = std::make_unique<Mapping>(address, length);
+    if (!read.ok()) {
+      ::close(fd);
+      return read;
+    }
+  } else if (file->size_ >= 8) {
     void* address = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (address == MAP_FAILED) {
       const int error = errno;

@@ -32,7 +32,7 @@ bool IsSafeRelativePath(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const std::string& dir, FileMemory memory) {
   std::unique_ptr<SafetensorsStore> store(new SafetensorsStore());
   store->dir_ = dir;
   const std::filesystem::path root(dir);
@@ -41,10 +41,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const s
     return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
   }
   if (IsRegularFile(root / kIndexFileName)) {
-    RETURN_IF_ERROR(store->OpenSharded((root / kIndexFileName).string()));
+    RETURN_IF_ERROR(store->OpenSharded((root / kIndexFileName).string(), memory));
   } else if (IsRegularFile(root / kSingleFileName)) {
     ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                     SafetensorsFile::Open((root / kSingleFileName).string()));
+                     SafetensorsFile::Open((root / kSingleFileName).string(), memory));
     for (const std::string& name : file->names()) store->file_of_tensor_.emplace(name, file.get());
     store->files_.push_back(std::move(file));
   } else {
@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const s
   return store;
 }
 
-absl::Status SafetensorsStore::OpenSharded(const std::string& index_path) {
+absl::Status SafetensorsStore::OpenSharded(const std::string& index_path, FileMemory memory) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_path));
   ASSIGN_OR_RETURN(const nlohmann::json index, ParseJsonText(text, index_path, "index"));
   if (!index.is_object() || !index.contains("weight_map")) {
@@ -78,7 +78,7 @@ absl::Status SafetensorsStore::OpenSharded(const std::string& index_path) {
   std::map<std::string, const SafetensorsFile*> file_of_shard;
   for (const std::string& shard : shard_names) {
     const std::string shard_path = (std::filesystem::path(dir_) / shard).string();
-    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(shard_path);
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(shard_path, memory);
     if (!file.ok()) {
       return absl::Status(
           file.status().code(),

@@ -1,5 +1,9 @@
 #include "core/tensor.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 
@@ -53,9 +57,18 @@ Tensor Tensor::Empty(DType dtype, const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  // Large buffers (KV caches above all) are read at scattered rows: the gather path touches K
+  // random latent rows per layer, one 4 KiB page each, so with small pages every row costs a TLB
+  // walk. Ask for transparent huge pages there (a hint: the kernel may ignore it).
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = bytes >= 2 * kHugePage;
+  const size_t alignment = huge ? kHugePage : 64;
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* p = std::aligned_alloc(alignment, rounded == 0 ? 64 : rounded);
   MTPSPEC_CHECK(p != nullptr);
+#if defined(__linux__)
+  if (huge) madvise(p, rounded, MADV_HUGEPAGE);
+#endif
   t.buffer_.reset(p);
   t.view_ = TensorView::Contiguous(dtype, p, shape);
   return t;

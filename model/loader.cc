@@ -268,7 +268,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
   LoadReport local_report;
   LoadReport& report = report_out ? *report_out : local_report;
   auto weights = std::make_unique<ModelWeights>();
-  ASSIGN_OR_RETURN(weights->store, SafetensorsStore::Open(dir));
+  ASSIGN_OR_RETURN(weights->store, SafetensorsStore::Open(dir, options.file_memory));
   const SafetensorsStore& store = *weights->store;
   bool mtp_present = false;
   RETURN_IF_ERROR(CheckTables(c, store, &mtp_present, report));

@@ -165,19 +165,23 @@ TEST(SafetensorsErrorsTest, MissingTensorNamesFileAndTensor) {
   EXPECT_NE(missing.message().find("model.embed.weight"), std::string_view::npos);
 }
 
-TEST(SafetensorsErrorsTest, OpenReportsFileProblemsWithThePath) {
+class SafetensorsOpenTest : public ::testing::TestWithParam<FileMemory> {};
+
+// Both ways of holding a file (mapped, or read into huge pages) report the same problems.
+TEST_P(SafetensorsOpenTest, OpenReportsFileProblemsWithThePath) {
+  const FileMemory memory = GetParam();
   testing_util::ScopedTempDir dir;
-  const absl::Status absent = SafetensorsFile::Open(dir.File("absent.safetensors")).status();
+  const absl::Status absent = SafetensorsFile::Open(dir.File("absent.safetensors"), memory).status();
   EXPECT_EQ(absent.code(), absl::StatusCode::kNotFound);
   EXPECT_NE(absent.message().find("absent.safetensors"), std::string_view::npos) << absent;
 
-  const absl::Status directory = SafetensorsFile::Open(dir.path()).status();
+  const absl::Status directory = SafetensorsFile::Open(dir.path(), memory).status();
   EXPECT_FALSE(directory.ok());
   EXPECT_NE(directory.message().find("not a regular file"), std::string_view::npos) << directory;
 
   for (const std::string& contents : {std::string(), std::string("\x10\0\0", 3)}) {
     testing_util::WriteBytes(dir.File("short.safetensors"), contents);
-    const absl::Status truncated = SafetensorsFile::Open(dir.File("short.safetensors")).status();
+    const absl::Status truncated = SafetensorsFile::Open(dir.File("short.safetensors"), memory).status();
     EXPECT_NE(truncated.message().find("short.safetensors"), std::string_view::npos) << truncated;
     EXPECT_NE(truncated.message().find("truncated"), std::string_view::npos) << truncated;
   }
@@ -185,10 +189,15 @@ TEST(SafetensorsErrorsTest, OpenReportsFileProblemsWithThePath) {
   const std::string good =
       FileBytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
   testing_util::WriteBytes(dir.File("cut.safetensors"), good.substr(0, good.size() - 3));
-  const absl::Status cut = SafetensorsFile::Open(dir.File("cut.safetensors")).status();
+  const absl::Status cut = SafetensorsFile::Open(dir.File("cut.safetensors"), memory).status();
   EXPECT_NE(cut.message().find("cut.safetensors"), std::string_view::npos) << cut;
   EXPECT_NE(cut.message().find("\"w\""), std::string_view::npos) << cut;
 }
+
+INSTANTIATE_TEST_SUITE_P(Memory, SafetensorsOpenTest, ::testing::Values(FileMemory::kMapped, FileMemory::kHugePages),
+                         [](const ::testing::TestParamInfo<FileMemory>& info) {
+                           return info.param == FileMemory::kMapped ? std::string("Mapped") : std::string("HugePages");
+                         });
 
 TEST(SafetensorsErrorsTest, AcceptsValidEdgeCases) {
   // Zero-sized tensors anywhere in the tiling, 0-d tensors, and an empty header with padding.

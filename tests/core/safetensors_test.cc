@@ -51,25 +51,28 @@ TEST(SafetensorsTest, RoundTripsEveryDTypeAndShape) {
   const std::string path = dir.File("all.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, tensors, metadata).ok());
 
-  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_EQ((*file)->path(), path);
-  EXPECT_EQ((*file)->metadata(), metadata);
-  ASSERT_EQ((*file)->names().size(), tensors.size());
-  EXPECT_TRUE(std::is_sorted((*file)->names().begin(), (*file)->names().end()));
-  for (const auto& [name, expected] : tensors) {
-    ASSERT_TRUE((*file)->Has(name));
-    absl::StatusOr<TensorView> view = (*file)->Get(name);
-    ASSERT_TRUE(view.ok()) << view.status();
-    EXPECT_EQ(view->dtype, expected.dtype) << name;
-    EXPECT_EQ(view->shape_vector(), expected.shape_vector()) << name;
-    EXPECT_TRUE(view->is_contiguous());
-    EXPECT_NE(view->data, nullptr) << name;
-    ASSERT_EQ(view->nbytes(), expected.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(view->data, expected.data, expected.nbytes()), 0) << name;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(view->data) % DTypeSize(view->dtype), 0u) << name;
+  for (FileMemory memory : {FileMemory::kMapped, FileMemory::kHugePages}) {
+    SCOPED_TRACE(memory == FileMemory::kMapped ? "mapped" : "huge pages");
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path, memory);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ((*file)->path(), path);
+    EXPECT_EQ((*file)->metadata(), metadata);
+    ASSERT_EQ((*file)->names().size(), tensors.size());
+    EXPECT_TRUE(std::is_sorted((*file)->names().begin(), (*file)->names().end()));
+    for (const auto& [name, expected] : tensors) {
+      ASSERT_TRUE((*file)->Has(name));
+      absl::StatusOr<TensorView> view = (*file)->Get(name);
+      ASSERT_TRUE(view.ok()) << view.status();
+      EXPECT_EQ(view->dtype, expected.dtype) << name;
+      EXPECT_EQ(view->shape_vector(), expected.shape_vector()) << name;
+      EXPECT_TRUE(view->is_contiguous());
+      EXPECT_NE(view->data, nullptr) << name;
+      ASSERT_EQ(view->nbytes(), expected.nbytes()) << name;
+      EXPECT_EQ(std::memcmp(view->data, expected.data, expected.nbytes()), 0) << name;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(view->data) % DTypeSize(view->dtype), 0u) << name;
+    }
+    EXPECT_FALSE((*file)->Has("missing"));
   }
-  EXPECT_FALSE((*file)->Has("missing"));
 }
 
 TEST(SafetensorsTest, WriterIsDeterministicAndPadsTheHeader) {
