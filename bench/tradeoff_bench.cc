@@ -222,6 +222,7 @@ absl::Status Run(int argc, char** argv) {
                     "moe_mlp,head,norms,embed\n";
   nlohmann::json points = nlohmann::json::array();
   ps.rule = AcceptRule::kSynthetic;
+  ps.e2e_temperature = 1.0;  // varied tokens, as in real text (the trained model's section uses T = 0)
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t n : contexts) {
     prompts.push_back(RandomTokenCorpus(n, model->config().vocab_size, ps.seed + static_cast<uint64_t>(n)).ids);
@@ -242,6 +243,7 @@ absl::Status Run(int argc, char** argv) {
     const std::string heldout = args.Get("heldout", "build/heldout");
     PointSettings ts = ps;
     ts.rule = AcceptRule::kSamplerEquality;  // REAL acceptance, T = 0
+    ts.e2e_temperature = 0.0;
     ts.max_rows = std::min<int64_t>(ps.max_rows, 6);
     ts.e2e_reps = std::max<int64_t>(ps.e2e_reps, 3);  // runs are short on the tiny model
     std::mt19937_64 rng(ps.seed);

@@ -60,6 +60,7 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
     options.accept.rule = s.rule;
     options.accept.synthetic_rates = s.rates;
     options.accept.sampling.seed = s.seed;
+    options.accept.sampling.temperature = s.e2e_temperature;
     RETURN_IF_ERROR(TimedGenerate(target, nullptr, prompt, options, "warm-up").status());
   }
   // Each repetition starts one configuration later, so a load that drifts during a repetition
@@ -75,6 +76,7 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
       options.accept.rule = s.rule;
       options.accept.synthetic_rates = s.rates;
       options.accept.sampling.seed = s.seed + static_cast<uint64_t>(rep);
+      options.accept.sampling.temperature = s.e2e_temperature;
       Drafter* d = configs[i].k == 0 ? nullptr : drafter.get();
       ASSIGN_OR_RETURN(SpeedResult r, TimedGenerate(target, d, prompt, options, configs[i].label));
       Accumulate(r, &totals[i]);

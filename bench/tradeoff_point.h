@@ -33,6 +33,10 @@ struct PointSettings {
   // Acceptance used by the prediction and by the end-to-end runs.
   AcceptRule rule = AcceptRule::kSynthetic;  // kSynthetic (bench model) or kSamplerEquality (trained model)
   std::vector<double> rates;                 // conditional acceptance a_1 … (synthetic rates, predictions)
+  // Sampling temperature of the end-to-end runs. With SYNTHETIC acceptance it only picks the tokens:
+  // 1 gives the varied tokens (and MoE routing) of real text, where greedy decoding of the random
+  // bench model repeats a few tokens whose experts then stay in the last-level cache.
+  double e2e_temperature = 0.0;
   std::string rates_source;
 };
 
