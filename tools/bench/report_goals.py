@@ -174,8 +174,10 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
                   f"| {p['t1_seconds'] / p['t1_bound_seconds']:.2f} | "
                   + " | ".join(f"{1e3 * e['components'][c]:.2f}" for c in COMPONENTS)
                   + f" | {1e3 * p['mtp_step']['seconds']:.1f} | {p['mtp_step']['c']:.3f} |")
-    md += ["", "Dense is valid only while N + L <= K = %d, so it is measured only at N = %s (rows up to K - N)." %
-           (k_top, ", ".join(str(p["context"]) for p in points if p["paths"].get("dense"))), ""]
+    dense_at = ", ".join(str(p["context"]) for p in points if p["paths"].get("dense"))
+    md += ["", f"Dense is valid only while N + L <= K = {k_top}, so it is measured only at N = {dense_at} (rows up to "
+           "K - N)." if dense_at else f"Dense is valid only while N + L <= K = {k_top}: not measured in this run "
+           "(every N > K).", ""]
 
     md += ["## r_k = Tv(k+1, N) / T1(N) per path, with the bytes-touched bound ratio", ""]
     max_rows = max(e["rows"] for p in points for e in p["paths"]["gather"])
