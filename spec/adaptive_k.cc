@@ -1,6 +1,7 @@
 #include "spec/adaptive_k.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace mtpspec {
 
@@ -40,6 +41,17 @@ double AdaptiveK::ExpectedTokens(int64_t k) const {
   double total = 1.0, reach = 1.0;
   for (int64_t i = 0; i < k; ++i) {
     reach *= conditional_acceptance(i);
+    total += reach;
+  }
+  return total;
+}
+
+double AdaptiveK::ExpectedTokensLow(int64_t k) const {
+  double total = 1.0, reach = 1.0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double a = conditional_acceptance(i);
+    const double sd = std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0));  // Beta(h + 1, t − h + 1)
+    reach *= std::max(0.0, a - sd);
     total += reach;
   }
   return total;
@@ -132,11 +144,11 @@ int64_t AdaptiveK::Choose() {
   if (plain_steps_ < kWarmUpPlainSteps) return 0;  // measure a few plain steps first
   int64_t best = Best();
   if (current_ == 0 && best > 0) {
-    const double rate = ExpectedTokens(best) / ExpectedCost(best);
+    const double rate = ExpectedTokensLow(best) / ExpectedCost(best);
     const double plain_rate = ExpectedTokens(0) / ExpectedCost(0);
     // Seconds saved per drafting cycle (its tokens at the plain rate minus its cost), over the
     // horizon, against the one-off catch-up over the rows deferred since the last draft.
-    const double saving = ExpectedTokens(best) / plain_rate - ExpectedCost(best);
+    const double saving = ExpectedTokensLow(best) / plain_rate - ExpectedCost(best);
     const double catch_up = static_cast<double>(rows_since_draft_) * catch_up_per_row_;
     if (rate < (1 + kSwitchMargin) * plain_rate || saving * static_cast<double>(kSwitchHorizon) < catch_up) {
       best = 0;  // within the margin, or not worth the catch-up: stay plain

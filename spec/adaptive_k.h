@@ -44,7 +44,8 @@ inline constexpr double kExplorationBudget = 0.02;
 // near a tie, switching costs more (the drafter's catch-up over the rows it deferred, and cycles
 // spent on whichever side the noise favours) than the estimates can tell apart.
 inline constexpr double kSwitchMargin = 0.05;
-// Leaving plain decoding also costs the drafter's catch-up over the rows it deferred: the
+// Leaving plain decoding is judged with acceptance one posterior standard deviation low
+// (ExpectedTokensLow). It also costs the drafter's catch-up over the rows it deferred: the
 // expected saving over this many drafting cycles must cover it (else, after a long plain stretch,
 // one lucky estimate buys a catch-up worth tens of plain steps).
 inline constexpr int64_t kSwitchHorizon = 64;
@@ -82,6 +83,10 @@ class AdaptiveK {
   double elapsed_seconds() const { return elapsed_; }
 
   double ExpectedTokens(int64_t k) const;
+  // E[tokens](k) with each acceptance one posterior standard deviation below its mean: what leaving
+  // plain decoding is judged by, so that a lucky run of early acceptances near a tie does not buy a
+  // switch (and its catch-up) that the true rates do not repay.
+  double ExpectedTokensLow(int64_t k) const;
   double ExpectedCost(int64_t k) const;
   double VerifyCost(int64_t rows) const;
   double conditional_acceptance(int64_t position) const;

@@ -127,6 +127,26 @@ TEST(AdaptiveKTest, PriorsGiveHalfAcceptance) {
   EXPECT_DOUBLE_EQ(controller.ExpectedTokens(3), 1.0 + 2.0 / 3 + 2.0 / 9 + 1.0 / 9);
 }
 
+TEST(AdaptiveKTest, LeavingPlainIsJudgedWithAcceptanceOneStandardDeviationLow) {
+  AdaptiveK controller(2);
+  // Position 0: 3 hits in 4 trials → posterior mean 4/6, sd = sqrt(a (1 − a) / (4 + 3)).
+  // Position 1: 1 hit in 2 trials (the third verify never reached it) → 2/4, sd with 2 + 3.
+  controller.RecordVerify(2, 2, 1.0);
+  controller.RecordVerify(2, 1, 1.0);
+  controller.RecordVerify(2, 0, 1.0);
+  controller.RecordVerify(1, 1, 1.0);
+  const double a0 = 4.0 / 6, a1 = 2.0 / 4;
+  EXPECT_DOUBLE_EQ(controller.conditional_acceptance(0), a0);
+  EXPECT_DOUBLE_EQ(controller.conditional_acceptance(1), a1);
+  const double l0 = a0 - std::sqrt(a0 * (1 - a0) / 7), l1 = a1 - std::sqrt(a1 * (1 - a1) / 5);
+  EXPECT_NEAR(controller.ExpectedTokensLow(1), 1 + l0, 1e-12);
+  EXPECT_NEAR(controller.ExpectedTokensLow(2), 1 + l0 + l0 * l1, 1e-12);
+  EXPECT_LT(controller.ExpectedTokensLow(2), controller.ExpectedTokens(2));
+  // With many trials the bound closes on the mean.
+  for (int i = 0; i < 4000; ++i) controller.RecordVerify(1, i % 4 != 0 ? 1 : 0, 1.0);
+  EXPECT_NEAR(controller.ExpectedTokensLow(1), controller.ExpectedTokens(1), 0.01);
+}
+
 TEST(AdaptiveKTest, CostsAreMovingAveragesAndUnmeasuredLengthsAreInterpolated) {
   AdaptiveK controller(6);
   WarmUp(controller, 1.0);              // rows 1
