@@ -183,11 +183,13 @@ absl::Status ReadIntoHugePages(const std::string& path, int fd, size_t size, voi
     const ssize_t got = ::pread(fd, aligned + done, std::min<size_t>(size - done, size_t{1} << 30),
                                 static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      const int error = got < 0 ? errno : 0;
-      return absl::DataLossError(absl::StrCat(path, ": read stopped after ", done, " of ", size, " bytes",
-                                              error != 0 ? absl::StrCat(": ", std::strerror(error)) : std::string(
-                                                               " (the file shrank while it was read)")));
+    if (got < 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": read failed after ", done, " of ", size, " bytes: ", std::strerror(errno)));
+    }
+    if (got == 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": read stopped after ", done, " of ", size, " bytes (the file shrank while it was read)"));
     }
     done += static_cast<size_t>(got);
   }

@@ -50,25 +50,33 @@ absl::StatusOr<std::unique_ptr<KvCache>> MtpModule::NewCache(int64_t capacity) c
   return std::make_unique<KvCache>(shape, capacity);
 }
 
+absl::Status CheckMtpForwardArguments(const Model& model, std::span<const int32_t> tokens,
+                                      std::span<const int64_t> positions, int64_t cache_length,
+                                      int64_t cache_capacity) {
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  if (rows == 0) return absl::InvalidArgumentError("MTP forward: no tokens");
+  if (positions.size() != tokens.size()) return absl::InvalidArgumentError("MTP forward: tokens/positions differ");
+  RETURN_IF_ERROR(model.CheckTokens(tokens, "MTP token"));
+  for (int64_t r = 1; r < rows; ++r) {
+    if (positions[r] != positions[0] + r) return absl::InvalidArgumentError("MTP forward: positions not consecutive");
+  }
+  if (positions[0] < 0 || positions[0] > cache_length) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP forward: position ", positions[0], " leaves a gap after ",
+                                                   cache_length, " cached pairs"));
+  }
+  if (positions[rows - 1] >= cache_capacity) {
+    return absl::OutOfRangeError(absl::StrCat("MTP forward: position ", positions[rows - 1],
+                                              " is beyond the MTP cache capacity ", cache_capacity));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<MtpStepOutput> MtpModule::Extend(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
                                                 std::span<const int64_t> positions, const MtpOptions& options,
                                                 const TopK* reuse_topk) const {
   const ModelConfig& c = model_.config();
   const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
-  if (rows == 0) return absl::InvalidArgumentError("MTP forward: no tokens");
-  if (positions.size() != tokens.size()) return absl::InvalidArgumentError("MTP forward: tokens/positions differ");
-  RETURN_IF_ERROR(model_.CheckTokens(tokens, "MTP token"));
-  for (int64_t r = 1; r < rows; ++r) {
-    if (positions[r] != positions[0] + r) return absl::InvalidArgumentError("MTP forward: positions not consecutive");
-  }
-  if (positions[0] < 0 || positions[0] > cache.length()) {
-    return absl::InvalidArgumentError(absl::StrCat("MTP forward: position ", positions[0], " leaves a gap after ",
-                                                   cache.length(), " cached pairs"));
-  }
-  if (positions[rows - 1] >= cache.capacity()) {
-    return absl::OutOfRangeError(absl::StrCat("MTP forward: position ", positions[rows - 1],
-                                              " is beyond the MTP cache capacity ", cache.capacity()));
-  }
+  RETURN_IF_ERROR(CheckMtpForwardArguments(model_, tokens, positions, cache.length(), cache.capacity()));
 
   // u = W_eh [enorm(Emb(x)); hnorm(h)]  [rows, H]
   std::vector<float> embedded(rows * H), joined(rows * 2 * H);

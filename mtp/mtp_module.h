@@ -49,6 +49,13 @@ struct MtpStepOutput {
   AttentionPath path = AttentionPath::kAuto;
 };
 
+// The argument rules of an MTP forward (host or device): at least one token, one position per
+// token, in-vocabulary tokens, consecutive positions that start at or before `cache_length` (no
+// gap) and end inside `cache_capacity`. Shared by MtpModule and its CUDA twin.
+absl::Status CheckMtpForwardArguments(const Model& model, std::span<const int32_t> tokens,
+                                      std::span<const int64_t> positions, int64_t cache_length,
+                                      int64_t cache_capacity);
+
 class MtpModule {
  public:
   // Fails with a clear error when the model has no MTP weights.

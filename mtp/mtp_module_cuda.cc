@@ -57,22 +57,8 @@ absl::StatusOr<DeviceMtpStep> CudaMtpModule::ExtendDevice(DeviceKvCache& cache, 
                                                           const MtpOptions& options, const DeviceTopK* reuse_topk) {
   const ModelConfig& c = model_.config();
   const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
-  // The host module's argument rules.
-  if (rows == 0) return absl::InvalidArgumentError("MTP forward: no tokens");
-  if (positions.size() != tokens.size()) return absl::InvalidArgumentError("MTP forward: tokens/positions differ");
-  RETURN_IF_ERROR(model_.host().CheckTokens(tokens, "MTP token"));
+  RETURN_IF_ERROR(CheckMtpForwardArguments(model_.host(), tokens, positions, cache.length(), cache.capacity()));
   if (cache.num_layers() != 1) return absl::InvalidArgumentError("MTP forward: the cache is not a one-layer MTP cache");
-  for (int64_t r = 1; r < rows; ++r) {
-    if (positions[r] != positions[0] + r) return absl::InvalidArgumentError("MTP forward: positions not consecutive");
-  }
-  if (positions[0] < 0 || positions[0] > cache.length()) {
-    return absl::InvalidArgumentError(absl::StrCat("MTP forward: position ", positions[0], " leaves a gap after ",
-                                                   cache.length(), " cached pairs"));
-  }
-  if (positions[rows - 1] >= cache.capacity()) {
-    return absl::OutOfRangeError(absl::StrCat("MTP forward: position ", positions[rows - 1],
-                                              " is beyond the MTP cache capacity ", cache.capacity()));
-  }
   Context& ctx = model_.ctx();
 
   // u = W_eh [enorm(Emb(x)); hnorm(h)]  [rows, H]

@@ -37,25 +37,20 @@ double AdaptiveK::conditional_acceptance(int64_t i) const {
   return (accept_hits_[i] + 1.0) / (accept_trials_[i] + 2.0);  // posterior mean under Beta(1, 1)
 }
 
-double AdaptiveK::ExpectedTokens(int64_t k) const {
+double AdaptiveK::ExpectedTokensFrom(int64_t k, double deviations) const {
   double total = 1.0, reach = 1.0;
   for (int64_t i = 0; i < k; ++i) {
-    reach *= conditional_acceptance(i);
+    const double a = conditional_acceptance(i);
+    const double sd = std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0));  // Beta(h + 1, t − h + 1)
+    reach *= std::max(0.0, a - deviations * sd);
     total += reach;
   }
   return total;
 }
 
-double AdaptiveK::ExpectedTokensLow(int64_t k) const {
-  double total = 1.0, reach = 1.0;
-  for (int64_t i = 0; i < k; ++i) {
-    const double a = conditional_acceptance(i);
-    const double sd = std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0));  // Beta(h + 1, t − h + 1)
-    reach *= std::max(0.0, a - sd);
-    total += reach;
-  }
-  return total;
-}
+double AdaptiveK::ExpectedTokens(int64_t k) const { return ExpectedTokensFrom(k, 0.0); }
+
+double AdaptiveK::ExpectedTokensLow(int64_t k) const { return ExpectedTokensFrom(k, 1.0); }
 
 double AdaptiveK::VerifyCost(int64_t rows) const {
   if (verify_cost_[rows] > 0) return verify_cost_[rows];

@@ -123,6 +123,8 @@ class AdaptiveK {
   std::vector<std::vector<CycleSample>> cycle_samples_;  // [k_max + 1][≤ kCycleWindow] recent whole cycles
   std::vector<size_t> cycle_next_;                       // [k_max + 1] ring-buffer write positions
   int64_t last_measured_draft_k_ = 0;                    // the drafting length with the newest sample
+  // E[tokens](k) with each acceptance `deviations` posterior standard deviations below its mean.
+  double ExpectedTokensFrom(int64_t k, double deviations) const;
   double ComposedCost(int64_t k) const;
   double MeasuredCycleCost(int64_t k) const;  // 0 when k has no whole-cycle sample
   double ProbeLoss(int64_t k, double tokens, double seconds) const;
