@@ -20,8 +20,8 @@
 // Memory: FileMemory::kMapped maps the file (zero copy, 4 KiB pages of the page cache);
 // kHugePages reads it once into anonymous memory backed by transparent 2 MiB pages where the kernel
 // grants them. Decode streams every weight once per token, and with 4 KiB pages each page costs a
-// TLB walk: on the 2-vCPU development VM a 2-thread read of the same bytes ran 24.3 GB/s from the
-// file mapping and 28.7 GB/s from huge pages (a throwaway test, 2026-11-30; bench/README.md).
+// TLB walk (bench/README.md, "Third round": decode_bench's read bandwidth and decode rate both
+// rose with huge pages on the 2-vCPU development VM).
 //
 // The data is read-only either way (PROT_READ: writing through a returned view faults). If another
 // process truncates a mapped file, reads past the new end raise SIGBUS; that is a property of mmap,
