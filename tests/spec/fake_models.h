@@ -17,6 +17,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <chrono>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -81,6 +82,12 @@ class FakeTarget : public Target {
       if (t < 0 || t >= vocab_) return Violation(absl::StrCat("Run with out-of-vocabulary token ", t));
     }
     const int64_t start = length();
+    if (seconds_per_row_ > 0) {
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::duration<double>(seconds_per_row_ * static_cast<double>(tokens.size()));
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
     cache_.insert(cache_.end(), tokens.begin(), tokens.end());
     const int64_t n = static_cast<int64_t>(tokens.size());
     const int64_t rows = all_logits ? n : 1;
@@ -112,6 +119,9 @@ class FakeTarget : public Target {
   }
 
   void set_eos(std::vector<int64_t> eos) { eos_ = std::move(eos); }
+  // Each Run busy-waits this long per row, so that timing-driven code (adaptive k) sees verify
+  // costs that grow with the rows and stand well above the microseconds of scheduling noise.
+  void set_seconds_per_row(double seconds) { seconds_per_row_ = seconds; }
   // The n-th Run after the next Reset (1-based) fails with an Internal error; 0 = never.
   void FailAtRun(int64_t n) { fail_at_run_ = n; }
 
@@ -135,6 +145,7 @@ class FakeTarget : public Target {
   std::vector<int64_t> truncations_;
   std::vector<std::string> violations_;  // never cleared: survives Reset
   int64_t reset_count_ = 0, run_count_ = 0, fail_at_run_ = 0;
+  double seconds_per_row_ = 0;
 };
 
 struct ObserveCall {

@@ -523,6 +523,7 @@ TEST(GeneratorTest, RejectionWithGreedyDraftsMatchesPlainGreedyDecoding) {
 
 TEST(GeneratorTest, AdaptiveKMeasuresPlainStepsFirstAndStaysLossless) {
   FakeTarget target(kVocab, 1024, OracleLogits());
+  target.set_seconds_per_row(20e-6);  // without a cost floor, microsecond noise decides everything
   ScriptedDrafter drafter(OracleWithMistakes({9, 13, 40, 41, 200}));
   GenerateOptions options = Options(4, 600);
   options.adaptive_k = true;
