@@ -50,6 +50,18 @@ double AdaptiveK::ExpectedTokensFrom(int64_t k, double deviations) const {
 
 double AdaptiveK::ExpectedTokens(int64_t k) const { return ExpectedTokensFrom(k, 0.0); }
 
+double AdaptiveK::ExpectedTokensHigh(int64_t k) const {
+  double total = 1.0, reach = 1.0, first = 1.0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double a = conditional_acceptance(i);
+    const double high = std::min(1.0, a + std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0)));
+    if (i == 0) first = high;
+    reach *= std::min(high, first);
+    total += reach;
+  }
+  return total;
+}
+
 double AdaptiveK::ExpectedTokensLow(int64_t k) const { return ExpectedTokensFrom(k, 1.0); }
 
 double AdaptiveK::VerifyCost(int64_t rows) const {
@@ -144,7 +156,7 @@ int64_t AdaptiveK::Choose() {
     // Seconds saved per drafting cycle (its tokens at the plain rate minus its cost), over the
     // horizon, against the one-off catch-up over the rows deferred since the last draft.
     const double saving = ExpectedTokensLow(best) / plain_rate - ExpectedCost(best);
-    const double catch_up = static_cast<double>(rows_since_draft_) * catch_up_per_row_;
+    const double catch_up = static_cast<double>(rows_since_draft_) * CatchUpPerRow();
     if (rate < (1 + kSwitchMargin) * plain_rate || saving * static_cast<double>(kSwitchHorizon) < catch_up) {
       best = 0;  // within the margin, or not worth the catch-up: stay plain
     }
@@ -152,20 +164,59 @@ int64_t AdaptiveK::Choose() {
   if ((best == 0) != (current_ == 0)) {  // the regime changed: explore its alternative soon again
     gap_ = base_gap_;
     since_probe_ = 0;
+    burst_left_ = 0;
   }
   current_ = best;
-  if (++since_probe_ < gap_) return best;
-  const int64_t probe = best == 0 ? std::min<int64_t>(1, k_max_) : 0;
-  {  // within the exploration budget? (the first probe too, priced from the priors: r = L, a = 1/2)
-    const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * catch_up_per_row_ : 0.0;
-    const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe)) + catch_up;
-    if (exploration_ + loss > budget_ * elapsed_) return best;
+  // The follow-ups of a k = 1 probe come on the next cycles: the drafter has just caught up.
+  const bool follow_up = best == 0 && burst_left_ > 0;
+  if (!follow_up && ++since_probe_ < gap_) return best;  // (a burst's cycles do not count toward the gap)
+  // While drafting, probes alternate between plain decoding and one draft more (whose deeper
+  // position the current length never measures), unless the current length is k_max.
+  int64_t probe = best == 0 ? std::min<int64_t>(1, k_max_) : 0;
+  if (best > 0 && best < k_max_ && !follow_up && probe_longer_) probe = best + 1;
+  // (Drafting that cannot pay is still re-checked every max_probe_interval cycles, as far as the
+  // budget allows: acceptance may change with the text.)
+  bool allowed = probe == 0 || since_probe_ >= max_gap_ || DraftingCouldPay();
+  if (allowed) {  // within the exploration budget of the request? (the first probe too, priced from the priors)
+    const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * CatchUpPerRow() : 0.0;
+    const double draft_prior = probe > 0 && draft_cost_ <= 0 ? kPriorDraftStep * VerifyCost(1) : 0.0;
+    const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe) + draft_prior) + catch_up;
+    const double planned = tokens_left_ > 0 ? static_cast<double>(tokens_left_) * ExpectedCost(best) /
+                                                  ExpectedTokens(best)
+                                            : 0.0;
+    allowed = exploration_ + loss <= budget_ * (elapsed_ + planned);
   }
-  since_probe_ = 0;
-  gap_ = std::min(gap_ == 1 ? base_gap_ : 2 * gap_, max_gap_);
+  if (!allowed) {
+    burst_left_ = 0;
+    return best;
+  }
+  if (follow_up) {
+    --burst_left_;
+  } else {
+    since_probe_ = 0;
+    gap_ = std::min(gap_ == 1 ? base_gap_ : 2 * gap_, max_gap_);
+    burst_left_ = best == 0 && probe > 0 ? kProbeBurst - 1 : 0;
+    if (best > 0) probe_longer_ = !probe_longer_;
+  }
   last_was_probe_ = true;
   ++probes_;
   return probe;
+}
+
+double AdaptiveK::CatchUpPerRow() const {
+  if (catch_up_per_row_ > 0) return catch_up_per_row_;
+  // Not measured yet (the probes so far found the drafter caught up): a drafting cycle's extend
+  // covers one or two committed rows, so half of it per row.
+  return extend_cost_ / 2;
+}
+
+bool AdaptiveK::DraftingCouldPay() const {
+  if (verify_cost_[2] <= 0 || draft_cost_ <= 0) return true;  // k = 1 not measured yet: probe
+  const double plain_rate = ExpectedTokens(0) / ExpectedCost(0);
+  for (int64_t k = 1; k <= k_max_; ++k) {
+    if (ExpectedTokensHigh(k) / ExpectedCost(k) >= (1 + kSwitchMargin) * plain_rate) return true;
+  }
+  return false;
 }
 
 double AdaptiveK::ProbeLoss(int64_t best, double tokens, double seconds) const {

@@ -17,20 +17,34 @@
 // of the two longest measured ones, and, while only the plain step is measured, priced
 // conservatively at r = L (Tv(L) = L · Tv(1)): drafting must prove itself through probes.
 //
-// Exploration: the controller keeps the choice it would make and, every `gap` cycles, spends one
-// cycle on the alternative regime: k = 1 while decoding plainly (to learn acceptance, Tv(2), c and
-// x), k = 0 while drafting (to re-measure the plain step, whose cost drifts with the context). Each
-// probe that leaves the choice unchanged doubles the gap (up to `max_probe_interval`), and a change
-// of choice resets it, so probes cost O(log cycles) in a stable regime. A probe, the first one
-// included, is made only while the estimated loss of all probes so far plus this one stays within
-// kExplorationBudget of the time decoded (so the first k = 1 probe, priced from the priors at a
-// loss of half a plain step, comes after ~25 plain steps, and short requests never pay for
-// exploration they cannot amortise): a probe's loss
-// is its cycle cost minus what its tokens would have cost at the best rate, plus, for a k = 1
-// probe after plain steps, the drafter's catch-up over the rows it deferred (reported through
-// RecordCatchUp; estimated per row from earlier catch-ups). When that catch-up alone costs more
-// per row than the budget, the controller stops probing and stays with plain decoding (it then
-// no longer notices if drafting starts to pay later in the request).
+// Exploration: the controller keeps the choice it would make and, every `gap` cycles, spends
+// cycles on an alternative:
+// - while decoding plainly, a burst of up to kProbeBurst k = 1 cycles (to learn acceptance, Tv(2),
+//   c and x): the first pays the drafter's catch-up over the rows it deferred, the rest learn
+//   acceptance without one;
+// - while drafting k, one cycle of alternately k = 0 (to re-measure the plain step, whose cost
+//   drifts with the context) and k + 1 (the one position k never reaches).
+// A probe that leaves the choice unchanged doubles the gap (up to `max_probe_interval`) and a change
+// of choice resets it, so probes cost O(log cycles) in a stable regime.
+// Budget: a probe, the first one included, is made only while the estimated loss of all probes so
+// far plus this one stays within kExplorationBudget of the request's decode time: the time decoded
+// so far plus, once the caller has said how many tokens the request may still produce
+// (SetTokensLeft), those tokens at the current best rate. A probe's loss is its cycle cost minus
+// what its tokens would have cost at the best rate, plus the drafter's catch-up it triggers
+// (reported through RecordCatchUp; estimated per row from earlier catch-ups, or from the extend of
+// the drafting cycles when no catch-up has been measured yet). The first probe is
+// priced from the priors (Tv(2) = 2 Tv(1), a draft step at kPriorDraftStep plain steps, a = 1/2: a
+// loss of one plain step), so in a request of ≥ 1 / kExplorationBudget = 100 tokens it comes right
+// after the warm-up, while the drafter has only the warm-up rows to catch up on; a request too
+// short to amortise it never probes. (Without SetTokensLeft the budget grows with the decoded time
+// only, and the first probe comes after ~100 plain steps.)
+// Stopping: once a probe has measured the drafting costs, plain decoding is probed again only while
+// drafting could still win: some k must beat the plain rate by kSwitchMargin with every acceptance
+// one posterior standard deviation high (ExpectedTokensHigh). Where no acceptance the drafts could
+// plausibly reach pays for the measured costs, a probe comes only every `max_probe_interval`
+// cycles (acceptance may change with the text), within the budget. When the catch-up alone costs
+// more per row than the budget allows, probing stops altogether (the controller then no longer
+// notices if drafting starts to pay later in the request).
 #pragma once
 
 #include <cstddef>
@@ -39,7 +53,7 @@
 
 namespace mtpspec {
 
-inline constexpr double kExplorationBudget = 0.02;
+inline constexpr double kExplorationBudget = 0.01;
 // Plain decoding is left for drafting only when drafting's expected rate beats it by this fraction:
 // near a tie, switching costs more (the drafter's catch-up over the rows it deferred, and cycles
 // spent on whichever side the noise favours) than the estimates can tell apart.
@@ -50,6 +64,10 @@ inline constexpr double kSwitchMargin = 0.05;
 // one lucky estimate buys a catch-up worth tens of plain steps).
 inline constexpr int64_t kSwitchHorizon = 64;
 inline constexpr int64_t kWarmUpPlainSteps = 3;
+// A k = 1 probe from plain decoding is a burst of up to this many consecutive drafting cycles.
+inline constexpr int64_t kProbeBurst = 4;
+// A draft step's cost, in plain steps, until one has been measured.
+inline constexpr double kPriorDraftStep = 0.5;
 
 class AdaptiveK {
  public:
@@ -58,6 +76,9 @@ class AdaptiveK {
 
   // The k for the next cycle (0 … k_max).
   int64_t Choose();
+  // How many tokens the request may still produce (its max-new-tokens budget minus those made);
+  // the exploration budget then covers the whole request (see the header). Negative: unknown.
+  void SetTokensLeft(int64_t tokens) { tokens_left_ = tokens; }
   // Whether the last Choose() returned an exploration probe rather than the best estimate.
   bool last_was_probe() const { return last_was_probe_; }
   int64_t probes() const { return probes_; }
@@ -87,6 +108,11 @@ class AdaptiveK {
   // plain decoding is judged by, so that a lucky run of early acceptances near a tie does not buy a
   // switch (and its catch-up) that the true rates do not repay.
   double ExpectedTokensLow(int64_t k) const;
+  // E[tokens](k) with each acceptance one posterior standard deviation above its mean (at most 1),
+  // and positions after the first at most the first's: what continued exploring is judged by.
+  // (Conditional acceptance falls with the position in every measurement we have, and k = 1 probes
+  // measure only the first position.)
+  double ExpectedTokensHigh(int64_t k) const;
   double ExpectedCost(int64_t k) const;
   double VerifyCost(int64_t rows) const;
   double conditional_acceptance(int64_t position) const;
@@ -100,6 +126,9 @@ class AdaptiveK {
   int64_t current_ = 0;       // the choice being exploited
   bool last_was_probe_ = false;
   int64_t probes_ = 0;
+  bool probe_longer_ = false;  // the next probe while drafting tries one draft more (else plain)
+  int64_t burst_left_ = 0;    // follow-up k = 1 probes still due after the last one
+  int64_t tokens_left_ = -1;  // the request's remaining token budget; < 0: unknown
   std::vector<double> accept_hits_, accept_trials_;  // [k_max] conditional, with a Beta(1,1) prior
   // [k_max + 2] seconds by rows; 0 = unmeasured. A moving average whose new sample weighs
   // min(1, 0.2 · cycles since that length was last measured): lengths measured every cycle are
@@ -128,6 +157,10 @@ class AdaptiveK {
   double ComposedCost(int64_t k) const;
   double MeasuredCycleCost(int64_t k) const;  // 0 when k has no whole-cycle sample
   double ProbeLoss(int64_t k, double tokens, double seconds) const;
+  // Catch-up seconds per deferred row: measured, else half a drafting cycle's extend, else 0.
+  double CatchUpPerRow() const;
+  // Whether some draft length could still beat plain decoding with optimistic acceptance.
+  bool DraftingCouldPay() const;
 };
 
 }  // namespace mtpspec

@@ -162,6 +162,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     const Clock::time_point cycle_start = Clock::now();
     double cycle_catch_up = 0;  // deferred work of earlier plain steps, not this cycle's cost
     // Never draft past the token budget or the cache.
+    controller.SetTokensLeft(std::min(options.max_new_tokens - generated, target.capacity() - n));
     int64_t k = options.adaptive_k ? std::min(controller.Choose(), k_max) : k_max;
     const bool probe = options.adaptive_k && controller.last_was_probe();
     k = std::min({k, options.max_new_tokens - generated - 1, target.capacity() - n - 1});

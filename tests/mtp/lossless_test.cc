@@ -30,8 +30,9 @@ const Model& Golden(const std::string& name) {
 }
 
 std::vector<int32_t> Decode(const Model& model, Drafter* drafter, const std::vector<int32_t>& prompt,
-                         const GenerateOptions& options, SpecStats* stats = nullptr, bool samples_in_target = false) {
-  auto target = ModelTarget::Create(model, 96);
+                         const GenerateOptions& options, SpecStats* stats = nullptr, bool samples_in_target = false,
+                         int64_t capacity = 96) {
+  auto target = ModelTarget::Create(model, capacity);
   EXPECT_TRUE(target.ok()) << target.status();
   (*target)->set_samples_in_target(samples_in_target);
   auto result = Generate(**target, drafter, prompt, options);
@@ -176,16 +177,17 @@ TEST_P(LosslessTest, SamplingInTheTargetEqualsHostSampling) {
 
 TEST_P(LosslessTest, AdaptiveKIsLossless) {
   const Model& model = Golden(GetParam());
-  auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
+  constexpr int64_t kCapacity = 128;  // the golden models' max_position_embeddings
+  auto mtp = *MtpDrafter::Create(model, kCapacity, MtpOptions{});
   const auto prompt = TestTokens(15, model.config().vocab_size, 5);
   GenerateOptions plain_options = Options(0, 0.8, 4);
-  plain_options.max_new_tokens = 70;  // long enough for the first probes to fit the budget
-  const auto plain = Decode(model, nullptr, prompt, plain_options);
+  plain_options.max_new_tokens = 110;  // long enough for the first probes to fit the budget (≥ 100 tokens)
+  const auto plain = Decode(model, nullptr, prompt, plain_options, nullptr, false, kCapacity);
   GenerateOptions adaptive = plain_options;
   adaptive.k = 4;
   adaptive.adaptive_k = true;
   SpecStats stats;
-  EXPECT_EQ(Decode(model, mtp.get(), prompt, adaptive, &stats), plain);
+  EXPECT_EQ(Decode(model, mtp.get(), prompt, adaptive, &stats, false, kCapacity), plain);
   EXPECT_GT(stats.num_drafts, 0);  // the rows after a probe's drafts are checked too
 }
 

@@ -24,8 +24,8 @@ COMPONENTS = ["embed", "attn_proj", "indexer", "topk", "attention", "moe_mlp", "
 PATHS = ["gather", "mask", "dense"]
 # The end-to-end A/A control (bench/tradeoff_point.h kPlainControlLabel).
 PLAIN_CONTROL = "plain (A/A)"
-# spec/adaptive_k.h kExplorationBudget: the share of decoded time adaptive k may spend on probes.
-EXPLORATION_BUDGET = 0.02
+# spec/adaptive_k.h kExplorationBudget: the share of a request's decode time adaptive k may spend on probes.
+EXPLORATION_BUDGET = 0.01
 
 
 def verdict(ok: bool) -> str:
@@ -333,7 +333,7 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
         md.append(f"- G5 --k auto never slower than plain (within the A/A noise band of {100 * noise:.1f}%, the "
                   f"largest |plain (A/A) / plain - 1| in this run, capped at 2%): {verdict(ok)} — "
                   + ", ".join(f"N={n}: {s:.3f}x (A/A {c:.3f}x)" for n, s, c in autos) + ".")
-        md.append(f"  - within the controller's exploration budget ({100 * EXPLORATION_BUDGET:.0f}% of the decoded time "
+        md.append(f"  - within the controller's exploration budget ({100 * EXPLORATION_BUDGET:.0f}% of the request's decode time "
                   f"may go to probes, spec/adaptive_k.h) plus that noise: {verdict(budget_ok)}. Where no draft "
                   "length pays, auto is by design up to the budget slower than plain.")
     else:
