@@ -36,6 +36,7 @@ void Accumulate(const SpeedResult& run, SpeedResult* total) {
   total->seconds += run.seconds;
   total->total_seconds += run.total_seconds;
   total->tokens_per_second = total->seconds > 0 ? static_cast<double>(total->tokens) / total->seconds : 0.0;
+  total->run_tokens_per_second.push_back(run.tokens_per_second);
   if (total->stats.drafter.empty()) {
     total->stats = run.stats;
   } else {
@@ -61,7 +62,8 @@ nlohmann::json ToJson(const SpeedResult& r) {
           {"probe_decisions", r.stats.probe_decisions},
           {"extend_seconds", r.stats.extend_seconds},
           {"draft_prefill_seconds", r.stats.draft_prefill_seconds},
-          {"synthetic_acceptance", r.stats.synthetic}};
+          {"synthetic_acceptance", r.stats.synthetic},
+          {"run_tokens_per_second", r.run_tokens_per_second}};
 }
 
 }  // namespace mtpspec::bench

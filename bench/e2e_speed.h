@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "spec/generator.h"
@@ -18,6 +19,9 @@ struct SpeedResult {
   double tokens_per_second = 0;
   double total_seconds = 0;  // the whole Generate call
   SpecStats stats;
+  // Steady-state tokens/s of each run that went into a total, in repetition order (paired with
+  // the other configurations' runs of the same repetitions).
+  std::vector<double> run_tokens_per_second;
 };
 
 // Runs Generate and measures the steady-state rate: tokens committed after the second on_tokens

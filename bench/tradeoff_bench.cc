@@ -38,6 +38,7 @@ constexpr char kUsage[] = R"(tradeoff_bench: verify cost, draft cost and speedup
   --contexts LIST       N values (default 512,2048,8192,32768)   --dense-context N (default K-8; 0: off)
   --max-rows L          verify rows 1..L (default 8)   --reps R (default 7, interleaved over all N)   --fill-chunk C (default 512)
   --new-tokens G        tokens per end-to-end run (default 96)   --e2e-reps R (default 1)   --e2e-k LIST (1,2,3,4)
+  --g5-reps R           further runs of plain, auto and plain (A/A) only, for the paired auto-vs-plain check (default 0)
   --accept-json PATH    accept_bench output for E[L] and the synthetic rates (default build/results/accept.json)
   --accept-context N    which context's rates to use (default: the largest in the file)
   --rates LIST          conditional acceptance a_1,a_2,... instead of --accept-json
@@ -152,7 +153,7 @@ std::string CsvRows(const nlohmann::json& point, const std::string& model) {
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
                                                 {"model-dir", "long-dir", "contexts", "dense-context", "max-rows",
-                                                 "reps", "fill-chunk", "new-tokens", "e2e-reps", "e2e-k",
+                                                 "reps", "fill-chunk", "new-tokens", "e2e-reps", "g5-reps", "e2e-k",
                                                  "accept-json", "accept-context", "rates", "trained-dir",
                                                  "trained-context", "trained-windows", "heldout", "stream-mib",
                                                  "threads", "seed", "json", "csv"},
@@ -175,10 +176,12 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(ps.fill_chunk, args.GetInt("fill-chunk", 512));
   ASSIGN_OR_RETURN(ps.new_tokens, args.GetInt("new-tokens", quick ? 24 : 96));
   ASSIGN_OR_RETURN(ps.e2e_reps, args.GetInt("e2e-reps", 1));
+  ASSIGN_OR_RETURN(ps.g5_reps, args.GetInt("g5-reps", 0));
   ASSIGN_OR_RETURN(ps.e2e_k, ParseIntList("e2e-k", args.Get("e2e-k", "1,2,3,4")));
   ASSIGN_OR_RETURN(ps.seed, args.GetUint64("seed", 7));
-  if (ps.max_rows < 2 || ps.reps < 1 || ps.fill_chunk < 1 || ps.new_tokens < 4) {
-    return absl::InvalidArgumentError("--max-rows >= 2, --reps >= 1, --fill-chunk >= 1, --new-tokens >= 4");
+  if (ps.max_rows < 2 || ps.reps < 1 || ps.fill_chunk < 1 || ps.new_tokens < 4 || ps.e2e_reps < 1 || ps.g5_reps < 0) {
+    return absl::InvalidArgumentError(
+        "--max-rows >= 2, --reps >= 1, --fill-chunk >= 1, --new-tokens >= 4, --e2e-reps >= 1, --g5-reps >= 0");
   }
   if (args.Has("rates")) {
     ASSIGN_OR_RETURN(ps.rates, ParseDoubleList("rates", args.Get("rates")));
@@ -248,6 +251,7 @@ absl::Status Run(int argc, char** argv) {
     // Runs are short on the tiny model (~0.2 ms a token), and their A/A noise reached 8% at 256
     // tokens x 3: make them longer and more.
     ts.e2e_reps = std::max<int64_t>(ps.e2e_reps, 6);
+    ts.g5_reps = 0;  // windows x e2e_reps paired runs already
     ts.new_tokens = std::max<int64_t>(
         ts.new_tokens, std::min<int64_t>(1024, tmodel->config().max_position_embeddings - tn - kMaxDraftTokens - 2));
     std::mt19937_64 rng(ps.seed);
@@ -283,7 +287,7 @@ absl::Status Run(int argc, char** argv) {
       {"acceptance_source", ps.rates_source},
       {"e2e_bench_model_acceptance", "SYNTHETIC (AcceptRule::kSynthetic with the rates above)"},
       {"settings", {{"contexts", contexts}, {"max_rows", ps.max_rows}, {"reps", ps.reps}, {"new_tokens", ps.new_tokens},
-                    {"e2e_reps", ps.e2e_reps}, {"e2e_k", ps.e2e_k}, {"quick", quick}}},
+                    {"e2e_reps", ps.e2e_reps}, {"g5_reps", ps.g5_reps}, {"e2e_k", ps.e2e_k}, {"quick", quick}}},
       {"points", points},
       {"trained", trained},
       {"elapsed_seconds", NowSeconds() - start},

@@ -78,6 +78,20 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
       Accumulate(r, &totals[i]);
     }
   }
+  // The paired auto-vs-plain repetitions: plain, auto and the A/A control, rotated likewise.
+  std::vector<size_t> paired;  // config indices
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (configs[i].k == 0 || configs[i].adaptive) paired.push_back(i);
+  }
+  for (int64_t rep = 0; rep < s.g5_reps && paired.size() == 3; ++rep) {
+    for (size_t j = 0; j < paired.size(); ++j) {
+      const size_t i = paired[(j + static_cast<size_t>(rep)) % paired.size()];
+      const GenerateOptions options = options_for(configs[i], s.seed + static_cast<uint64_t>(s.e2e_reps + rep));
+      Drafter* d = configs[i].k == 0 ? nullptr : drafter.get();
+      ASSIGN_OR_RETURN(SpeedResult r, TimedGenerate(target, d, prompt, options, configs[i].label));
+      totals[i].run_tokens_per_second.push_back(r.tokens_per_second);
+    }
+  }
   return totals;
 }
 
@@ -361,6 +375,7 @@ absl::StatusOr<std::vector<nlohmann::json>> MeasurePoints(const Model& model,
 nlohmann::json MergeEndToEnd(const std::vector<nlohmann::json>& points) {
   std::map<std::string, std::pair<double, double>> sums;  // label → (tokens, seconds)
   std::map<std::string, std::pair<double, double>> acc;   // label → (Σ AL·drafts, drafts)
+  std::map<std::string, nlohmann::json> runs;              // label → every run's tokens/s, window by window
   std::vector<std::string> order;
   for (const nlohmann::json& p : points) {
     for (const nlohmann::json& r : p["e2e"]) {
@@ -371,6 +386,10 @@ nlohmann::json MergeEndToEnd(const std::vector<nlohmann::json>& points) {
       const double drafts = r["num_drafts"].get<double>();
       acc[label].first += r["mean_acceptance_length"].get<double>() * drafts;
       acc[label].second += drafts;
+      if (!runs.count(label)) runs[label] = nlohmann::json::array();
+      if (r.contains("run_tokens_per_second")) {
+        for (const nlohmann::json& v : r["run_tokens_per_second"]) runs[label].push_back(v);
+      }
     }
   }
   nlohmann::json out = nlohmann::json::array();
@@ -382,7 +401,8 @@ nlohmann::json MergeEndToEnd(const std::vector<nlohmann::json>& points) {
                    {"speedup", plain > 0 ? tps / plain : 0.0},
                    {"mean_acceptance_length", acc[label].second > 0 ? acc[label].first / acc[label].second : 1.0},
                    {"steady_tokens", sums[label].first},
-                   {"steady_seconds", sums[label].second}});
+                   {"steady_seconds", sums[label].second},
+                   {"run_tokens_per_second", runs[label]}});
   }
   return out;
 }

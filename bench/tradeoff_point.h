@@ -25,6 +25,9 @@ struct PointSettings {
   int64_t fill_chunk = 512;    // prefill chunk rows
   int64_t new_tokens = 48;     // tokens generated per end-to-end run
   int64_t e2e_reps = 1;        // end-to-end runs per configuration (interleaved)
+  // Further interleaved runs of plain, auto and the plain A/A control only, for the paired
+  // auto-vs-plain comparison (their tokens/s join run_tokens_per_second, not the totals).
+  int64_t g5_reps = 0;
   std::vector<int64_t> e2e_k;  // fixed k values to run (plus plain and adaptive)
   bool adaptive = true;
   double read_bandwidth = 0;   // bytes/s, measured in the same run

@@ -1,0 +1,50 @@
+"""tools/bench/report_goals.py: the paired auto-vs-plain reading (G5) on made-up runs whose
+answer is known."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def goals():
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    spec = importlib.util.spec_from_file_location("report_goals", ROOT / "tools" / "bench" / "report_goals.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def entries(plain, auto, aa):
+    return [{"label": "plain", "run_tokens_per_second": plain}, {"label": "auto", "run_tokens_per_second": auto},
+            {"label": "plain (A/A)", "run_tokens_per_second": aa}]
+
+
+def test_ratios_are_against_the_mean_of_the_two_plain_runs(goals) -> None:
+    plain = [100.0, 90.0, 110.0, 100.0, 95.0]
+    aa = [102.0, 92.0, 104.0, 100.0, 97.0]
+    auto = [99.0, 91.0, 100.0, 101.0, 96.0]
+    out = goals.paired_auto_runs([{"context": 512, "e2e": entries(plain, auto, aa)}], None)
+    assert len(out) == 1
+    n, ratios, controls = out[0]
+    assert n == 512
+    assert ratios == pytest.approx([a / ((p + c) / 2) for p, a, c in zip(plain, auto, aa)])
+    assert controls == pytest.approx([c / p for p, c in zip(plain, aa)])
+
+
+def test_trained_model_runs_join_and_older_json_falls_back(goals) -> None:
+    five = [100.0] * 5
+    trained = {"context": 480, "e2e_merged": entries(five, five, five)}
+    out = goals.paired_auto_runs([{"context": 512, "e2e": entries(five, five, five)}], trained)
+    assert [n for n, _, _ in out] == [512, "trained 480"]
+    # Fewer than 5 runs, unequal lengths or no lists (JSON written before the field existed): [].
+    assert goals.paired_auto_runs([{"context": 512, "e2e": entries(five[:4], five[:4], five[:4])}], None) == []
+    assert goals.paired_auto_runs([{"context": 512, "e2e": entries(five, five[:4], five)}], None) == []
+    old = [{"label": "plain"}, {"label": "auto"}, {"label": "plain (A/A)"}]
+    assert goals.paired_auto_runs([{"context": 512, "e2e": old}], None) == []
