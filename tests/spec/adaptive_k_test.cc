@@ -148,10 +148,7 @@ TEST(AdaptiveKTest, StopsProbingOnceOptimisticAcceptanceCannotPay) {
 TEST(AdaptiveKTest, OptimisticAcceptanceIsOneDeviationHighAndFallsWithPosition) {
   AdaptiveK controller(3);
   // Position 0: 1 hit in 4 trials → mean 2/6; position 1: 1 hit in 1 trial → mean 2/3 (above the first).
-  controller.RecordVerify(2, 0, 1.0);
-  controller.RecordVerify(2, 0, 1.0);
-  controller.RecordVerify(2, 0, 1.0);
-  controller.RecordVerify(2, 2, 1.0);
+  for (const int64_t accepted : {0, 0, 0, 2}) controller.RecordVerify(2, accepted, 1.0);
   const double a0 = 2.0 / 6, h0 = a0 + std::sqrt(a0 * (1 - a0) / 7);
   EXPECT_NEAR(controller.ExpectedTokensHigh(1), 1 + h0, 1e-12);
   EXPECT_NEAR(controller.ExpectedTokensHigh(2), 1 + h0 + h0 * h0, 1e-12);  // position 1 capped at h0
