@@ -48,3 +48,10 @@ def test_trained_model_runs_join_and_older_json_falls_back(goals) -> None:
     assert goals.paired_auto_runs([{"context": 512, "e2e": entries(five, five[:4], five)}], None) == []
     old = [{"label": "plain"}, {"label": "auto"}, {"label": "plain (A/A)"}]
     assert goals.paired_auto_runs([{"context": 512, "e2e": old}], None) == []
+
+
+def test_a_run_whose_bandwidth_moved_is_flagged(goals) -> None:
+    assert goals.bandwidth_warning(30e9, 29e9) == ""
+    assert goals.bandwidth_warning(30e9, 32.9e9) == ""
+    assert "+74%" in goals.bandwidth_warning(16.7e9, 29.06e9)
+    assert "-13%" in goals.bandwidth_warning(32.3e9, 28.2e9)

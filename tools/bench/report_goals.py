@@ -48,6 +48,15 @@ def paired_auto_runs(points: list, trained: dict | None) -> list:
     return out
 
 
+def bandwidth_warning(start: float, end: float) -> str:
+    """A warning for the report header when the host's read bandwidth moved by more than 10% during the
+    run: the bytes bound (and so G2) and every absolute time are then suspect."""
+    if start <= 0 or abs(end / start - 1) <= 0.10:
+        return ""
+    return (f" **Warning: the bandwidth moved by {100 * (end / start - 1):+.0f}% during the run: the host was "
+            "contended, so the bytes bound and the cost goals (G1-G3) of this run are unreliable.**")
+
+
 def verdict(ok: bool) -> str:
     return "**PASS**" if ok else "**FAIL**"
 
@@ -175,7 +184,7 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
         "interleaved over every (N, path, L) and reported as medians, so ratios are measured side by side.",
         f"- Read bandwidth (StreamSum over {data['read_bandwidth_start']['buffer_mib']} MiB, "
         f"{data['read_bandwidth_start']['threads']} threads): {bw / 1e9:.2f} GB/s at start, {bw_end / 1e9:.2f} GB/s "
-        "at end; the bound uses the start value.",
+        "at end; the bound uses the start value." + bandwidth_warning(bw, bw_end),
         f"- Bench model: `{data['bench_model']['dir']}` viewed through `{data['bench_model']['long_context_view']}` "
         f"(max_position_embeddings raised to {cfg['max_position_embeddings']}, weights symlinked): hidden "
         f"{cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, {cfg['n_routed_experts']} experts top-"
