@@ -67,14 +67,16 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
   // An untimed warm-up run: the first decode after the fill runs cold (without it, a --quick run's
   // A/A control came out 1.2x faster than the plain run it repeats).
   RETURN_IF_ERROR(TimedGenerate(target, nullptr, prompt, options_for(configs.front(), s.seed), "warm-up").status());
+  auto run = [&](size_t i, uint64_t seed) {
+    Drafter* d = configs[i].k == 0 ? nullptr : drafter.get();
+    return TimedGenerate(target, d, prompt, options_for(configs[i], seed), configs[i].label);
+  };
   // Each repetition starts one configuration later, so a load that drifts during a repetition
   // does not always fall on the same configurations.
   for (int64_t rep = 0; rep < s.e2e_reps; ++rep) {
     for (size_t j = 0; j < configs.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(rep)) % configs.size();
-      const GenerateOptions options = options_for(configs[i], s.seed + static_cast<uint64_t>(rep));
-      Drafter* d = configs[i].k == 0 ? nullptr : drafter.get();
-      ASSIGN_OR_RETURN(SpeedResult r, TimedGenerate(target, d, prompt, options, configs[i].label));
+      ASSIGN_OR_RETURN(SpeedResult r, run(i, s.seed + static_cast<uint64_t>(rep)));
       Accumulate(r, &totals[i]);
     }
   }
@@ -86,9 +88,7 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
   for (int64_t rep = 0; rep < s.g5_reps && paired.size() == 3; ++rep) {
     for (size_t j = 0; j < paired.size(); ++j) {
       const size_t i = paired[(j + static_cast<size_t>(rep)) % paired.size()];
-      const GenerateOptions options = options_for(configs[i], s.seed + static_cast<uint64_t>(s.e2e_reps + rep));
-      Drafter* d = configs[i].k == 0 ? nullptr : drafter.get();
-      ASSIGN_OR_RETURN(SpeedResult r, TimedGenerate(target, d, prompt, options, configs[i].label));
+      ASSIGN_OR_RETURN(SpeedResult r, run(i, s.seed + static_cast<uint64_t>(s.e2e_reps + rep)));
       totals[i].run_tokens_per_second.push_back(r.tokens_per_second);
     }
   }

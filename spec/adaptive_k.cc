@@ -37,32 +37,28 @@ double AdaptiveK::conditional_acceptance(int64_t i) const {
   return (accept_hits_[i] + 1.0) / (accept_trials_[i] + 2.0);  // posterior mean under Beta(1, 1)
 }
 
-double AdaptiveK::ExpectedTokensFrom(int64_t k, double deviations) const {
+double AdaptiveK::AcceptanceBound(int64_t i, double deviations) const {
+  const double a = conditional_acceptance(i);
+  const double sd = std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0));  // Beta(h + 1, t − h + 1)
+  return std::clamp(a - deviations * sd, 0.0, 1.0);
+}
+
+double AdaptiveK::ExpectedTokensFrom(int64_t k, double deviations, bool cap_at_first) const {
   double total = 1.0, reach = 1.0;
+  const double first = k > 0 ? AcceptanceBound(0, deviations) : 1.0;
   for (int64_t i = 0; i < k; ++i) {
-    const double a = conditional_acceptance(i);
-    const double sd = std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0));  // Beta(h + 1, t − h + 1)
-    reach *= std::max(0.0, a - deviations * sd);
+    const double a = AcceptanceBound(i, deviations);
+    reach *= cap_at_first ? std::min(a, first) : a;
     total += reach;
   }
   return total;
 }
 
-double AdaptiveK::ExpectedTokens(int64_t k) const { return ExpectedTokensFrom(k, 0.0); }
+double AdaptiveK::ExpectedTokens(int64_t k) const { return ExpectedTokensFrom(k, 0.0, false); }
 
-double AdaptiveK::ExpectedTokensHigh(int64_t k) const {
-  double total = 1.0, reach = 1.0, first = 1.0;
-  for (int64_t i = 0; i < k; ++i) {
-    const double a = conditional_acceptance(i);
-    const double high = std::min(1.0, a + std::sqrt(a * (1 - a) / (accept_trials_[i] + 3.0)));
-    if (i == 0) first = high;
-    reach *= std::min(high, first);
-    total += reach;
-  }
-  return total;
-}
+double AdaptiveK::ExpectedTokensLow(int64_t k) const { return ExpectedTokensFrom(k, 1.0, false); }
 
-double AdaptiveK::ExpectedTokensLow(int64_t k) const { return ExpectedTokensFrom(k, 1.0); }
+double AdaptiveK::ExpectedTokensHigh(int64_t k) const { return ExpectedTokensFrom(k, -1.0, true); }
 
 double AdaptiveK::VerifyCost(int64_t rows) const {
   if (verify_cost_[rows] > 0) return verify_cost_[rows];
@@ -173,7 +169,7 @@ int64_t AdaptiveK::Choose() {
   // While drafting, probes alternate between plain decoding and one draft more (whose deeper
   // position the current length never measures), unless the current length is k_max.
   int64_t probe = best == 0 ? std::min<int64_t>(1, k_max_) : 0;
-  if (best > 0 && best < k_max_ && !follow_up && probe_longer_) probe = best + 1;
+  if (best > 0 && best < k_max_ && probe_longer_) probe = best + 1;
   // (Drafting that cannot pay is still re-checked every max_probe_interval cycles, as far as the
   // budget allows: acceptance may change with the text.)
   bool allowed = probe == 0 || since_probe_ >= max_gap_ || DraftingCouldPay();
@@ -181,9 +177,7 @@ int64_t AdaptiveK::Choose() {
     const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * CatchUpPerRow() : 0.0;
     const double draft_prior = probe > 0 && draft_cost_ <= 0 ? kPriorDraftStep * VerifyCost(1) : 0.0;
     const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe) + draft_prior) + catch_up;
-    const double planned = tokens_left_ > 0 ? static_cast<double>(tokens_left_) * ExpectedCost(best) /
-                                                  ExpectedTokens(best)
-                                            : 0.0;
+    const double planned = tokens_left_ > 0 ? static_cast<double>(tokens_left_) * SecondsPerToken(best) : 0.0;
     allowed = exploration_ + loss <= budget_ * (elapsed_ + planned);
   }
   if (!allowed) {
@@ -219,9 +213,10 @@ bool AdaptiveK::DraftingCouldPay() const {
   return false;
 }
 
+double AdaptiveK::SecondsPerToken(int64_t k) const { return ExpectedCost(k) / ExpectedTokens(k); }
+
 double AdaptiveK::ProbeLoss(int64_t best, double tokens, double seconds) const {
-  const double seconds_per_token = ExpectedCost(best) / ExpectedTokens(best);
-  return std::max(0.0, seconds - tokens * seconds_per_token);
+  return std::max(0.0, seconds - tokens * SecondsPerToken(best));
 }
 
 void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) {

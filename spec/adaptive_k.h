@@ -152,8 +152,13 @@ class AdaptiveK {
   std::vector<std::vector<CycleSample>> cycle_samples_;  // [k_max + 1][≤ kCycleWindow] recent whole cycles
   std::vector<size_t> cycle_next_;                       // [k_max + 1] ring-buffer write positions
   int64_t last_measured_draft_k_ = 0;                    // the drafting length with the newest sample
-  // E[tokens](k) with each acceptance `deviations` posterior standard deviations below its mean.
-  double ExpectedTokensFrom(int64_t k, double deviations) const;
+  // Position i's conditional acceptance `deviations` posterior standard deviations below its mean,
+  // within [0, 1].
+  double AcceptanceBound(int64_t i, double deviations) const;
+  // E[tokens](k) with every acceptance at AcceptanceBound(i, deviations); with `cap_at_first`, no
+  // later position above the first.
+  double ExpectedTokensFrom(int64_t k, double deviations, bool cap_at_first) const;
+  double SecondsPerToken(int64_t k) const;  // expected seconds per token at draft length k
   double ComposedCost(int64_t k) const;
   double MeasuredCycleCost(int64_t k) const;  // 0 when k has no whole-cycle sample
   double ProbeLoss(int64_t k, double tokens, double seconds) const;
