@@ -63,11 +63,14 @@ void StreamFill(float* data, int64_t n, ThreadPool& pool) {
   });
 }
 
+int64_t LastLevelCacheBytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? static_cast<int64_t>(l3) : 0;
+}
+
 void EvictCaches(ThreadPool& pool) {
   static const int64_t floats = [] {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    const int64_t bytes = std::clamp<int64_t>(2 * static_cast<int64_t>(l3 > 0 ? l3 : 0), int64_t{64} << 20,
-                                              int64_t{1} << 30);
+    const int64_t bytes = std::clamp<int64_t>(2 * LastLevelCacheBytes(), int64_t{64} << 20, int64_t{1} << 30);
     return bytes / static_cast<int64_t>(sizeof(float));
   }();
   static float* buffer = [&pool] {

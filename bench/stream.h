@@ -17,6 +17,9 @@ float StreamSum(const float* data, int64_t n, ThreadPool& pool);
 // 4·n written; STREAM's convention, write-allocate traffic not counted).
 void StreamCopy(const float* src, float* dst, int64_t n, ThreadPool& pool);
 
+// The last-level cache's size in bytes as the OS reports it (sysconf), or 0 when it reports none.
+int64_t LastLevelCacheBytes();
+
 // Evicts the caches: streams a buffer of twice the last-level cache (at least 64 MiB, at most
 // 1 GiB; allocated on first use) through the pool. A draft step's weights (the MTP layer and its
 // head: ~100 MB on the bench model) fit this machine's 260 MB L3, so timed back to back they read

@@ -29,6 +29,16 @@ PLAIN_CONTROL = "plain (A/A)"
 EXPLORATION_BUDGET = 0.01
 
 
+def timing_note(trained: dict) -> str:
+    """How the trained model's costs and runs were taken (absent from JSON before session 5)."""
+    timing = trained["points"][0].get("draft_timing")
+    if not timing or "new_tokens" not in trained:
+        return ""
+    return (f" Costs timed with {timing['caches']} caches (a plain step reads {timing['step_bytes'] / 1e6:.1f} MB, "
+            f"the last-level cache holds {timing['last_level_cache_bytes'] / 1e6:.0f} MB); end-to-end runs of "
+            f"{trained['new_tokens']} tokens from N, {trained['e2e_reps']} per window.")
+
+
 def paired_auto_runs(points: list, trained: dict | None) -> list:
     """(N, auto / mean(plain, A/A) per repetition, A/A / plain per repetition) for every point whose
     plain, auto and A/A entries carry equally long run_tokens_per_second lists (>= 5 runs); [] when
@@ -333,7 +343,7 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
         rk = {k: float(np.median([by_rows(p, "gather")[k + 1]["r"] for p in tp])) for k in ks}
         rb = {k: float(np.median([by_rows(p, "gather")[k + 1]["r_bound"] for p in tp])) for k in ks}
         md += ["", f"  Trained model costs (medians over windows): T1 = {1e3 * t1:.2f} ms, c = {c:.3f}, r_k (bound) = "
-               + ", ".join(f"k={k}: {rk[k]:.2f} ({rb[k]:.2f})" for k in rk) + ".", "",
+               + ", ".join(f"k={k}: {rk[k]:.2f} ({rb[k]:.2f})" for k in rk) + "." + timing_note(trained), "",
                "  | trained, N=%d | tok/s | speedup | mean acc. length | predicted E[L]/(r_k+k c) |" % trained["context"],
                "  |---|---|---|---|---|"]
         for e in trained["e2e_merged"]:
