@@ -43,11 +43,13 @@ int64_t CacheBytesPerToken(const KvCacheShape& shape) {
 
 int64_t KvCache::BytesPerToken() const { return CacheBytesPerToken(shape_); }
 
-int64_t KvCache::Bf16BytesPerToken() const {
+int64_t CacheBf16BytesPerToken(const KvCacheShape& shape) {
   int64_t values = 0;
-  for (bool full : shape_.has_indexer) values += shape_.kv_lora_rank + shape_.rope_dim + (full ? shape_.index_head_dim : 0);
+  for (bool full : shape.has_indexer) values += shape.kv_lora_rank + shape.rope_dim + (full ? shape.index_head_dim : 0);
   return values * 2;
 }
+
+int64_t KvCache::Bf16BytesPerToken() const { return CacheBf16BytesPerToken(shape_); }
 
 void LayerKvCache::StoreLatent(int64_t j, const float* c) {
   const int64_t n = latent_dim();

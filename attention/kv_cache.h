@@ -44,6 +44,8 @@ struct LayerKvCache {
 
 // Bytes one token takes in a cache of this shape, as stored (f32, or int8 latent + its scale).
 int64_t CacheBytesPerToken(const KvCacheShape& shape);
+// The same values counted at 2 bytes each (bf16), the unit engines usually quote (§3.4).
+int64_t CacheBf16BytesPerToken(const KvCacheShape& shape);
 
 class KvCache {
  public:

@@ -16,13 +16,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   return model;
 }
 
-KvCacheShape Model::CacheShape(LatentStorage storage) const {
+KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage) {
   KvCacheShape shape;
   shape.latent_storage = storage;
-  shape.kv_lora_rank = config_.kv_lora_rank;
-  shape.rope_dim = config_.qk_rope_head_dim;
-  shape.index_head_dim = config_.index_head_dim;
-  shape.has_indexer = config_.layer_has_indexer;
+  shape.kv_lora_rank = config.kv_lora_rank;
+  shape.rope_dim = config.qk_rope_head_dim;
+  shape.index_head_dim = config.index_head_dim;
+  shape.has_indexer = config.layer_has_indexer;
   return shape;
 }
 

@@ -35,6 +35,9 @@ struct ForwardOutput {
   std::vector<AttentionPath> paths;  // [num_hidden_layers] the path each layer took
 };
 
+// The trunk's cache layout for a configuration (no weights needed: memory planning, reports).
+KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage = LatentStorage::kF32);
+
 class Model {
  public:
   // Reads DIR/config.json and the safetensors checkpoint in DIR.
@@ -51,7 +54,7 @@ class Model {
   // latent in int8 with per-token scales (rope and indexer keys stay f32).
   absl::StatusOr<std::unique_ptr<KvCache>> NewCache(int64_t capacity,
                                                     LatentStorage storage = LatentStorage::kF32) const;
-  KvCacheShape CacheShape(LatentStorage storage = LatentStorage::kF32) const;
+  KvCacheShape CacheShape(LatentStorage storage = LatentStorage::kF32) const { return CacheShapeFor(config_, storage); }
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
   // cache.length(); a start before the end first truncates the cache there. On error the cache is
