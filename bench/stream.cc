@@ -1,12 +1,8 @@
 #include "bench/stream.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#include <unistd.h>
 
 #include <immintrin.h>
 
@@ -61,25 +57,6 @@ void StreamFill(float* data, int64_t n, ThreadPool& pool) {
   pool.ParallelFor(n, kMinChunkFloats, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) data[i] = static_cast<float>(i & 1023) * (1.0f / 1024.0f);
   });
-}
-
-int64_t LastLevelCacheBytes() {
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? static_cast<int64_t>(l3) : 0;
-}
-
-void EvictCaches(ThreadPool& pool) {
-  static const int64_t floats = [] {
-    const int64_t bytes = std::clamp<int64_t>(2 * LastLevelCacheBytes(), int64_t{64} << 20, int64_t{1} << 30);
-    return bytes / static_cast<int64_t>(sizeof(float));
-  }();
-  static float* buffer = [&pool] {
-    float* p = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(floats) * sizeof(float)));
-    StreamFill(p, floats, pool);
-    return p;
-  }();
-  volatile float sink = StreamSum(buffer, floats, pool);
-  (void)sink;
 }
 
 }  // namespace mtpspec::bench

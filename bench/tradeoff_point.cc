@@ -10,7 +10,6 @@
 #include "bench/e2e_speed.h"
 #include "bench/prefix_target.h"
 #include "bench/run_info.h"
-#include "bench/stream.h"
 #include "bench/verify_cost.h"
 #include "core/parallel.h"
 #include "spec/mtp_drafter.h"
@@ -110,6 +109,11 @@ std::vector<double> AcceptedDistribution(const std::vector<double>& rates, int64
 
 }  // namespace
 
+constexpr char kTimingRule[] =
+    "each timed piece follows, untimed, what precedes it in decoding: a plain step before T1; the "
+    "previous cycle's verify and draft before Tv(L); a verify of m + 1 rows before the draft's extend of "
+    "m + 1 rows and head";
+
 struct PointState {
   const Model* model = nullptr;
   PointSettings s;
@@ -130,8 +134,9 @@ struct PointState {
   CostSamples mtp_step;
   std::vector<CostSamples> mtp_extend;  // [max_rows] the drafter's extend of 1 … max_rows pairs
   CostSamples mtp_head;                 // the head on one row (the first draft)
-  // Whether the draft's extend and head are timed from evicted caches (see Prepare).
-  bool draft_after_eviction = true;
+  // [max_rows] tokens of the untimed work that precedes each timed piece (RunPredecessor): other
+  // tokens than the timed block's, so that their top-k selections differ as consecutive steps' do.
+  std::vector<int32_t> predecessor_block;
 
   const float* LastHidden() const {
     return target->prefix_hidden_postnorm().data<float>() + (n - 1) * model->config().hidden_size;
@@ -184,6 +189,8 @@ absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model&
     for (int32_t& t : block) t = dist(rng);
   }
   p.draft_token = dist(rng);
+  p.predecessor_block.resize(p.s.max_rows);
+  for (int32_t& t : p.predecessor_block) t = dist(rng);
   for (AttentionPath path : {AttentionPath::kGather, AttentionPath::kMask, AttentionPath::kDense}) {
     p.series.push_back(PathSeries{path, std::vector<CostSamples>(p.s.max_rows), std::vector<int64_t>(p.s.max_rows, 0)});
   }
@@ -204,20 +211,7 @@ absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model&
       ps.attended_rows[L - 1] = (attended + blocks / 2) / blocks;
     }
   }
-  // In a cycle the draft follows a verify. Where a plain step reads more than the last-level cache
-  // (the bench model), that verify has pushed the MTP layer and head out of it, so the extend and
-  // head are timed from evicted caches. A model whose step fits in it (the trained tiny model reads
-  // ~11 MB) stays resident from cycle to cycle, and evicting would time a cold draft, and then a
-  // cold T1, that its decoding never sees.
-  const PathSeries& t1_series = p.Series(AutoPath(p.n, 1, p.k_top));
-  const bool t1_scoring = t1_series.path != AttentionPath::kDense && p.n + 1 > p.k_top;
-  const double step_bytes =
-      ComputeVerifyBytes(model, p.n, 1, t1_scoring, t1_series.attended_rows[0], -1).Total(false);
-  const int64_t llc_bytes = LastLevelCacheBytes();
-  p.draft_after_eviction = llc_bytes == 0 || step_bytes > static_cast<double>(llc_bytes);
-  p.out["draft_timing"] = {{"caches", p.draft_after_eviction ? "evicted" : "warm"},
-                           {"step_bytes", step_bytes},
-                           {"last_level_cache_bytes", llc_bytes}};
+  p.out["timing"] = kTimingRule;
   CostSamples scratch, scratch_head;
   RETURN_IF_ERROR(TimedMtpStep(*p.mtp, *p.mtp_cache, p.LastHidden(), p.draft_token, p.n, p.mtp_options, &scratch));
   p.mtp_extend.resize(p.s.max_rows);
@@ -228,6 +222,31 @@ absl::StatusOr<std::unique_ptr<ContextPoint>> ContextPoint::Prepare(const Model&
   return std::unique_ptr<ContextPoint>(new ContextPoint(std::move(st)));
 }
 
+namespace {
+
+// Runs, untimed, what precedes a verify of L rows in decoding, so that each timed piece starts
+// from the caches (weights, KV rows, TLB) that decoding leaves it: before a plain step (L = 1), the
+// previous plain step; before a verify of L rows, the previous cycle's verify of L rows on the same
+// path, then the drafter's extend and head and its L − 2 chained steps. Same position, other tokens.
+// Timing every piece after an eviction instead, as before session 5, made T1 a cold step: on a
+// contended host its gather at 32K took 11.9 ms against 4.7 ms for L = 2 in the same rounds, and
+// T1 exceeded the plain decode step by 2x (19-34 ms against 16-18 ms).
+absl::Status RunPredecessor(PointState& p, int64_t L, AttentionPath path) {
+  CostSamples scratch, scratch_head;
+  const auto tokens = std::span<const int32_t>(p.predecessor_block).first(L);
+  RETURN_IF_ERROR(TimedVerify(*p.model, p.target->cache(), tokens, p.n, path, &scratch));
+  if (L == 1) return absl::OkStatus();
+  const float* hidden = p.target->prefix_hidden_postnorm().data<float>();  // [N, H]
+  RETURN_IF_ERROR(TimedMtpExtend(*p.mtp, *p.mtp_cache, hidden, p.prompt, p.draft_token, p.n, 1, p.mtp_options,
+                                 &scratch, &scratch_head));
+  for (int64_t j = 0; j + 2 < L; ++j) {
+    RETURN_IF_ERROR(TimedMtpStep(*p.mtp, *p.mtp_cache, p.LastHidden(), p.draft_token, p.n, p.mtp_options, &scratch));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ContextPoint::MeasureRound() {
   PointState& p = *state_;
   const std::vector<int32_t>& block = p.row_blocks[p.round++ % static_cast<int64_t>(p.row_blocks.size())];
@@ -235,16 +254,19 @@ absl::Status ContextPoint::MeasureRound() {
     for (PathSeries& ps : p.series) {
       if (!ps.Valid(p.n, L, p.k_top)) continue;
       const auto tokens = std::span<const int32_t>(block).first(L);
+      RETURN_IF_ERROR(RunPredecessor(p, L, L == 1 ? AutoPath(p.n, 1, p.k_top) : ps.path));
       RETURN_IF_ERROR(TimedVerify(*p.model, p.target->cache(), tokens, p.n, ps.path, &ps.by_rows[L - 1]));
     }
   }
-  // The extend and the head that gives the first draft start from evicted caches when a cycle's
-  // verify streams more than the last-level cache (bench/stream.h EvictCaches; see Prepare); the
+  // The extend over the m + 1 committed rows and the head that gives the first draft follow the
+  // cycle's verify (timed here after an untimed verify of that many rows on the default path); the
   // chained steps follow them, with the MTP layer and head just read, so the step is timed right
   // after an extend and head.
   const float* hidden = p.target->prefix_hidden_postnorm().data<float>();  // [N, H]
   for (int64_t rows = 1; rows <= p.s.max_rows; ++rows) {
-    if (p.draft_after_eviction) EvictCaches(DefaultThreadPool());
+    CostSamples scratch;
+    const auto tokens = std::span<const int32_t>(p.predecessor_block).first(rows);
+    RETURN_IF_ERROR(TimedVerify(*p.model, p.target->cache(), tokens, p.n, AutoPath(p.n, rows, p.k_top), &scratch));
     RETURN_IF_ERROR(TimedMtpExtend(*p.mtp, *p.mtp_cache, hidden, p.prompt, p.draft_token, p.n, rows, p.mtp_options,
                                    &p.mtp_extend[rows - 1], &p.mtp_head));
   }
