@@ -31,6 +31,14 @@ absl::Status KvCache::Truncate(int64_t n) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const std::string& what) {
+  if (text == "f32") return LatentStorage::kF32;
+  if (text == "int8") return LatentStorage::kInt8;
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32 or int8, got \"", text, "\""));
+}
+
+const char* LatentStorageName(LatentStorage storage) { return storage == LatentStorage::kInt8 ? "int8" : "f32"; }
+
 int64_t CacheBytesPerToken(const KvCacheShape& shape) {
   const bool int8 = shape.latent_storage == LatentStorage::kInt8;
   int64_t bytes = 0;

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/tensor.h"
 
 namespace mtpspec {
@@ -16,6 +18,9 @@ namespace mtpspec {
 // How the MLA latent is stored. kInt8 keeps one int8 per value plus one f32 scale per token
 // (symmetric, scale = max|c| / 127); the rope key and the indexer key stay f32.
 enum class LatentStorage { kF32, kInt8 };
+// "f32" or "int8"; the error names `what` (the flag or argument the text came from).
+absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const std::string& what);
+const char* LatentStorageName(LatentStorage storage);
 
 struct KvCacheShape {
   LatentStorage latent_storage = LatentStorage::kF32;

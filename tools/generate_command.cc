@@ -182,9 +182,7 @@ absl::Status RunGenerate(const CliArgs& args) {
   const int64_t wanted = static_cast<int64_t>(prompt.size()) + options.max_new_tokens + kMaxDraftTokens + 1;
   ASSIGN_OR_RETURN(int64_t capacity,
                    args.GetInt("capacity", std::min(wanted, model->config().max_position_embeddings)));
-  const std::string kv = args.Get("kv-cache", "f32");
-  if (kv != "f32" && kv != "int8") return absl::InvalidArgumentError("--kv-cache must be f32 or int8");
-  const LatentStorage storage = kv == "int8" ? LatentStorage::kInt8 : LatentStorage::kF32;
+  ASSIGN_OR_RETURN(const LatentStorage storage, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
   Pipeline pipeline;
   if (device == Device::kCuda) {
     ASSIGN_OR_RETURN(pipeline, MakeCudaPipeline(*model, capacity, args.Get("draft", "mtp"), mtp, lookup, storage,

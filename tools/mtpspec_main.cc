@@ -151,10 +151,8 @@ absl::Status RunLogits(const CliArgs& args) {
     ASSIGN_OR_RETURN(options.logit_rows, args.GetIntList("rows"));
   }
   const int64_t capacity = std::min<int64_t>(model->config().max_position_embeddings, positions.back() + 1);
-  const std::string kv = args.Get("kv-cache", "f32");
-  if (kv != "f32" && kv != "int8") return absl::InvalidArgumentError("--kv-cache must be f32 or int8");
-  ASSIGN_OR_RETURN(auto cache, model->NewCache(std::max<int64_t>(capacity, 1),
-                                               kv == "int8" ? LatentStorage::kInt8 : LatentStorage::kF32));
+  ASSIGN_OR_RETURN(const LatentStorage storage, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
+  ASSIGN_OR_RETURN(auto cache, model->NewCache(std::max<int64_t>(capacity, 1), storage));
   ASSIGN_OR_RETURN(ForwardOutput out, model->Forward(*cache, ids, positions, options));
   RETURN_IF_ERROR(WriteNpy(args.Get("out"), out.logits.view()));
   std::cout << "wrote " << args.Get("out") << " " << ShapeString(out.logits.view()) << " f32\n";

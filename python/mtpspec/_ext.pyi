@@ -37,6 +37,7 @@ class Model:
         positions: Optional[Sequence[int]] = None,
         rows: Union[None, str, Sequence[int]] = None,
         path: str = "auto",
+        kv_cache: str = "f32",
     ) -> npt.NDArray[np.float32]: ...
     def time_forward(
         self, ids: Sequence[int], rows: int, repeats: int = 5, warmup: int = 1
@@ -117,6 +118,7 @@ def generate(
     ngram: int = 3,
     relaxed_top_n: int = 3,
     relaxed_delta: float = 0.1,
+    kv_cache: str = "f32",
 ) -> GenerateResult: ...
 
 class Tokenizer:

@@ -130,12 +130,14 @@ class Model:
         positions: Optional[Sequence[int]] = None,
         rows: Union[None, str, Sequence[int]] = None,
         path: str = "auto",
+        kv_cache: str = "f32",
     ) -> np.ndarray:
         """Logits of ``ids`` run on an empty cache: float32 ``[rows, vocab]`` (rows: None/"all",
-        "last" or a list of row indices; path: "auto", "dense", "mask" or "gather"). The array owns
-        the C++ buffer; nothing is copied."""
+        "last" or a list of row indices; path: "auto", "dense", "mask" or "gather"; kv_cache: "f32",
+        or "int8" for the latent stored as int8 with one scale per token). The array owns the C++
+        buffer; nothing is copied."""
         return self._m.logits(_ids(ids), None if positions is None else list(positions),
-                              rows if rows is None or isinstance(rows, str) else list(rows), path)
+                              rows if rows is None or isinstance(rows, str) else list(rows), path, kv_cache)
 
     def time_forward(self, ids: TokenIds, rows: int, repeats: int = 5, warmup: int = 1) -> np.ndarray:
         """Seconds of each of ``repeats`` forwards of ``rows`` tokens (all logits, as a verify) after
@@ -198,6 +200,7 @@ class Model:
         relaxed_top_n: int = 3,
         relaxed_delta: float = 0.1,
         on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
+        kv_cache: str = "f32",
     ) -> GenerateResult:
         """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
 
@@ -214,6 +217,8 @@ class Model:
             ``accepted`` drafts. It runs with the GIL held once per cycle: slow, for research.
         on_tokens: called with each batch of committed tokens; returning False stops generation
             (stop_reason "cancelled").
+        kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
+            token (rope and indexer keys stay f32; docs/results/2026-11-30-kv-int8.md has its cost).
 
         Ctrl-C (KeyboardInterrupt) stops generation within one verify step; the model stays usable.
         """
@@ -222,7 +227,8 @@ class Model:
             int(top_k), float(top_p), float(min_p), int(seed), mtp_hidden, mtp_chain, mtp_index_share,
             bool(sample_drafts), bool(adaptive_k),
             None if synthetic_rates is None else [float(x) for x in synthetic_rates],
-            acceptance_hook, on_tokens, bool(stop_at_eos), int(ngram), int(relaxed_top_n), float(relaxed_delta))
+            acceptance_hook, on_tokens, bool(stop_at_eos), int(ngram), int(relaxed_top_n), float(relaxed_delta),
+            kv_cache)
         return self._result(r)
 
     def stream(

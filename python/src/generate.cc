@@ -99,7 +99,8 @@ GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt
                    double top_p, double min_p, uint64_t seed, const std::string& mtp_hidden,
                    const std::string& mtp_chain, const std::string& mtp_index_share, bool sample_drafts,
                    bool adaptive_k, std::optional<std::vector<double>> synthetic_rates, py::object acceptance_hook,
-                   py::object on_tokens, bool stop_at_eos, int64_t ngram, int64_t relaxed_top_n, double relaxed_delta) {
+                   py::object on_tokens, bool stop_at_eos, int64_t ngram, int64_t relaxed_top_n, double relaxed_delta,
+                   const std::string& kv_cache) {
   const Model& model = *handle.model;
   GenerateOptions options;
   options.max_new_tokens = max_new_tokens;
@@ -122,6 +123,7 @@ GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt
   mtp.hidden = ValueOrThrow(ParseMtpHidden(mtp_hidden));
   mtp.chain = ValueOrThrow(ParseMtpChain(mtp_chain));
   mtp.index_share = ValueOrThrow(ParseIndexShare(mtp_index_share));
+  const LatentStorage storage = ValueOrThrow(ParseLatentStorage(kv_cache, "kv_cache"));
   LookupOptions lookup;
   lookup.max_ngram = ngram;
   if (ngram < 1) ThrowIfError(absl::InvalidArgumentError(absl::StrCat("ngram must be >= 1, got ", ngram)));
@@ -164,7 +166,7 @@ GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt
     result = [&]() -> absl::StatusOr<GenerateResult> {
       const int64_t wanted = static_cast<int64_t>(prompt.size()) + max_new_tokens + kMaxDraftTokens + 1;
       const int64_t capacity = CacheCapacityFor(handle, wanted);
-      ASSIGN_OR_RETURN(auto target, ModelTarget::Create(model, capacity));
+      ASSIGN_OR_RETURN(auto target, ModelTarget::Create(model, capacity, {}, storage));
       ASSIGN_OR_RETURN(auto drafter, MakeDrafter(draft, model, capacity, mtp, lookup));
       return Generate(*target, drafter.get(), prompt, options);
     }();
@@ -186,7 +188,8 @@ void RegisterGenerate(py::module_& m) {
         py::arg("mtp_chain") = "normed", py::arg("mtp_index_share") = "exact", py::arg("sample_drafts") = false,
         py::arg("adaptive_k") = false, py::arg("synthetic_rates") = py::none(),
         py::arg("acceptance_hook") = py::none(), py::arg("on_tokens") = py::none(), py::arg("stop_at_eos") = true,
-        py::arg("ngram") = 3, py::arg("relaxed_top_n") = 3, py::arg("relaxed_delta") = 0.1);
+        py::arg("ngram") = 3, py::arg("relaxed_top_n") = 3, py::arg("relaxed_delta") = 0.1,
+        py::arg("kv_cache") = "f32");
 }
 
 }  // namespace mtpspec::python

@@ -145,8 +145,9 @@ py::dict LoadReportDict(const ModelHandle& h) {
 
 py::array_t<float> Logits(const ModelHandle& h, const std::vector<int32_t>& ids,
                           std::optional<std::vector<int64_t>> positions, const py::object& rows,
-                          const std::string& path) {
+                          const std::string& path, const std::string& kv_cache) {
   const Model& model = Get(h);
+  const LatentStorage storage = ValueOrThrow(ParseLatentStorage(kv_cache, "kv_cache"));
   if (ids.empty()) ThrowIfError(absl::InvalidArgumentError("ids is empty"));
   std::vector<int64_t> pos;
   if (positions) {
@@ -177,7 +178,7 @@ py::array_t<float> Logits(const ModelHandle& h, const std::vector<int32_t>& ids,
   absl::StatusOr<ForwardOutput> out;
   {
     py::gil_scoped_release release;
-    auto cache = model.NewCache(CacheCapacityFor(h, std::max<int64_t>(pos.back() + 1, 1)));
+    auto cache = model.NewCache(CacheCapacityFor(h, std::max<int64_t>(pos.back() + 1, 1)), storage);
     out = cache.ok() ? model.Forward(**cache, ids, pos, options) : absl::StatusOr<ForwardOutput>(cache.status());
   }
   return TensorToArray(std::move(ValueOrThrow(std::move(out)).logits));
@@ -334,7 +335,7 @@ void RegisterModel(py::module_& m) {
       .def("config", &ConfigDict)
       .def("load_report", &LoadReportDict)
       .def("logits", &Logits, py::arg("ids"), py::arg("positions") = py::none(), py::arg("rows") = py::none(),
-           py::arg("path") = "auto")
+           py::arg("path") = "auto", py::arg("kv_cache") = "f32")
       .def("time_forward", &TimeForward, py::arg("ids"), py::arg("rows"), py::arg("repeats") = 5,
            py::arg("warmup") = 1)
       .def("mtp_draft", &MtpDraft, py::arg("ids"), py::arg("k"), py::arg("chain") = "normed",

@@ -27,6 +27,14 @@ def test_speculative_equals_plain_under_sampler_equality(model: mtpspec.Model, d
         assert spec.stats.num_drafts > 0
 
 
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=0.8, top_p=0.9, seed=5)])
+def test_int8_cache_keeps_speculative_equal_to_plain(model: mtpspec.Model, sampling: dict) -> None:
+    plain = model.generate(PROMPT, 40, draft="none", stop_at_eos=False, kv_cache="int8", **sampling)
+    spec = model.generate(PROMPT, 40, draft="mtp", k=3, stop_at_eos=False, kv_cache="int8", **sampling)
+    assert spec.tokens == plain.tokens
+    assert spec.stats.num_drafts > 0
+
+
 @pytest.mark.parametrize("options", [dict(k=3), dict(k=5, temperature=0.8, seed=1), dict(k=4, adaptive_k=True),
                                      dict(k=2, accept="rejection", temperature=1.0, sample_drafts=True, seed=2)])
 def test_stats_add_up(model: mtpspec.Model, options: dict) -> None:
@@ -161,6 +169,7 @@ def test_acceptance_hook_errors(model: mtpspec.Model) -> None:
         (dict(mtp_index_share="sometimes"), "mtp_index_share"),
         (dict(synthetic_rates=[1.5]), "synthetic"),
         (dict(max_new_tokens=-2), "max_new_tokens"),
+        (dict(kv_cache="int4"), "kv_cache"),
     ],
 )
 def test_bad_arguments_raise_value_error(model: mtpspec.Model, options: dict, message: str) -> None:
