@@ -331,10 +331,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mtpspec::bench
 
 int main(int argc, char** argv) {
-  const absl::Status status = mtpspec::bench::Run(argc, argv);
-  if (!status.ok()) {
-    std::fprintf(stderr, "kv_int8_bench: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return mtpspec::bench::ExitCode("kv_int8_bench", mtpspec::bench::Run(argc, argv));
 }

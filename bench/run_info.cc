@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +127,12 @@ double Median(std::vector<double> values) {
   const double upper = values[mid];
   if (values.size() % 2 == 1) return upper;
   return 0.5 * (upper + *std::max_element(values.begin(), values.begin() + mid));
+}
+
+int ExitCode(const char* program, const absl::Status& status) {
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "%s: error: %s\n", program, std::string(status.message()).c_str());
+  return 1;
 }
 
 }  // namespace mtpspec::bench

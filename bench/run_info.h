@@ -33,4 +33,7 @@ double NowSeconds();
 // Median of a non-empty sample (copies).
 double Median(std::vector<double> values);
 
+// A benchmark main's exit code: 0, or 1 after printing "PROGRAM: error: MESSAGE" to stderr.
+int ExitCode(const char* program, const absl::Status& status);
+
 }  // namespace mtpspec::bench

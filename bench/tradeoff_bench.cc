@@ -309,10 +309,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mtpspec::bench
 
 int main(int argc, char** argv) {
-  const absl::Status status = mtpspec::bench::Run(argc, argv);
-  if (!status.ok()) {
-    std::fprintf(stderr, "tradeoff_bench: error: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return mtpspec::bench::ExitCode("tradeoff_bench", mtpspec::bench::Run(argc, argv));
 }
