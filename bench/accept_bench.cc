@@ -156,18 +156,10 @@ absl::StatusOr<std::vector<TokenCorpus>> LoadCorpora(const CliArgs& args, int64_
     out.push_back(RandomTokenCorpus(n, vocab, seed));
     return out;
   }
-  std::vector<std::string> paths;
-  if (args.Has("tokens")) {
-    paths = SplitList(args.Get("tokens"));
-  } else {
-    const std::string dir = args.Get("heldout", "build/heldout");
-    paths = {dir + "/prose.npy", dir + "/code.npy"};
-    if (!std::filesystem::exists(paths[0])) {
-      return absl::NotFoundError(absl::StrCat(paths[0], " not found: run python tools/bench/make_heldout.py, or pass "
-                                              "--tokens FILE.npy / --random-tokens N"));
-    }
+  if (!args.Has("tokens")) {
+    return LoadHeldoutCorpora(args.Get("heldout", "build/heldout"), vocab, "--tokens FILE.npy / --random-tokens N");
   }
-  for (const std::string& p : paths) {
+  for (const std::string& p : SplitList(args.Get("tokens"))) {
     ASSIGN_OR_RETURN(TokenCorpus c, LoadTokenCorpus(p, vocab));
     out.push_back(std::move(c));
   }

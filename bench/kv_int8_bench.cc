@@ -16,7 +16,6 @@
 //   build/release/bench/kv_int8_bench [--model DIR] [--heldout DIR | --random-tokens N] ...
 //   build/release/bench/kv_int8_bench --help
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
@@ -95,18 +94,7 @@ absl::StatusOr<std::vector<TokenCorpus>> LoadCorpora(const CliArgs& args, int64_
     if (n < 2) return absl::InvalidArgumentError(absl::StrCat("--random-tokens must be >= 2, got ", n));
     return std::vector<TokenCorpus>{RandomTokenCorpus(n, vocab, seed)};
   }
-  const std::string dir = args.Get("heldout", "build/heldout");
-  std::vector<TokenCorpus> out;
-  for (const std::string name : {"prose", "code"}) {
-    const std::string path = dir + "/" + name + ".npy";
-    if (!std::filesystem::exists(path)) {
-      return absl::NotFoundError(absl::StrCat(path, " not found: run python tools/bench/make_heldout.py, or pass "
-                                              "--random-tokens N"));
-    }
-    ASSIGN_OR_RETURN(TokenCorpus c, LoadTokenCorpus(path, vocab));
-    out.push_back(std::move(c));
-  }
-  return out;
+  return LoadHeldoutCorpora(args.Get("heldout", "build/heldout"), vocab, "--random-tokens N");
 }
 
 // Logits [E, V] of E teacher-forced decode steps after a one-call prefill of window[0, N).

@@ -29,6 +29,21 @@ absl::StatusOr<TokenCorpus> LoadTokenCorpus(const std::string& path, int64_t voc
   return corpus;
 }
 
+absl::StatusOr<std::vector<TokenCorpus>> LoadHeldoutCorpora(const std::string& dir, int64_t vocab,
+                                                            const std::string& alternative) {
+  std::vector<TokenCorpus> out;
+  for (const char* name : {"prose", "code"}) {
+    const std::string path = absl::StrCat(dir, "/", name, ".npy");
+    if (!std::filesystem::exists(path)) {
+      return absl::NotFoundError(
+          absl::StrCat(path, " not found: run python tools/bench/make_heldout.py, or pass ", alternative));
+    }
+    ASSIGN_OR_RETURN(TokenCorpus c, LoadTokenCorpus(path, vocab));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 TokenCorpus RandomTokenCorpus(int64_t n, int64_t vocab, uint64_t seed, int32_t first) {
   TokenCorpus corpus;
   corpus.name = "random";

@@ -20,6 +20,11 @@ struct TokenCorpus {
 // A 1-D int32 or int64 .npy file of ids in [0, vocab). Errors name the path and the bad index.
 absl::StatusOr<TokenCorpus> LoadTokenCorpus(const std::string& path, int64_t vocab);
 
+// DIR/prose.npy and DIR/code.npy (tools/bench/make_heldout.py writes them). A missing file is
+// NotFound naming it and the script; `alternative` names the flags that replace the files.
+absl::StatusOr<std::vector<TokenCorpus>> LoadHeldoutCorpora(const std::string& dir, int64_t vocab,
+                                                            const std::string& alternative);
+
 // `n` ids uniform in [first, vocab) from `seed`.
 TokenCorpus RandomTokenCorpus(int64_t n, int64_t vocab, uint64_t seed, int32_t first = 2);
 
