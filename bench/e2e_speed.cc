@@ -60,6 +60,8 @@ nlohmann::json ToJson(const SpeedResult& r) {
           {"verify_seconds", r.stats.verify_seconds},
           {"k_decisions", k_used},
           {"probe_decisions", r.stats.probe_decisions},
+          {"verify_seconds_by_k", r.stats.verify_seconds_by_k},
+          {"cycle_seconds_by_k", r.stats.cycle_seconds_by_k},
           {"extend_seconds", r.stats.extend_seconds},
           {"draft_prefill_seconds", r.stats.draft_prefill_seconds},
           {"synthetic_acceptance", r.stats.synthetic},

@@ -251,7 +251,9 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       stats.other_seconds += extend;
       if (drafted > 0) controller.RecordExtend(extend);
     }
-    if (result.stop_reason.empty()) controller.RecordCycle(drafted, Since(cycle_start) - cycle_catch_up);
+    const double cycle_seconds = Since(cycle_start);
+    stats.RecordStepSeconds(drafted, verify_seconds, cycle_seconds);
+    if (result.stop_reason.empty()) controller.RecordCycle(drafted, cycle_seconds - cycle_catch_up);
   }
   stats.total_seconds = Since(start);
   return result;

@@ -8,11 +8,13 @@
 namespace mtpspec {
 namespace {
 
-void Grow(std::vector<int64_t>& v, size_t n) {
-  if (v.size() < n) v.resize(n, 0);
+template <typename T>
+void Grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n, T{0});
 }
 
-void AddInto(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+template <typename T>
+void AddInto(std::vector<T>& a, const std::vector<T>& b) {
   Grow(a, b.size());
   for (size_t i = 0; i < b.size(); ++i) a[i] += b[i];
 }
@@ -44,6 +46,13 @@ void SpecStats::RecordProbe(int64_t k) {
   ++probe_decisions[k];
 }
 
+void SpecStats::RecordStepSeconds(int64_t drafted, double verify, double cycle) {
+  Grow(verify_seconds_by_k, drafted + 1);
+  Grow(cycle_seconds_by_k, drafted + 1);
+  verify_seconds_by_k[drafted] += verify;
+  cycle_seconds_by_k[drafted] += cycle;
+}
+
 void SpecStats::Merge(const SpecStats& o) {
   prompt_tokens += o.prompt_tokens;
   generated_tokens += o.generated_tokens;
@@ -57,6 +66,8 @@ void SpecStats::Merge(const SpecStats& o) {
   AddInto(accepted_histogram, o.accepted_histogram);
   AddInto(k_decisions, o.k_decisions);
   AddInto(probe_decisions, o.probe_decisions);
+  AddInto(verify_seconds_by_k, o.verify_seconds_by_k);
+  AddInto(cycle_seconds_by_k, o.cycle_seconds_by_k);
   prefill_seconds += o.prefill_seconds;
   draft_seconds += o.draft_seconds;
   verify_seconds += o.verify_seconds;
@@ -122,6 +133,8 @@ nlohmann::json SpecStats::ToJson() const {
       {"acceptance_histogram", accepted_histogram},
       {"k_decisions", k_decisions},
       {"probe_decisions", probe_decisions},
+      {"verify_seconds_by_k", verify_seconds_by_k},
+      {"cycle_seconds_by_k", cycle_seconds_by_k},
       {"time_seconds",
        {{"prefill", prefill_seconds},
         {"draft", draft_seconds},

@@ -30,6 +30,12 @@ struct SpecStats {
   std::vector<int64_t> accepted_histogram;  // [k_max + 1] verify steps (with drafts) by accepted count
   std::vector<int64_t> k_decisions;         // [k_max + 1] how often each k was used
   std::vector<int64_t> probe_decisions;     // [k_max + 1] … of which adaptive-k exploration probes
+  // [k_max + 1] seconds of the steps by drafted length k: the target's verify forward, and the
+  // whole cycle (draft with any catch-up, verify, sampling, commit, the drafter's extend). With
+  // k_decisions they give each length's mean cost, e.g. whether --k auto's plain steps cost what
+  // --draft none's do.
+  std::vector<double> verify_seconds_by_k;
+  std::vector<double> cycle_seconds_by_k;
 
   // prefill includes the drafter's work on the prompt (draft_prefill, e.g. the MTP cache extend);
   // draft is Propose without catch-up; extend is the drafter's extend of committed rows after the
@@ -40,6 +46,7 @@ struct SpecStats {
 
   void RecordStep(int64_t drafted, int64_t accepted);
   void RecordProbe(int64_t k);  // the step just recorded was an adaptive-k probe of length k
+  void RecordStepSeconds(int64_t drafted, double verify_seconds, double cycle_seconds);
   void Merge(const SpecStats& other);
 
   // 1 + accepted / num_drafts (bonus token included), the usual "AL".

@@ -109,6 +109,16 @@ TEST(GeneratorTest, HandTracedRequestWithTwoDraftMistakes) {
   EXPECT_DOUBLE_EQ(s.draft_acceptance_rate(), 5.0 / 9.0);
   EXPECT_THAT(s.per_position_acceptance(), ElementsAre(0.75, 0.25, 0.25));
   EXPECT_THAT(s.conditional_acceptance(), ElementsAre(0.75, 0.5, 1.0));
+  // The per-length seconds split the verify time exactly, and each cycle contains its verify.
+  ASSERT_EQ(s.verify_seconds_by_k.size(), 4u);
+  ASSERT_EQ(s.cycle_seconds_by_k.size(), 4u);
+  double verify_sum = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    verify_sum += s.verify_seconds_by_k[k];
+    EXPECT_GE(s.cycle_seconds_by_k[k], s.verify_seconds_by_k[k]) << "k = " << k;
+  }
+  EXPECT_NEAR(verify_sum, s.verify_seconds, 1e-12);
+  EXPECT_EQ(s.verify_seconds_by_k[0], 0.0);  // no plain step ran
 }
 
 TEST(GeneratorTest, EosInsideAnAcceptedBlockStopsExactlyAtTheEos) {

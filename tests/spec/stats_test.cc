@@ -11,6 +11,7 @@
 namespace mtpspec {
 namespace {
 
+using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -104,6 +105,23 @@ TEST(StatsTest, MergeAddsCountersAndWidensArrays) {
   empty.Merge(a);
   EXPECT_EQ(empty.drafter, "mtp");
   EXPECT_EQ(empty.accept_rule, "sampler-equality");
+}
+
+TEST(StatsTest, StepSecondsAddUpByDraftLengthAndMerge) {
+  SpecStats a;
+  a.RecordStepSeconds(0, 0.010, 0.011);
+  a.RecordStepSeconds(2, 0.020, 0.030);
+  a.RecordStepSeconds(0, 0.012, 0.013);
+  EXPECT_THAT(a.verify_seconds_by_k, ElementsAre(DoubleEq(0.022), 0.0, DoubleEq(0.020)));
+  EXPECT_THAT(a.cycle_seconds_by_k, ElementsAre(DoubleEq(0.024), 0.0, DoubleEq(0.030)));
+  SpecStats b;
+  b.RecordStepSeconds(3, 0.040, 0.050);  // longer than anything in a
+  a.Merge(b);
+  EXPECT_THAT(a.verify_seconds_by_k, ElementsAre(DoubleEq(0.022), 0.0, DoubleEq(0.020), DoubleEq(0.040)));
+  EXPECT_THAT(a.cycle_seconds_by_k, ElementsAre(DoubleEq(0.024), 0.0, DoubleEq(0.030), DoubleEq(0.050)));
+  const nlohmann::json j = a.ToJson();
+  EXPECT_EQ(j["verify_seconds_by_k"].size(), 4u);
+  EXPECT_DOUBLE_EQ(j["cycle_seconds_by_k"][3].get<double>(), 0.050);
 }
 
 TEST(StatsTest, JsonUsesVllmNamesAndMatchesTheFields) {

@@ -412,8 +412,22 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
     for p in points:
         for e in p["e2e"]:
             if e["label"] == "auto" and "probe_decisions" in e:
-                probe_lines.append(f"N={p['context']}: k used {e['k_decisions']}, probes {e['probe_decisions']}")
+                line = f"N={p['context']}: k used {e['k_decisions']}, probes {e['probe_decisions']}"
+                steps = {x["label"]: plain_step_ms(x) for x in p["e2e"] if x["label"] in ("plain", PLAIN_CONTROL, "auto")}
+                if all(v is not None for v in steps.values()) and len(steps) == 3:
+                    line += (f"; a plain step's verify took {steps['auto']:.2f} ms in auto against {steps['plain']:.2f} "
+                             f"ms in plain ({steps[PLAIN_CONTROL]:.2f} ms in the A/A control)")
+                probe_lines.append(line)
     if probe_lines:
         md += ["Adaptive-k decisions (verify steps by k, summed over repetitions; probes by k): "
                + "; ".join(probe_lines) + ".", ""]
     return md
+
+
+def plain_step_ms(entry: dict) -> float | None:
+    """Mean milliseconds of the target forward of the entry's plain (k = 0) steps; None without the
+    per-k seconds (older JSON) or without plain steps."""
+    seconds, counts = entry.get("verify_seconds_by_k") or [], entry.get("k_decisions") or []
+    if not seconds or not counts or counts[0] == 0:
+        return None
+    return 1e3 * seconds[0] / counts[0]
