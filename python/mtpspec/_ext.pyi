@@ -68,11 +68,16 @@ class SpecStats:
     accepted_per_pos: List[int]
     accepted_histogram: List[int]
     k_decisions: List[int]
+    probe_decisions: List[int]
+    verify_seconds_by_k: List[float]
+    cycle_seconds_by_k: List[float]
     prefill_seconds: float
     draft_seconds: float
     verify_seconds: float
     sample_seconds: float
     other_seconds: float
+    draft_prefill_seconds: float
+    extend_seconds: float
     total_seconds: float
     @property
     def mean_acceptance_length(self) -> float: ...

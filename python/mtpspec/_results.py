@@ -11,7 +11,8 @@ import numpy as np
 Scalar = Union[int, float, str, bool]
 
 # Field order of Stats.to_dict(): identification, counts, rates, per-position lists, timings.
-_TIMINGS = ("prefill_seconds", "draft_seconds", "verify_seconds", "sample_seconds", "other_seconds", "total_seconds")
+_TIMINGS = ("prefill_seconds", "draft_seconds", "verify_seconds", "sample_seconds", "other_seconds",
+            "draft_prefill_seconds", "extend_seconds", "total_seconds")
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,11 +45,16 @@ class Stats:
     accepted_per_pos: np.ndarray  # [k_max] int64
     accepted_histogram: np.ndarray  # [k_max + 1] int64
     k_decisions: np.ndarray  # [k_max + 1] int64: verify steps by the k they drafted
+    probe_decisions: np.ndarray  # [k_max + 1] int64: ... of which adaptive-k exploration probes
+    verify_seconds_by_k: np.ndarray  # [k_max + 1] float64: target forward seconds of those steps
+    cycle_seconds_by_k: np.ndarray  # [k_max + 1] float64: whole-cycle seconds (draft, verify, sampling, extend)
     prefill_seconds: float
     draft_seconds: float
     verify_seconds: float
     sample_seconds: float
     other_seconds: float
+    draft_prefill_seconds: float  # the drafter's work on the prompt (part of prefill_seconds)
+    extend_seconds: float  # the drafter's extend of committed rows (part of other_seconds)
     total_seconds: float
     summary: str = field(default="", repr=False, compare=False)  # the C++ one-screen summary
 
@@ -81,6 +87,9 @@ class Stats:
             accepted_per_pos=ints(s.accepted_per_pos),
             accepted_histogram=ints(s.accepted_histogram),
             k_decisions=ints(s.k_decisions),
+            probe_decisions=ints(s.probe_decisions),
+            verify_seconds_by_k=floats(s.verify_seconds_by_k),
+            cycle_seconds_by_k=floats(s.cycle_seconds_by_k),
             summary=s.summary(),
             **{name: getattr(s, name) for name in _TIMINGS},
         )

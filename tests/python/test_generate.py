@@ -52,6 +52,12 @@ def test_stats_add_up(model: mtpspec.Model, options: dict) -> None:
     assert s.drafted_per_pos.sum() == s.num_draft_tokens
     assert (s.accepted_per_pos <= s.reached_per_pos).all() and (s.reached_per_pos <= s.drafted_per_pos).all()
     assert s.k_decisions.sum() == s.verify_steps
+    assert len(s.verify_seconds_by_k) == len(s.cycle_seconds_by_k) == len(s.k_decisions)
+    assert s.verify_seconds_by_k.sum() == pytest.approx(s.verify_seconds, rel=1e-9)
+    assert (s.cycle_seconds_by_k >= s.verify_seconds_by_k).all()
+    assert ((s.k_decisions > 0) == (s.cycle_seconds_by_k > 0)).all()
+    assert len(s.probe_decisions) <= len(s.k_decisions) and (s.probe_decisions <= s.k_decisions[:len(s.probe_decisions)]).all()
+    assert 0 <= s.extend_seconds <= s.other_seconds and 0 <= s.draft_prefill_seconds <= s.prefill_seconds
     assert s.mean_acceptance_length == pytest.approx(1 + s.num_accepted_tokens / s.num_drafts)
     np.testing.assert_allclose(s.per_position_acceptance, s.accepted_per_pos / s.num_drafts)
     reached = np.maximum(s.reached_per_pos, 1)
