@@ -112,7 +112,7 @@ double AdaptiveK::ExpectedCost(int64_t k) const {
 }
 
 void AdaptiveK::RecordCycle(int64_t drafted, double seconds) {
-  if (drafted < 0 || drafted > k_max_ || !(seconds > 0)) return;
+  if (drafted < 0 || drafted > k_max_ || !(seconds > 0) || skip_cycle_sample_) return;
   std::vector<CycleSample>& samples = cycle_samples_[drafted];
   const CycleSample sample{cycle_, seconds};
   if (samples.size() < kCycleWindow) {
@@ -142,9 +142,21 @@ int64_t AdaptiveK::Best() const {
   return best;
 }
 
+void AdaptiveK::BeginRequest() {
+  if (cycle_ == 0) return;  // nothing learned yet: a fresh controller
+  ++requests_;
+  elapsed_ = 0;
+  exploration_ = 0;
+  tokens_left_ = -1;
+  burst_left_ = 0;
+  rows_since_draft_ = 0;  // the drafter extends its cache over the whole prompt at the prefill
+  last_was_probe_ = false;
+  warm_up_left_ = kWarmUpPlainSteps;
+}
+
 int64_t AdaptiveK::Choose() {
   last_was_probe_ = false;
-  if (plain_steps_ < kWarmUpPlainSteps) return 0;  // measure a few plain steps first
+  if (warm_up_left_ > 0) return 0;  // a few plain steps first
   int64_t best = Best();
   if (current_ == 0 && best > 0) {
     const double rate = ExpectedTokensLow(best) / ExpectedCost(best);
@@ -172,7 +184,13 @@ int64_t AdaptiveK::Choose() {
   if (best > 0 && best < k_max_ && probe_longer_) probe = best + 1;
   // (Drafting that cannot pay is still re-checked every max_probe_interval cycles, as far as the
   // budget allows: acceptance may change with the text.)
-  bool allowed = probe == 0 || since_probe_ >= max_gap_ || DraftingCouldPay();
+  bool allowed = probe == 0 || DraftingCouldPay();
+  if (!allowed && since_probe_ >= max_gap_) {
+    // A controller carried across requests (requests_ > 1) makes that re-check right after some
+    // request's warm-up, when the drafter has only the warm-up rows to catch up on; mid-request
+    // the catch-up over every row since then would make it far dearer.
+    allowed = requests_ == 1 || rows_since_draft_ <= kWarmUpPlainSteps;
+  }
   if (allowed) {  // within the exploration budget of the request? (the first probe too, priced from the priors)
     const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * CatchUpPerRow() : 0.0;
     const double draft_prior = probe > 0 && draft_cost_ <= 0 ? kPriorDraftStep * VerifyCost(1) : 0.0;
@@ -226,9 +244,16 @@ void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) 
   }
   ++cycle_;
   double& cost = verify_cost_[drafted + 1];
-  if (drafted == 0 && plain_steps_++ < kWarmUpPlainSteps) {  // cold first steps: keep the fastest
-    cost = cost > 0 ? std::min(cost, seconds) : seconds;
-    verify_cycle_[1] = cycle_;
+  skip_cycle_sample_ = false;
+  if (drafted == 0 && warm_up_left_ > 0) {  // cold first steps
+    --warm_up_left_;
+    if (requests_ == 1) {  // the first request prices plain decoding at the fastest of them
+      cost = cost > 0 ? std::min(cost, seconds) : seconds;
+      verify_cycle_[1] = cycle_;
+    } else {  // a carried controller knows the steady cost (and these steps do not make it stale)
+      skip_cycle_sample_ = true;
+      verify_cycle_[1] = cycle_;
+    }
   } else {
     const double weight = std::min(1.0, kEmaWeight * static_cast<double>(cycle_ - verify_cycle_[drafted + 1]));
     cost = cost > 0 ? (1 - weight) * cost + weight * (weight < 1 ? Clip(cost, seconds) : seconds) : seconds;

@@ -45,6 +45,15 @@
 // cycles (acceptance may change with the text), within the budget. When the catch-up alone costs
 // more per row than the budget allows, probing stops altogether (the controller then no longer
 // notices if drafting starts to pay later in the request).
+// Across requests: one controller may serve a series of requests (GenerateOptions::
+// adaptive_controller), with BeginRequest() at the start of each. The learned costs, the acceptance
+// counts and the probe schedule carry over, so a stable regime costs a probe every
+// max_probe_interval cycles instead of a burst in every request (and a due re-check of drafting
+// that cannot pay waits for the end of the next request's warm-up, where the drafter's catch-up is
+// the shortest); the budget accounting (decoded
+// time, probe losses), the token budget, the drafter's deferred rows and the warm-up start afresh,
+// and a carried controller does not record its warm-up steps (they run cold after the prefill and
+// the steady costs are known).
 #pragma once
 
 #include <cstddef>
@@ -74,6 +83,10 @@ class AdaptiveK {
   explicit AdaptiveK(int64_t k_max, int64_t probe_interval = 8, int64_t max_probe_interval = 512,
                      double exploration_budget = kExplorationBudget);
 
+  // A new request on a carried controller (see the header); nothing on one that has seen no cycle.
+  void BeginRequest();
+  int64_t k_max() const { return k_max_; }
+  int64_t requests() const { return requests_; }
   // The k for the next cycle (0 … k_max).
   int64_t Choose();
   // How many tokens the request may still produce (its max-new-tokens budget minus those made);
@@ -136,7 +149,9 @@ class AdaptiveK {
   std::vector<double> verify_cost_;
   std::vector<int64_t> verify_cycle_;                // [k_max + 2] cycle of the last measurement
   int64_t cycle_ = 0;                                // verifies recorded
-  int64_t plain_steps_ = 0;                          // plain verifies recorded
+  int64_t warm_up_left_ = kWarmUpPlainSteps;         // plain warm-up cycles still due in this request
+  int64_t requests_ = 1;                             // requests this controller has served
+  bool skip_cycle_sample_ = false;                   // the last verify was a carried controller's cold warm-up step
   double draft_cost_ = 0;                            // EMA seconds per draft step; 0 = unmeasured
   double extend_cost_ = 0;                           // EMA seconds per drafting cycle's extend
   double catch_up_per_row_ = 0;                      // EMA catch-up seconds per deferred row

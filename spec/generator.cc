@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "spec/adaptive_k.h"
@@ -53,6 +54,13 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
   }
   for (double r : o.accept.synthetic_rates) {
     if (!(r >= 0.0 && r <= 1.0)) return absl::InvalidArgumentError("synthetic acceptance rates must be in [0, 1]");
+  }
+  if (o.adaptive_controller && !o.adaptive_k) {
+    return absl::InvalidArgumentError("adaptive_controller is set but adaptive_k is false");
+  }
+  if (o.adaptive_controller && o.adaptive_controller->k_max() != std::max<int64_t>(o.k, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("adaptive_controller was made for k_max = ",
+                                                   o.adaptive_controller->k_max(), ", this request has k = ", o.k));
   }
   return absl::OkStatus();
 }
@@ -143,7 +151,13 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     stats.prefill_seconds += stats.draft_prefill_seconds;
   }
 
-  AdaptiveK controller(std::max<int64_t>(k_max, 1));
+  std::optional<AdaptiveK> own_controller;  // a fresh one, unless the caller carries one across requests
+  AdaptiveK* controller = options.adaptive_controller.get();
+  if (controller == nullptr) {
+    controller = &own_controller.emplace(std::max<int64_t>(k_max, 1));
+  } else {
+    controller->BeginRequest();
+  }
   DraftSampling draft_sampling;
   draft_sampling.sample = options.sample_drafts;
   draft_sampling.sampling = options.accept.sampling;
@@ -162,9 +176,9 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     const Clock::time_point cycle_start = Clock::now();
     double cycle_catch_up = 0;  // deferred work of earlier plain steps, not this cycle's cost
     // Never draft past the token budget or the cache.
-    controller.SetTokensLeft(std::min(options.max_new_tokens - generated, target.capacity() - n));
-    int64_t k = options.adaptive_k ? std::min(controller.Choose(), k_max) : k_max;
-    const bool probe = options.adaptive_k && controller.last_was_probe();
+    controller->SetTokensLeft(std::min(options.max_new_tokens - generated, target.capacity() - n));
+    int64_t k = options.adaptive_k ? std::min(controller->Choose(), k_max) : k_max;
+    const bool probe = options.adaptive_k && controller->last_was_probe();
     k = std::min({k, options.max_new_tokens - generated - 1, target.capacity() - n - 1});
     k = std::max<int64_t>(k, 0);
 
@@ -180,9 +194,9 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       stats.draft_seconds += seconds;
       stats.extend_seconds += catch_up;
       stats.other_seconds += catch_up;
-      if (catch_up > 0) controller.RecordCatchUp(catch_up);
+      if (catch_up > 0) controller->RecordCatchUp(catch_up);
       cycle_catch_up = catch_up;
-      if (!draft.tokens.empty()) controller.RecordDraftStep(seconds / static_cast<double>(draft.tokens.size()));
+      if (!draft.tokens.empty()) controller->RecordDraftStep(seconds / static_cast<double>(draft.tokens.size()));
     }
     const int64_t drafted = static_cast<int64_t>(draft.tokens.size());
     std::vector<int32_t> block = {sequence.back()};
@@ -215,7 +229,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     stats.RecordStep(drafted, accepted.accepted);
     if (probe) stats.RecordProbe(drafted);
     // The controller's verify cost is the whole block: forward plus sampling of its k + 1 rows.
-    controller.RecordVerify(drafted, accepted.accepted, verify_seconds + accept_seconds);
+    controller->RecordVerify(drafted, accepted.accepted, verify_seconds + accept_seconds);
 
     // Commit the emitted tokens one by one; EOS and the budget can cut the block anywhere.
     t = Clock::now();
@@ -249,11 +263,11 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
       const double extend = Since(t);
       stats.extend_seconds += extend;
       stats.other_seconds += extend;
-      if (drafted > 0) controller.RecordExtend(extend);
+      if (drafted > 0) controller->RecordExtend(extend);
     }
     const double cycle_seconds = Since(cycle_start);
     stats.RecordStepSeconds(drafted, verify_seconds, cycle_seconds);
-    if (result.stop_reason.empty()) controller.RecordCycle(drafted, cycle_seconds - cycle_catch_up);
+    if (result.stop_reason.empty()) controller->RecordCycle(drafted, cycle_seconds - cycle_catch_up);
   }
   stats.total_seconds = Since(start);
   return result;

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "spec/adaptive_k.h"
 #include "spec/interfaces.h"
 #include "spec/stats.h"
 #include "verify/acceptance.h"
@@ -22,6 +24,10 @@ struct GenerateOptions {
   int64_t max_new_tokens = 32;
   int64_t k = 3;               // drafts per cycle, 0 … 16
   bool adaptive_k = false;     // choose k each cycle (k is then the maximum)
+  // With adaptive_k: a controller to carry across requests (its learned costs and acceptance, see
+  // spec/adaptive_k.h), made with k_max = max(k, 1) and used by one request at a time. Null: a fresh
+  // controller per request.
+  std::shared_ptr<AdaptiveK> adaptive_controller;
   AcceptParams accept;         // rule + sampling (temperature, top-k/p, min-p, seed)
   bool sample_drafts = false;  // q-sampled drafts (useful with rejection sampling at T > 0)
   bool stop_at_eos = true;

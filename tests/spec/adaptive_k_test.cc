@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -713,6 +714,78 @@ TEST(AdaptiveKSimulationTest, RequestsWhereNoDraftLengthPaysLoseLittle) {
     WarmUp(controller, 1.0);
     const SimResult r = Simulate(pays, controller, kTokens, 0, seed, kTokens);
     EXPECT_GT(r.Rate(), 0.85 * pays.FixedRate(3)) << "seed " << seed;
+  }
+}
+
+TEST(AdaptiveKTest, BeginRequestRestartsTheWarmUpAndIgnoresItsColdSteps) {
+  AdaptiveK fresh(2);
+  fresh.BeginRequest();  // nothing learned: a no-op
+  EXPECT_EQ(fresh.requests(), 1);
+  AdaptiveK controller(2);
+  WarmUp(controller, 1.0);
+  for (int i = 0; i < 20; ++i) {
+    controller.RecordVerify(0, 0, 1.0);
+    controller.RecordCycle(0, 1.0);
+  }
+  controller.BeginRequest();
+  EXPECT_EQ(controller.requests(), 2);
+  for (int64_t i = 0; i < kWarmUpPlainSteps; ++i) {
+    EXPECT_EQ(controller.Choose(), 0);
+    EXPECT_FALSE(controller.last_was_probe());
+    controller.RecordVerify(0, 0, 5.0);  // cold after the prefill
+    controller.RecordCycle(0, 5.0);
+  }
+  EXPECT_DOUBLE_EQ(controller.VerifyCost(1), 1.0);
+  EXPECT_DOUBLE_EQ(controller.ExpectedCost(0), 1.0);
+  EXPECT_DOUBLE_EQ(controller.elapsed_seconds(), 3 * 5.0);  // the request's own time only
+  controller.RecordVerify(0, 0, 2.0);  // after the warm-up: the moving average again
+  EXPECT_DOUBLE_EQ(controller.VerifyCost(1), 0.8 * 1.0 + 0.2 * 2.0);
+}
+
+TEST(AdaptiveKSimulationTest, ACarriedControllerProbesRarelyAcrossRequests) {
+  // The trained model at N = 512 (bench/tradeoff, 2026-12-01): a k = 1 cycle costs 2.6 plain steps
+  // (verify 1.5, head 0.1, the MTP layer's extend 0.7 and its catch-up 0.3 per deferred row) for
+  // 1.7 tokens. A fresh controller per request probes in every request; a carried one stops.
+  Regime trained;
+  trained.verify = {1.0, 1.5, 1.9, 2.3, 2.7};
+  trained.draft_step = 0.1;
+  trained.extend = 0.7;
+  trained.catch_up_per_row = 0.3;
+  trained.rates = {0.71, 0.54, 0.59, 0.54};
+  trained.jitter = 0.03;
+  ASSERT_LT(trained.FixedRate(1), 0.8 * trained.FixedRate(0));
+  constexpr int64_t kRequests = 40, kTokens = 256;
+  auto controller = std::make_shared<AdaptiveK>(trained.k_max());
+  double fresh_tokens = 0, fresh_seconds = 0, carried_tokens = 0, carried_seconds = 0;
+  int64_t fresh_probes = 0, carried_probes = 0;
+  for (int64_t request = 0; request < kRequests; ++request) {
+    const uint64_t seed = 100 + static_cast<uint64_t>(request);
+    AdaptiveK fresh(trained.k_max());
+    WarmUp(fresh, 1.0);
+    const SimResult f = Simulate(trained, fresh, kTokens, 0, seed, kTokens);
+    fresh_tokens += f.tokens, fresh_seconds += f.seconds, fresh_probes += f.probes;
+    const int64_t before = controller->probes();
+    controller->BeginRequest();
+    WarmUp(*controller, 1.0);
+    const SimResult c = Simulate(trained, *controller, kTokens, 0, seed, kTokens);
+    carried_tokens += c.tokens, carried_seconds += c.seconds, carried_probes += controller->probes() - before;
+  }
+  EXPECT_GE(fresh_probes, kRequests);  // at least the first probe of every request
+  // Carried: the first request's probe, then one every max_probe_interval (512) cycles at most.
+  EXPECT_LE(carried_probes, 1 + kRequests * kTokens / 512 + 2);
+  const double fresh_rate = fresh_tokens / fresh_seconds, carried_rate = carried_tokens / carried_seconds;
+  EXPECT_GT(carried_rate, fresh_rate) << fresh_probes << " fresh probes, " << carried_probes << " carried";
+  EXPECT_GT(carried_rate, 0.997 * trained.FixedRate(0));
+  // And where drafting pays, a carried controller drafts from the end of each request's warm-up.
+  const Regime pays = DraftingPays();
+  auto paying = std::make_shared<AdaptiveK>(pays.k_max());
+  for (int64_t request = 0; request < 5; ++request) {
+    paying->BeginRequest();
+    WarmUp(*paying, 1.0);
+    const SimResult r = Simulate(pays, *paying, kTokens, 0, 7 + static_cast<uint64_t>(request), kTokens);
+    if (request > 0) {
+      EXPECT_GT(r.Rate(), 0.93 * pays.FixedRate(3)) << "request " << request;
+    }
   }
 }
 

@@ -26,6 +26,7 @@ using spec_testing::RunCall;
 using spec_testing::ScriptedDrafter;
 using spec_testing::ScriptFn;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr int64_t kVocab = 16;
 
@@ -552,6 +553,33 @@ TEST(GeneratorTest, AdaptiveKMeasuresPlainStepsFirstAndStaysLossless) {
   ASSERT_GE(r.stats.probe_decisions.size(), 2u);
   EXPECT_GE(r.stats.probe_decisions[1], 1);  // a k = 1 probe
   EXPECT_TRUE(target.violations().empty());
+}
+
+TEST(GeneratorTest, AdaptiveControllerCarriedAcrossRequestsStaysLossless) {
+  FakeTarget target(kVocab, 1024, OracleLogits());
+  target.set_seconds_per_row(20e-6);
+  ScriptedDrafter drafter(OracleWithMistakes({9, 13, 40, 41, 200}));
+  GenerateOptions options = Options(4, 300);
+  options.adaptive_k = true;
+  options.adaptive_controller = std::make_shared<AdaptiveK>(4);
+  for (int request = 1; request <= 3; ++request) {
+    const GenerateResult r = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+    EXPECT_EQ(r.tokens, OracleRange(4, 304)) << "request " << request;
+    EXPECT_EQ(options.adaptive_controller->requests(), request);
+    // Every request starts with the plain warm-up, carried controller or not.
+    for (int64_t i = 1; i <= kWarmUpPlainSteps; ++i) EXPECT_EQ(target.runs()[i].tokens.size(), 1u);
+    EXPECT_TRUE(target.violations().empty());
+  }
+  // A controller made for another k_max, or one given without adaptive_k, is refused.
+  GenerateOptions wrong = options;
+  wrong.k = 3;
+  EXPECT_THAT(Generate(target, &drafter, OracleRange(0, 4), wrong).status().message(),
+              HasSubstr("adaptive_controller was made for k_max = 4, this request has k = 3"));
+  wrong = options;
+  wrong.adaptive_k = false;
+  EXPECT_THAT(Generate(target, &drafter, OracleRange(0, 4), wrong).status().message(),
+              HasSubstr("adaptive_controller is set but adaptive_k is false"));
+  EXPECT_EQ(MustGenerate(target, &drafter, OracleRange(0, 4), options).tokens, OracleRange(4, 304));
 }
 
 }  // namespace
