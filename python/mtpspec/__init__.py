@@ -5,6 +5,7 @@ The C++ library does the work (``mtpspec._ext``); this package converts argument
 * :class:`Model` — ``Model.load(path)``, ``.config``, ``.tokenizer``, ``.logits``, ``.mtp_draft``,
   ``.generate``, ``.stream``, ``.time_forward``.
 * :class:`Stats`, :class:`GenerateResult`, :class:`MtpDraft` — result dataclasses.
+* :class:`AdaptiveController` — adaptive k's estimates, carried across ``generate`` calls.
 * :mod:`mtpspec.bench` — acceptance and verify-cost sweeps; :mod:`mtpspec.plot` — their figures.
 
 Errors from C++ raise :class:`Error` subclasses: :class:`NotFoundError` (also a
@@ -13,7 +14,7 @@ itself, whose ``code`` attribute names the status code.
 """
 
 from mtpspec import _ext
-from mtpspec._ext import Error, InvalidArgumentError, NotFoundError
+from mtpspec._ext import AdaptiveController, Error, InvalidArgumentError, NotFoundError
 from mtpspec._model import Model, Tokenizer
 from mtpspec._results import GenerateResult, MtpDraft, Stats
 
@@ -33,6 +34,7 @@ def thread_count() -> int:
 
 
 __all__ = [
+    "AdaptiveController",
     "Error",
     "GenerateResult",
     "InvalidArgumentError",

@@ -201,6 +201,7 @@ class Model:
         relaxed_delta: float = 0.1,
         on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
         kv_cache: str = "f32",
+        adaptive_controller: Optional[_ext.AdaptiveController] = None,
     ) -> GenerateResult:
         """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
 
@@ -219,6 +220,10 @@ class Model:
             (stop_reason "cancelled").
         kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
             token (rope and indexer keys stay f32; docs/results/2026-11-30-kv-int8.md has its cost).
+        adaptive_controller: with ``adaptive_k``, a :class:`mtpspec.AdaptiveController` made with
+            ``k_max = k`` to carry across calls: the draft and verify costs and the acceptance it
+            learned price the next request, which then needs no exploration burst of its own (see
+            spec/adaptive_k.h). One request at a time; None gives each call a fresh controller.
 
         Ctrl-C (KeyboardInterrupt) stops generation within one verify step; the model stays usable.
         """
@@ -228,7 +233,7 @@ class Model:
             bool(sample_drafts), bool(adaptive_k),
             None if synthetic_rates is None else [float(x) for x in synthetic_rates],
             acceptance_hook, on_tokens, bool(stop_at_eos), int(ngram), int(relaxed_top_n), float(relaxed_delta),
-            kv_cache)
+            kv_cache, adaptive_controller)
         return self._result(r)
 
     def stream(

@@ -60,6 +60,7 @@ void RegisterErrors(py::module_& m);
 void RegisterModel(py::module_& m);
 void RegisterStats(py::module_& m);
 void RegisterGenerate(py::module_& m);
+void RegisterAdaptive(py::module_& m);
 void RegisterTokenizer(py::module_& m);
 
 }  // namespace mtpspec::python

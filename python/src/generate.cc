@@ -6,12 +6,14 @@
 // batch (it checks for signals, so Ctrl-C stops the request within one verify step, and forwards
 // the tokens to a Python callable), and the acceptance hook once per verify block with drafts. A
 // Python exception raised in either is kept, generation is stopped, and the exception is re-raised
-// once the C++ call has returned.
+// once the C++ call has returned. An AdaptiveController (python/src/adaptive.cc) carries adaptive
+// k's learned costs and acceptance from one call to the next.
 #include <pybind11/stl.h>
 
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "python/src/adaptive.h"
 #include "python/src/bindings.h"
 #include "spec/generator.h"
 #include "spec/lookup_drafter.h"
@@ -100,12 +102,13 @@ GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt
                    const std::string& mtp_chain, const std::string& mtp_index_share, bool sample_drafts,
                    bool adaptive_k, std::optional<std::vector<double>> synthetic_rates, py::object acceptance_hook,
                    py::object on_tokens, bool stop_at_eos, int64_t ngram, int64_t relaxed_top_n, double relaxed_delta,
-                   const std::string& kv_cache) {
+                   const std::string& kv_cache, std::shared_ptr<ControllerHandle> adaptive_controller) {
   const Model& model = *handle.model;
   GenerateOptions options;
   options.max_new_tokens = max_new_tokens;
   options.k = k;
   options.adaptive_k = adaptive_k;
+  if (adaptive_controller) options.adaptive_controller = adaptive_controller->controller;
   options.accept.rule = ValueOrThrow(ParseAcceptRule(accept));
   SamplingParams& s = options.accept.sampling;
   s.temperature = temperature;
@@ -134,6 +137,8 @@ GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt
     ThrowIfError(absl::InvalidArgumentError("on_tokens must be callable or None"));
   }
 
+  std::optional<ControllerLease> lease;  // the carried controller serves this request only
+  if (adaptive_controller) lease.emplace(*adaptive_controller);
   std::optional<py::error_already_set> pending;
   options.on_tokens = [&](std::span<const int32_t> tokens) {
     py::gil_scoped_acquire gil;
@@ -189,7 +194,7 @@ void RegisterGenerate(py::module_& m) {
         py::arg("adaptive_k") = false, py::arg("synthetic_rates") = py::none(),
         py::arg("acceptance_hook") = py::none(), py::arg("on_tokens") = py::none(), py::arg("stop_at_eos") = true,
         py::arg("ngram") = 3, py::arg("relaxed_top_n") = 3, py::arg("relaxed_delta") = 0.1,
-        py::arg("kv_cache") = "f32");
+        py::arg("kv_cache") = "f32", py::arg("adaptive_controller") = py::none());
 }
 
 }  // namespace mtpspec::python

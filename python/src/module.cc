@@ -58,6 +58,7 @@ PYBIND11_MODULE(_ext, m) {
   RegisterErrors(m);
   RegisterModel(m);
   RegisterStats(m);
+  RegisterAdaptive(m);
   RegisterGenerate(m);
   RegisterTokenizer(m);
   m.def("set_threads", &SetThreads, py::arg("threads"),

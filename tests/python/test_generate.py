@@ -193,3 +193,53 @@ def test_bad_prompts(model: mtpspec.Model) -> None:
         model.generate("hello", 4)
     with pytest.raises(ValueError, match="does not fit"):
         model.generate(list(range(2, 130)), 4)
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=0.8, top_p=0.9, seed=4)])
+def test_carried_adaptive_controller_stays_lossless(model: mtpspec.Model, sampling: dict) -> None:
+    controller = mtpspec.AdaptiveController(k_max=3)
+    assert controller.k_max == 3 and controller.requests == 1 and controller.probes == 0
+    for n in (110, 120, 130):
+        plain = model.generate(PROMPT, n, draft="none", stop_at_eos=False, **sampling)
+        spec = model.generate(PROMPT, n, k=3, adaptive_k=True, adaptive_controller=controller, stop_at_eos=False,
+                              **sampling)
+        assert spec.tokens == plain.tokens
+        assert spec.stats.k_decisions.sum() == spec.stats.verify_steps
+    assert controller.requests == 3
+    assert controller.probes >= 1  # the first request's probe at least (its budget allows one at >= 100 tokens)
+    assert len(controller.conditional_acceptance) == 3
+    assert all(0.0 <= a <= 1.0 for a in controller.conditional_acceptance)
+    assert 0 <= controller.best_k <= 3
+    assert controller.expected_tokens_per_second(0) > 0
+    assert controller.expected_tokens_per_second(controller.best_k) >= controller.expected_tokens_per_second(0)
+
+
+def test_adaptive_controller_errors(model: mtpspec.Model) -> None:
+    for bad in (0, -1, mtpspec.MAX_DRAFT_TOKENS + 1):
+        with pytest.raises(ValueError, match="k_max"):
+            mtpspec.AdaptiveController(k_max=bad)
+    controller = mtpspec.AdaptiveController(k_max=2)
+    with pytest.raises(ValueError, match="k"):
+        controller.expected_tokens_per_second(3)
+    with pytest.raises(ValueError, match="adaptive_controller was made for k_max = 2"):
+        model.generate(PROMPT, 10, k=3, adaptive_k=True, adaptive_controller=controller)
+    with pytest.raises(ValueError, match="adaptive_k is false"):
+        model.generate(PROMPT, 10, k=2, adaptive_controller=controller)
+    # One request at a time: a generate() started while another holds the controller is refused.
+    refused: list = []
+
+    def nested(tokens: list) -> bool:
+        if not refused:
+            try:
+                model.generate(PROMPT, 5, k=2, adaptive_k=True, adaptive_controller=controller)
+            except mtpspec.Error as e:
+                refused.append(str(e))
+        return True
+
+    r = model.generate(PROMPT, 20, k=2, adaptive_k=True, adaptive_controller=controller, on_tokens=nested,
+                       stop_at_eos=False)
+    assert len(r.tokens) == 20
+    assert refused and "in use by another generate()" in refused[0]
+    assert controller.requests == 1  # the refused request never began
+    model.generate(PROMPT, 10, k=2, adaptive_k=True, adaptive_controller=controller)  # released again
+    assert controller.requests == 2

@@ -1,0 +1,62 @@
+// _ext.AdaptiveController: one adaptive-k controller (spec/adaptive_k.h) that a notebook carries
+// across generate() calls, so the costs and acceptance it learned in one request price the next
+// (GenerateOptions::adaptive_controller). It serves one request at a time: a second generate() that
+// passes it while the first is running (stream() runs on a thread) gets an error instead of a data
+// race.
+#include "python/src/adaptive.h"
+
+#include <pybind11/stl.h>
+
+#include "absl/strings/str_cat.h"
+#include "python/src/bindings.h"
+#include "spec/generator.h"
+
+namespace mtpspec::python {
+
+ControllerLease::ControllerLease(ControllerHandle& handle) : handle_(handle) {
+  if (handle_.busy.exchange(true)) {
+    ThrowIfError(absl::FailedPreconditionError(
+        "adaptive_controller is in use by another generate() call; it serves one request at a time"));
+  }
+}
+
+ControllerLease::~ControllerLease() { handle_.busy.store(false); }
+
+void RegisterAdaptive(py::module_& m) {
+  py::class_<ControllerHandle, std::shared_ptr<ControllerHandle>>(m, "AdaptiveController")
+      .def(py::init([](int64_t k_max) {
+             if (k_max < 1 || k_max > kMaxDraftTokens) {
+               ThrowIfError(absl::InvalidArgumentError(
+                   absl::StrCat("k_max must be in [1, ", kMaxDraftTokens, "], got ", k_max)));
+             }
+             auto handle = std::make_shared<ControllerHandle>();
+             handle->controller = std::make_shared<AdaptiveK>(k_max);
+             return handle;
+           }),
+           py::arg("k_max"))
+      .def_property_readonly("k_max", [](const ControllerHandle& h) { return h.controller->k_max(); })
+      .def_property_readonly("requests", [](const ControllerHandle& h) { return h.controller->requests(); })
+      .def_property_readonly("probes", [](const ControllerHandle& h) { return h.controller->probes(); })
+      .def_property_readonly("best_k", [](const ControllerHandle& h) { return h.controller->Best(); })
+      .def_property_readonly("conditional_acceptance",
+                             [](const ControllerHandle& h) {
+                               std::vector<double> rates;  // [k_max]
+                               for (int64_t i = 0; i < h.controller->k_max(); ++i) {
+                                 rates.push_back(h.controller->conditional_acceptance(i));
+                               }
+                               return rates;
+                             })
+      .def(
+          "expected_tokens_per_second",
+          [](const ControllerHandle& h, int64_t k) {
+            if (k < 0 || k > h.controller->k_max()) {
+              ThrowIfError(absl::InvalidArgumentError(
+                  absl::StrCat("k must be in [0, ", h.controller->k_max(), "], got ", k)));
+            }
+            const double cost = h.controller->ExpectedCost(k);
+            return cost > 0 ? h.controller->ExpectedTokens(k) / cost : 0.0;
+          },
+          py::arg("k"));
+}
+
+}  // namespace mtpspec::python
