@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -46,6 +47,22 @@ std::vector<double> LoadAverages() {
   std::vector<double> out(3, 0.0);
   for (double& v : out) {
     if (!(in >> v)) v = 0.0;
+  }
+  return out;
+}
+
+nlohmann::json ProcessMemory() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  nlohmann::json out = nlohmann::json::object();
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key) {
+    if (key == "Rss:" || key == "AnonHugePages:") {
+      if (!(in >> kib >> unit)) break;
+      out[key == "Rss:" ? "rss_mib" : "anon_huge_mib"] = kib / 1024.0;
+    }
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
   return out;
 }

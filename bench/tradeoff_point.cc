@@ -402,9 +402,12 @@ absl::StatusOr<std::vector<nlohmann::json>> MeasurePoints(const Model& model,
   for (int64_t rep = 0; rep < settings.reps; ++rep) {
     for (auto& point : points) RETURN_IF_ERROR(point->MeasureRound());
   }
+  // While every context's caches are alive: how much of the process transparent huge pages back.
+  const nlohmann::json memory = ProcessMemory();
   std::vector<nlohmann::json> out;
   for (auto& point : points) {
     ASSIGN_OR_RETURN(nlohmann::json j, point->Finish());
+    j["memory_after_cost_rounds"] = memory;
     out.push_back(std::move(j));
   }
   return out;

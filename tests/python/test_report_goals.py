@@ -62,3 +62,11 @@ def test_the_trained_timing_note_states_the_run_length(goals) -> None:
     assert "runs of 128 tokens" in note and "24 per window" in note
     # JSON written before the run length was recorded gets no note rather than a guess.
     assert goals.timing_note({"points": [{}]}) == ""
+
+
+def test_memory_line_reports_the_huge_page_share(goals) -> None:
+    points = [{"memory_after_cost_rounds": {"rss_mib": 1000.0, "anon_huge_mib": 250.0}}, {}]
+    (line,) = goals.memory_lines(points)
+    assert "1000 MiB resident, 250 MiB of it (25%)" in line
+    assert goals.memory_lines([{"context": 512}]) == []  # JSON from before session 7
+    assert goals.memory_lines([{"memory_after_cost_rounds": {}}]) == []  # /proc unreadable

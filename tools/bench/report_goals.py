@@ -198,6 +198,7 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
         f"{cfg['num_experts_per_tok']}, index_topk K={k_top}, vocab {cfg['vocab_size']}, bf16; f32 cache "
         f"{data['bench_model']['cache_bytes_per_token']} B/token ({data['bench_model']['cache_bytes_per_token'] * 32784 / 2**20:.0f} MiB at 32K+16).",
         f"- Acceptance for predictions and the SYNTHETIC end-to-end runs: {data['acceptance_source']}",
+        *memory_lines(data["points"]),
         f"- Timing: {data['points'][0].get('timing', 'the extend and head of the draft after an eviction of the caches (before session 5)')}.",
         f"- Elapsed {data['elapsed_seconds']:.0f} s."])
     md += ["", "Command:", "", "```", command or data["run"]["command"], "```", "",
@@ -239,6 +240,17 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
 
     md += goal_section(data, points, k_top)
     return "\n".join(md)
+
+
+def memory_lines(points: list[dict]) -> list[str]:
+    """The process's memory while every context's caches were alive (JSON from session 7 on)."""
+    memory = points[0].get("memory_after_cost_rounds") if points else None
+    if not memory or "rss_mib" not in memory:
+        return []
+    huge = memory.get("anon_huge_mib", 0.0)
+    return [f"- Memory after the cost rounds (weights and every context's caches): {memory['rss_mib']:.0f} MiB "
+            f"resident, {huge:.0f} MiB of it ({100 * huge / max(memory['rss_mib'], 1e-9):.0f}%) on transparent "
+            "huge pages (the gather path reads scattered cache rows: on 4 KiB pages each costs a page walk)."]
 
 
 def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
