@@ -38,7 +38,7 @@ constexpr char kUsage[] = R"(tradeoff_bench: verify cost, draft cost and speedup
   --contexts LIST       N values (default 512,2048,8192,32768)   --dense-context N (default K-8; 0: off)
   --max-rows L          verify rows 1..L (default 8)   --reps R (default 7, interleaved over all N)   --fill-chunk C (default 512)
   --new-tokens G        tokens per end-to-end run (default 96)   --e2e-reps R (default 1)   --e2e-k LIST (1,2,3,4)
-  --g5-reps R           further runs of plain, auto and plain (A/A) only, for the paired auto-vs-plain check (default 0)
+  --g5-reps R           further runs of plain, auto, auto (carried) and plain (A/A) only, for the paired auto-vs-plain check (default 0)
   --accept-json PATH    accept_bench output for E[L] and the synthetic rates (default build/results/accept.json)
   --accept-context N    which context's rates to use (default: the largest in the file)
   --rates LIST          conditional acceptance a_1,a_2,... instead of --accept-json

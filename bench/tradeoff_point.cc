@@ -12,6 +12,7 @@
 #include "bench/run_info.h"
 #include "bench/verify_cost.h"
 #include "core/parallel.h"
+#include "spec/adaptive_k.h"
 #include "spec/mtp_drafter.h"
 
 namespace mtpspec::bench {
@@ -33,7 +34,10 @@ struct PathSeries {
 
 // Plain, each fixed k and adaptive k, interleaved over `e2e_reps` repetitions. Every drafting
 // configuration gets the MtpDrafter exactly as Generate uses it: its prompt extend runs at the
-// prefill's Observe, before the steady-state window TimedGenerate measures.
+// prefill's Observe, before the steady-state window TimedGenerate measures. Adaptive k runs twice:
+// "auto" with a fresh controller per request (each request explores on its own), and
+// "auto (carried)" with one controller carried across this context's runs, as a server would keep
+// it (GenerateOptions::adaptive_controller; its first run does the learning and is timed too).
 absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixCachedTarget& target,
                                                      const std::vector<int32_t>& prompt, const PointSettings& s,
                                                      const MtpOptions& mtp_options) {
@@ -42,20 +46,26 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
     std::string label;
     int64_t k;
     bool adaptive;
+    bool carried = false;  // adaptive with the controller carried across runs
   };
   std::vector<Config> configs = {{"plain", 0, false}};
   for (int64_t k : s.e2e_k) configs.push_back({absl::StrCat("k=", k), k, false});
   const int64_t k_auto = std::max<int64_t>(1, static_cast<int64_t>(s.rates.empty() ? 5 : s.rates.size()));
-  if (s.adaptive) configs.push_back({"auto", k_auto, true});
+  if (s.adaptive) {
+    configs.push_back({"auto", k_auto, true});
+    configs.push_back({kAutoCarriedLabel, k_auto, true, true});
+  }
+  const auto carried_controller = std::make_shared<AdaptiveK>(k_auto);
   // An A/A control: plain decoding again, interleaved like the others. Its ratio to "plain" is the
   // run-to-run noise that any speedup here must be read against.
   configs.push_back({kPlainControlLabel, 0, false});
   std::vector<SpeedResult> totals(configs.size());
-  auto options_for = [&s](const Config& config, uint64_t seed) {
+  auto options_for = [&s, &carried_controller](const Config& config, uint64_t seed) {
     GenerateOptions options;
     options.max_new_tokens = s.new_tokens;
     options.k = config.k;
     options.adaptive_k = config.adaptive;
+    if (config.carried) options.adaptive_controller = carried_controller;
     options.stop_at_eos = false;
     options.accept.rule = s.rule;
     options.accept.synthetic_rates = s.rates;
@@ -79,12 +89,12 @@ absl::StatusOr<std::vector<SpeedResult>> RunEndToEnd(const Model& model, PrefixC
       Accumulate(r, &totals[i]);
     }
   }
-  // The paired auto-vs-plain repetitions: plain, auto and the A/A control, rotated likewise.
+  // The paired auto-vs-plain repetitions: plain, both autos and the A/A control, rotated likewise.
   std::vector<size_t> paired;  // config indices
   for (size_t i = 0; i < configs.size(); ++i) {
     if (configs[i].k == 0 || configs[i].adaptive) paired.push_back(i);
   }
-  for (int64_t rep = 0; rep < s.g5_reps && paired.size() == 3; ++rep) {
+  for (int64_t rep = 0; rep < s.g5_reps && paired.size() >= 3; ++rep) {
     for (size_t j = 0; j < paired.size(); ++j) {
       const size_t i = paired[(j + static_cast<size_t>(rep)) % paired.size()];
       ASSIGN_OR_RETURN(SpeedResult r, run(i, s.seed + static_cast<uint64_t>(s.e2e_reps + rep)));

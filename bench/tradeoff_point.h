@@ -18,6 +18,8 @@ namespace mtpspec::bench {
 
 // The end-to-end A/A control's label: plain decoding run a second time, interleaved with the rest.
 inline constexpr char kPlainControlLabel[] = "plain (A/A)";
+// Adaptive k with one controller carried across a context's runs (plain "auto" gets a fresh one).
+inline constexpr char kAutoCarriedLabel[] = "auto (carried)";
 
 struct PointSettings {
   int64_t max_rows = 8;        // L = 1 … max_rows

@@ -70,3 +70,20 @@ def test_memory_line_reports_the_huge_page_share(goals) -> None:
     assert "1000 MiB resident, 250 MiB of it (25%)" in line
     assert goals.memory_lines([{"context": 512}]) == []  # JSON from before session 7
     assert goals.memory_lines([{"memory_after_cost_rounds": {}}]) == []  # /proc unreadable
+
+
+def test_the_carried_controller_is_read_from_its_own_runs(goals) -> None:
+    plain = [100.0] * 5
+    aa = [100.0, 98.0, 102.0, 100.0, 100.0]
+    fresh = [97.0] * 5
+    carried = [100.0, 99.5, 101.5, 100.5, 100.2]
+    e2e = entries(plain, fresh, aa) + [{"label": goals.AUTO_CARRIED, "run_tokens_per_second": carried}]
+    fresh_ok, _ = goals.paired_reading(goals.paired_auto_runs([{"context": 512, "e2e": e2e}], None))
+    carried_runs = goals.paired_auto_runs([{"context": 512, "e2e": e2e}], None, goals.AUTO_CARRIED)
+    assert carried_runs[0][1] == pytest.approx([c / ((p + a) / 2) for p, c, a in zip(plain, carried, aa)])
+    carried_ok, text = goals.paired_reading(carried_runs)
+    # The median A/A deviation is 0: fresh's 0.97 fails, carried's median 1.005 passes.
+    assert not fresh_ok and carried_ok
+    assert "N=512: 1.005x (A/A noise 0.0%, 5 runs" in text
+    # JSON without carried runs: nothing to read.
+    assert goals.paired_auto_runs([{"context": 512, "e2e": entries(plain, fresh, aa)}], None, goals.AUTO_CARRIED) == []
