@@ -1,6 +1,8 @@
 #include "tools/generate_command.h"
 
+#include <algorithm>
 #include <fstream>
+#include <memory>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "core/device.h"
 #include "core/tokenizer.h"
+#include "spec/adaptive_k.h"
 #include "spec/generator.h"
 #include "spec/lookup_drafter.h"
 #include "spec/model_target.h"
@@ -25,7 +28,7 @@ const std::set<std::string>& GenerateOptionNames() {
       "ids",         "prompt",     "max-new",    "draft",      "k",          "accept",          "temperature",
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
-      "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device"};
+      "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file"};
   return names;
 }
 
@@ -93,12 +96,54 @@ absl::StatusOr<Pipeline> MakeCudaPipeline(const Model& model, int64_t capacity, 
 #endif
 }
 
+struct PromptLine {
+  int64_t number;  // 1-based line number in the file
+  std::string text;
+};
+
+// The prompts of a --prompts-file: one prompt text per non-empty line.
+absl::StatusOr<std::vector<PromptLine>> ReadPromptLines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--prompts-file ", path, ": cannot be opened"));
+  std::vector<PromptLine> lines;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) lines.push_back({number, line});
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("--prompts-file ", path, ": read failed"));
+  if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat("--prompts-file ", path, " has no prompt lines"));
+  return lines;
+}
+
+// One request's output lines (and its JSON, without the statistics' summary).
+nlohmann::json PrintResult(const GenerateResult& result, const std::vector<int32_t>& prompt,
+                           const Tokenizer* tokenizer) {
+  // Generated ids the tokenizer cannot decode (e.g. the padded rows of a model's vocabulary) leave
+  // the text out rather than failing the run.
+  std::string text;
+  if (tokenizer) {
+    absl::StatusOr<std::string> decoded = tokenizer->Decode(result.tokens);
+    text = decoded.ok() ? *decoded : absl::StrCat("(not decodable: ", decoded.status().message(), ")");
+    std::cout << "prompt_tokens: " << absl::StrJoin(prompt, ",") << "\n";
+  }
+  std::cout << "tokens: " << absl::StrJoin(result.tokens, ",") << "\n";
+  if (tokenizer) std::cout << "text: " << text << "\n";
+  std::cout << "stop: " << result.stop_reason << "\n";
+  nlohmann::json j = result.stats.ToJson();
+  j["tokens"] = result.tokens;
+  j["stop_reason"] = result.stop_reason;
+  if (tokenizer) j["text"] = text;
+  return j;
+}
+
 }  // namespace
 
 absl::Status RunGenerate(const CliArgs& args) {
   if (args.positional().size() != 1) return absl::InvalidArgumentError("generate takes one model directory");
-  if (args.Has("ids") == args.Has("prompt")) {
-    return absl::InvalidArgumentError("generate needs exactly one of --ids and --prompt");
+  if (static_cast<int>(args.Has("ids")) + static_cast<int>(args.Has("prompt")) +
+          static_cast<int>(args.Has("prompts-file")) != 1) {
+    return absl::InvalidArgumentError("generate needs exactly one of --ids, --prompt and --prompts-file");
   }
   GenerateOptions options;
   ASSIGN_OR_RETURN(options.max_new_tokens, args.GetInt("max-new", 32));
@@ -155,31 +200,50 @@ absl::Status RunGenerate(const CliArgs& args) {
   ASSIGN_OR_RETURN(lookup.max_ngram, args.GetInt("ngram", 3));
   if (lookup.max_ngram < 1) return absl::InvalidArgumentError("--ngram must be >= 1");
 
-  // --prompt TEXT is encoded with DIR/tokenizer.json, which also decodes the generated tokens.
+  // --prompt TEXT and --prompts-file (a prompt text per line) are encoded with DIR/tokenizer.json,
+  // which also decodes the generated tokens.
   std::unique_ptr<Tokenizer> tokenizer;
-  std::vector<int64_t> ids64;
-  if (args.Has("prompt")) {
+  std::vector<std::vector<int64_t>> requests64;  // [requests][prompt tokens]
+  std::vector<std::string> names;                // [requests] "--prompt", "--prompts-file line N" or "--ids"
+  if (args.Has("prompt") || args.Has("prompts-file")) {
+    std::vector<PromptLine> lines;
+    if (args.Has("prompts-file")) {
+      ASSIGN_OR_RETURN(lines, ReadPromptLines(args.Get("prompts-file")));
+    } else {
+      lines.push_back({0, args.Get("prompt")});
+    }
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(args.positional()[0] + "/tokenizer.json"));
-    ASSIGN_OR_RETURN(std::vector<int32_t> encoded, tokenizer->Encode(args.Get("prompt")));
-    if (encoded.empty()) return absl::InvalidArgumentError("--prompt encodes to no tokens");
-    ids64.assign(encoded.begin(), encoded.end());
+    for (const PromptLine& line : lines) {
+      names.push_back(args.Has("prompt") ? "--prompt" : absl::StrCat("--prompts-file line ", line.number));
+      ASSIGN_OR_RETURN(std::vector<int32_t> encoded, tokenizer->Encode(line.text));
+      if (encoded.empty()) return absl::InvalidArgumentError(absl::StrCat(names.back(), " encodes to no tokens"));
+      requests64.emplace_back(encoded.begin(), encoded.end());
+    }
   } else {
-    ASSIGN_OR_RETURN(ids64, args.GetIntList("ids"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids64, args.GetIntList("ids"));
+    requests64.push_back(std::move(ids64));
+    names.push_back("--ids");
   }
-  const std::string prompt_flag = tokenizer ? "--prompt token" : "--ids";
   LoadOptions load;
   const std::string w = args.Get("weights", "stored");
   load.weight_dtype = w == "f32" ? WeightDType::kF32 : w == "bf16" ? WeightDType::kBF16 : WeightDType::kAsStored;
   ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load));
-  std::vector<int32_t> prompt;
-  for (size_t i = 0; i < ids64.size(); ++i) {
-    if (ids64[i] < 0 || ids64[i] >= model->config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(prompt_flag, "[", i, "] = ", ids64[i], " is outside the ",
-                                                     "vocabulary [0, ", model->config().vocab_size, ")"));
+  std::vector<std::vector<int32_t>> prompts;  // [requests][prompt tokens]
+  int64_t longest = 0;
+  for (size_t r = 0; r < requests64.size(); ++r) {
+    std::vector<int32_t>& prompt = prompts.emplace_back();
+    for (size_t i = 0; i < requests64[r].size(); ++i) {
+      const int64_t id = requests64[r][i];
+      if (id < 0 || id >= model->config().vocab_size) {
+        const std::string token = names[r] == "--ids" ? "--ids" : absl::StrCat(names[r], " token");
+        return absl::InvalidArgumentError(absl::StrCat(token, "[", i, "] = ", id, " is outside the ",
+                                                       "vocabulary [0, ", model->config().vocab_size, ")"));
+      }
+      prompt.push_back(static_cast<int32_t>(id));
     }
-    prompt.push_back(static_cast<int32_t>(ids64[i]));
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
   }
-  const int64_t wanted = static_cast<int64_t>(prompt.size()) + options.max_new_tokens + kMaxDraftTokens + 1;
+  const int64_t wanted = longest + options.max_new_tokens + kMaxDraftTokens + 1;
   ASSIGN_OR_RETURN(int64_t capacity,
                    args.GetInt("capacity", std::min(wanted, model->config().max_position_embeddings)));
   ASSIGN_OR_RETURN(const LatentStorage storage, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
@@ -191,24 +255,33 @@ absl::Status RunGenerate(const CliArgs& args) {
     ASSIGN_OR_RETURN(pipeline.target, ModelTarget::Create(*model, capacity, {}, storage));
     ASSIGN_OR_RETURN(pipeline.drafter, MakeDrafter(args.Get("draft", "mtp"), *model, capacity, mtp, lookup));
   }
-  ASSIGN_OR_RETURN(GenerateResult result, Generate(*pipeline.target, pipeline.drafter.get(), prompt, options));
-
-  // Generated ids the tokenizer cannot decode (e.g. the padded rows of a model's vocabulary) leave
-  // the text out rather than failing the run.
-  std::string text;
-  if (tokenizer) {
-    absl::StatusOr<std::string> decoded = tokenizer->Decode(result.tokens);
-    text = decoded.ok() ? *decoded : absl::StrCat("(not decodable: ", decoded.status().message(), ")");
-    std::cout << "prompt_tokens: " << absl::StrJoin(prompt, ",") << "\n";
+  // A series of requests (--prompts-file) shares the loaded model, the caches and, with --k auto,
+  // one adaptive-k controller, so later requests start from what earlier ones measured.
+  if (options.adaptive_k && prompts.size() > 1) {
+    options.adaptive_controller = std::make_shared<AdaptiveK>(std::max<int64_t>(options.k, 1));
   }
-  std::cout << "tokens: " << absl::StrJoin(result.tokens, ",") << "\n";
-  if (tokenizer) std::cout << "text: " << text << "\n";
-  std::cout << "stop: " << result.stop_reason << "\n" << result.stats.Summary();
+  nlohmann::json j;
+  if (prompts.size() == 1) {
+    ASSIGN_OR_RETURN(GenerateResult result,
+                     Generate(*pipeline.target, pipeline.drafter.get(), prompts[0], options));
+    j = PrintResult(result, prompts[0], tokenizer.get());
+    std::cout << result.stats.Summary();
+  } else {
+    SpecStats total;
+    j["requests"] = nlohmann::json::array();
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      absl::StatusOr<GenerateResult> result = Generate(*pipeline.target, pipeline.drafter.get(), prompts[r], options);
+      if (!result.ok()) {
+        return absl::Status(result.status().code(), absl::StrCat(names[r], ": ", result.status().message()));
+      }
+      std::cout << "== request " << r + 1 << " of " << prompts.size() << "\n";
+      j["requests"].push_back(PrintResult(*result, prompts[r], tokenizer.get()));
+      total.Merge(result->stats);
+    }
+    std::cout << "== all " << prompts.size() << " requests\n" << total.Summary();
+    j["aggregate"] = total.ToJson();
+  }
   if (args.Has("stats-json")) {
-    nlohmann::json j = result.stats.ToJson();
-    j["tokens"] = result.tokens;
-    j["stop_reason"] = result.stop_reason;
-    if (tokenizer) j["text"] = text;
     std::ofstream out(args.Get("stats-json"));
     out << j.dump(2) << "\n";
     if (!out) return absl::InternalError(absl::StrCat(args.Get("stats-json"), ": write failed"));

@@ -25,7 +25,7 @@ constexpr char kUsage[] =
     "  mtpspec info DIR\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
     "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N] [--kv-cache f32|int8]\n"
-    "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
+    "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"

@@ -1,0 +1,70 @@
+"""`mtpspec generate --prompts-file`: a series of requests on one loaded model, each identical to its
+own plain run, with per-request and aggregated statistics, and its errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import GLM_A, ROOT, THREADS
+
+TRAINED = ROOT / "models" / "glm-tiny-mtp"
+PROMPTS = ["It is a truth universally acknowledged, that a single man",
+           "In the beginning God created the heaven",
+           "def main(args):  # entry point"]
+
+
+def run(cli: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(cli), "generate", *args, "--threads", str(THREADS)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("k", ["3", "auto"])
+def test_each_request_of_a_series_equals_its_plain_run(cli: Path, tmp_path: Path, k: str) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(PROMPTS[0] + "\n\n" + PROMPTS[1] + "\r\n" + PROMPTS[2] + "\n")  # blank lines skipped
+    stats = tmp_path / "stats.json"
+    new = "120" if k == "auto" else "40"  # adaptive k probes only in requests of >= 100 tokens
+    r = run(cli, str(TRAINED), "--prompts-file", str(prompts), "--max-new", new, "--k", k, "--temperature", "0.8",
+            "--seed", "5", "--stats-json", str(stats))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("== request ") == 3 and "== all 3 requests" in r.stdout
+    j = json.loads(stats.read_text())
+    assert len(j["requests"]) == 3
+    for prompt, request in zip(PROMPTS, j["requests"]):
+        plain_stats = tmp_path / "plain.json"
+        plain = run(cli, str(TRAINED), "--prompt", prompt, "--max-new", new, "--draft", "none", "--temperature", "0.8",
+                    "--seed", "5", "--stats-json", str(plain_stats))
+        assert plain.returncode == 0, plain.stderr
+        expected = json.loads(plain_stats.read_text())
+        assert request["tokens"] == expected["tokens"]
+        assert request["text"] == expected["text"]
+    total = j["aggregate"]
+    assert total["generated_tokens"] == sum(q["generated_tokens"] for q in j["requests"])
+    assert total["num_drafts"] == sum(q["num_drafts"] for q in j["requests"])
+    assert total["num_accepted_tokens"] == sum(q["num_accepted_tokens"] for q in j["requests"])
+    assert total["prompt_tokens"] == sum(q["prompt_tokens"] for q in j["requests"])
+    if k == "3":
+        assert total["num_drafts"] > 0
+
+
+def test_prompts_file_errors(cli: Path, tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("one\ntwo\n")
+    both = run(cli, str(TRAINED), "--prompts-file", str(prompts), "--prompt", "x")
+    assert both.returncode != 0 and "exactly one of --ids, --prompt and --prompts-file" in both.stderr
+    missing = run(cli, str(TRAINED), "--prompts-file", str(tmp_path / "absent.txt"))
+    assert missing.returncode != 0 and "absent.txt: cannot be opened" in missing.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    blank = run(cli, str(TRAINED), "--prompts-file", str(empty))
+    assert blank.returncode != 0 and "empty.txt has no prompt lines" in blank.stderr
+    no_tokenizer = run(cli, str(GLM_A), "--prompts-file", str(prompts))
+    assert no_tokenizer.returncode != 0 and "tokenizer.json" in no_tokenizer.stderr
+    # A request that fails names its line, e.g. a prompt longer than the cache.
+    long = tmp_path / "long.txt"
+    long.write_text("short\n\n" + "word " * 400 + "\n")  # line numbers count the blank line
+    too_long = run(cli, str(TRAINED), "--prompts-file", str(long), "--capacity", "64")
+    assert too_long.returncode != 0 and "--prompts-file line 3: the prompt" in too_long.stderr
