@@ -247,13 +247,11 @@ void AdaptiveK::RecordVerify(int64_t drafted, int64_t accepted, double seconds) 
   skip_cycle_sample_ = false;
   if (drafted == 0 && warm_up_left_ > 0) {  // cold first steps
     --warm_up_left_;
-    if (requests_ == 1) {  // the first request prices plain decoding at the fastest of them
-      cost = cost > 0 ? std::min(cost, seconds) : seconds;
-      verify_cycle_[1] = cycle_;
-    } else {  // a carried controller knows the steady cost (and these steps do not make it stale)
-      skip_cycle_sample_ = true;
-      verify_cycle_[1] = cycle_;
-    }
+    verify_cycle_[1] = cycle_;
+    // The first request prices plain decoding at the fastest of them; a carried controller already
+    // knows the steady cost and records neither their verify nor their cycle.
+    if (requests_ == 1) cost = cost > 0 ? std::min(cost, seconds) : seconds;
+    skip_cycle_sample_ = requests_ > 1;
   } else {
     const double weight = std::min(1.0, kEmaWeight * static_cast<double>(cycle_ - verify_cycle_[drafted + 1]));
     cost = cost > 0 ? (1 - weight) * cost + weight * (weight < 1 ? Clip(cost, seconds) : seconds) : seconds;

@@ -50,10 +50,9 @@
 // counts and the probe schedule carry over, so a stable regime costs a probe every
 // max_probe_interval cycles instead of a burst in every request (and a due re-check of drafting
 // that cannot pay waits for the end of the next request's warm-up, where the drafter's catch-up is
-// the shortest); the budget accounting (decoded
-// time, probe losses), the token budget, the drafter's deferred rows and the warm-up start afresh,
-// and a carried controller does not record its warm-up steps (they run cold after the prefill and
-// the steady costs are known).
+// the shortest). The budget accounting (decoded time, probe losses), the token budget, the
+// drafter's deferred rows and the warm-up start afresh, and a carried controller does not record
+// its warm-up steps (they run cold after the prefill and the steady costs are known).
 #pragma once
 
 #include <cstddef>

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <memory>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
@@ -235,8 +235,8 @@ absl::Status RunGenerate(const CliArgs& args) {
     for (size_t i = 0; i < requests64[r].size(); ++i) {
       const int64_t id = requests64[r][i];
       if (id < 0 || id >= model->config().vocab_size) {
-        const std::string token = names[r] == "--ids" ? "--ids" : absl::StrCat(names[r], " token");
-        return absl::InvalidArgumentError(absl::StrCat(token, "[", i, "] = ", id, " is outside the ",
+        return absl::InvalidArgumentError(absl::StrCat(names[r], tokenizer ? " token" : "", "[", i, "] = ", id,
+                                                       " is outside the ",
                                                        "vocabulary [0, ", model->config().vocab_size, ")"));
       }
       prompt.push_back(static_cast<int32_t>(id));
