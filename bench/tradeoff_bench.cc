@@ -195,6 +195,32 @@ absl::Status Run(int argc, char** argv) {
     if (!(r >= 0 && r <= 1)) return absl::InvalidArgumentError("acceptance rates must be in [0, 1]");
   }
 
+  // The trained model and its held-out windows load before any measurement, so that a missing file
+  // fails in seconds rather than after the bench model's runs (session 8 lost a 45-minute run to a
+  // missing build/heldout).
+  std::unique_ptr<Model> tmodel;
+  std::string dir;
+  int64_t tn = 0, windows = 0;
+  std::vector<std::vector<int32_t>> tprompts;
+  std::vector<std::string> names;
+  if (!args.Has("skip-trained")) {
+    dir = args.Get("trained-dir", fs::exists("models/glm-tiny-mtp/config.json") ? "models/glm-tiny-mtp"
+                                                                                : "build/pilot/out");
+    ASSIGN_OR_RETURN(tmodel, Model::Load(dir));
+    ASSIGN_OR_RETURN(tn, args.GetInt("trained-context", 8 * tmodel->config().index_topk));
+    ASSIGN_OR_RETURN(windows, args.GetInt("trained-windows", quick ? 1 : 4));
+    if (windows < 1) return absl::InvalidArgumentError("--trained-windows must be >= 1");
+    const std::string heldout = args.Get("heldout", "build/heldout");
+    std::mt19937_64 rng(ps.seed);
+    for (int64_t w = 0; w < windows; ++w) {
+      const std::string file = heldout + (w % 2 == 0 ? "/prose.npy" : "/code.npy");
+      ASSIGN_OR_RETURN(TokenCorpus corpus, LoadTokenCorpus(file, tmodel->config().vocab_size));
+      ASSIGN_OR_RETURN(std::vector<int32_t> prompt, SampleWindow(corpus, tn, rng));
+      tprompts.push_back(std::move(prompt));
+      names.push_back(corpus.name);
+    }
+  }
+
   // The bench model, and a long-context view of it.
   const std::string base = args.Get("model-dir", DefaultBenchModelDir());
   bool generated = false;
@@ -237,13 +263,7 @@ absl::Status Run(int argc, char** argv) {
   }
 
   nlohmann::json trained = nullptr;
-  if (!args.Has("skip-trained")) {
-    const std::string dir = args.Get("trained-dir", fs::exists("models/glm-tiny-mtp/config.json")
-                                                        ? "models/glm-tiny-mtp" : "build/pilot/out");
-    ASSIGN_OR_RETURN(auto tmodel, Model::Load(dir));
-    ASSIGN_OR_RETURN(int64_t tn, args.GetInt("trained-context", 8 * tmodel->config().index_topk));
-    ASSIGN_OR_RETURN(int64_t windows, args.GetInt("trained-windows", quick ? 1 : 4));
-    const std::string heldout = args.Get("heldout", "build/heldout");
+  if (tmodel != nullptr) {
     PointSettings ts = ps;
     ts.rule = AcceptRule::kSamplerEquality;  // REAL acceptance, T = 0
     ts.e2e_temperature = 0.0;
@@ -256,16 +276,6 @@ absl::Status Run(int argc, char** argv) {
                                       tmodel->config().max_position_embeddings - tn - kMaxDraftTokens - 2);
     ts.e2e_reps = std::max<int64_t>(ps.e2e_reps, quick ? 6 : 24);
     ts.g5_reps = 0;  // windows x e2e_reps paired runs already
-    std::mt19937_64 rng(ps.seed);
-    std::vector<std::vector<int32_t>> tprompts;
-    std::vector<std::string> names;
-    for (int64_t w = 0; w < windows; ++w) {
-      const std::string file = heldout + (w % 2 == 0 ? "/prose.npy" : "/code.npy");
-      ASSIGN_OR_RETURN(TokenCorpus corpus, LoadTokenCorpus(file, tmodel->config().vocab_size));
-      ASSIGN_OR_RETURN(std::vector<int32_t> prompt, SampleWindow(corpus, tn, rng));
-      tprompts.push_back(std::move(prompt));
-      names.push_back(corpus.name);
-    }
     ASSIGN_OR_RETURN(std::vector<nlohmann::json> tlist, MeasurePoints(*tmodel, tprompts, ts));
     nlohmann::json tpoints = nlohmann::json::array();
     for (size_t w = 0; w < tlist.size(); ++w) {
