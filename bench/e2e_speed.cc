@@ -60,6 +60,7 @@ nlohmann::json ToJson(const SpeedResult& r) {
           {"verify_seconds", r.stats.verify_seconds},
           {"k_decisions", k_used},
           {"probe_decisions", r.stats.probe_decisions},
+          {"prompts_deferred", r.stats.prompts_deferred},
           {"verify_seconds_by_k", r.stats.verify_seconds_by_k},
           {"cycle_seconds_by_k", r.stats.cycle_seconds_by_k},
           {"extend_seconds", r.stats.extend_seconds},

@@ -154,6 +154,15 @@ void AdaptiveK::BeginRequest() {
   warm_up_left_ = kWarmUpPlainSteps;
 }
 
+bool AdaptiveK::DeferPrompt(int64_t prompt_rows) {
+  if (requests_ == 1 || current_ != 0 || DraftingCouldPay()) return false;
+  // Drafting that cannot pay is re-checked once max_gap_ cycles have passed, right after some
+  // request's warm-up (Choose): if that is this request, it needs the prompt.
+  if (since_probe_ + 1 >= max_gap_) return false;
+  rows_since_draft_ = std::max<int64_t>(0, prompt_rows);
+  return true;
+}
+
 int64_t AdaptiveK::Choose() {
   last_was_probe_ = false;
   if (warm_up_left_ > 0) return 0;  // a few plain steps first

@@ -53,6 +53,11 @@
 // the shortest). The budget accounting (decoded time, probe losses), the token budget, the
 // drafter's deferred rows and the warm-up start afresh, and a carried controller does not record
 // its warm-up steps (they run cold after the prefill and the steady costs are known).
+// Prompt deferral: a carried controller that expects a request to decode plainly throughout
+// (DeferPrompt) lets the drafter skip the prompt's extend at the prefill (Drafter::DeferPrompt).
+// That extend runs the MTP layer over every prompt row and evicts the trunk from the cache: on the
+// trained model it made the next decode steps' forward 2-5% slower over a 128-token request
+// (bench/observe_ab, session 8). Requests where a re-check is due extend the prompt as before.
 #pragma once
 
 #include <cstddef>
@@ -84,6 +89,13 @@ class AdaptiveK {
 
   // A new request on a carried controller (see the header); nothing on one that has seen no cycle.
   void BeginRequest();
+  // After BeginRequest, for a request whose prompt has `prompt_rows` rows: whether the drafter may
+  // leave the prompt for its next Propose (Drafter::DeferPrompt). True only when this controller
+  // expects the request to decode plainly throughout: it decodes plainly now, its measured costs say
+  // drafting cannot pay even with optimistic acceptance, and no re-check is due at this request's
+  // warm-up. It then books the prompt's rows as deferred, so that a probe or a switch later in the
+  // request prices the drafter's catch-up over them.
+  bool DeferPrompt(int64_t prompt_rows);
   int64_t k_max() const { return k_max_; }
   int64_t requests() const { return requests_; }
   // The k for the next cycle (0 … k_max).

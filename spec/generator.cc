@@ -144,19 +144,23 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   ++stats.generated_tokens;
   if (options.on_tokens && !options.on_tokens(std::span<const int32_t>(&first, 1))) result.stop_reason = "cancelled";
   if (is_eos(first)) result.stop_reason = "eos";
-  if (drafter) {  // the drafter's work on the prompt is part of the prefill
-    t = Clock::now();
-    RETURN_IF_ERROR(drafter->Observe(sequence, 0, static_cast<int64_t>(prompt.size()), prefill));
-    stats.draft_prefill_seconds = Since(t);
-    stats.prefill_seconds += stats.draft_prefill_seconds;
-  }
-
   std::optional<AdaptiveK> own_controller;  // a fresh one, unless the caller carries one across requests
   AdaptiveK* controller = options.adaptive_controller.get();
   if (controller == nullptr) {
     controller = &own_controller.emplace(std::max<int64_t>(k_max, 1));
   } else {
     controller->BeginRequest();
+  }
+  if (drafter) {  // the drafter's work on the prompt is part of the prefill
+    // A carried controller that expects this request to decode plainly lets the drafter skip it.
+    if (options.adaptive_k && controller->DeferPrompt(static_cast<int64_t>(prompt.size()))) {
+      drafter->DeferPrompt();
+      stats.prompts_deferred = 1;
+    }
+    t = Clock::now();
+    RETURN_IF_ERROR(drafter->Observe(sequence, 0, static_cast<int64_t>(prompt.size()), prefill));
+    stats.draft_prefill_seconds = Since(t);
+    stats.prefill_seconds += stats.draft_prefill_seconds;
   }
   DraftSampling draft_sampling;
   draft_sampling.sample = options.sample_drafts;

@@ -80,6 +80,10 @@ class Drafter {
   virtual absl::StatusOr<Draft> Propose(std::span<const int32_t> sequence, int64_t k,
                                         const DraftSampling& sampling) = 0;
   virtual void Reset() = 0;
+  // A hint, given after Reset and before the prompt's Observe: the loop does not expect to propose
+  // in this request, so the drafter may leave the prompt's rows for its next Propose (and report
+  // that work there as catch_up_seconds) instead of processing them at the prefill.
+  virtual void DeferPrompt() {}
 };
 
 }  // namespace mtpspec

@@ -68,6 +68,7 @@ void SpecStats::Merge(const SpecStats& o) {
   AddInto(probe_decisions, o.probe_decisions);
   AddInto(verify_seconds_by_k, o.verify_seconds_by_k);
   AddInto(cycle_seconds_by_k, o.cycle_seconds_by_k);
+  prompts_deferred += o.prompts_deferred;
   prefill_seconds += o.prefill_seconds;
   draft_seconds += o.draft_seconds;
   verify_seconds += o.verify_seconds;
@@ -135,6 +136,7 @@ nlohmann::json SpecStats::ToJson() const {
       {"probe_decisions", probe_decisions},
       {"verify_seconds_by_k", verify_seconds_by_k},
       {"cycle_seconds_by_k", cycle_seconds_by_k},
+      {"prompts_deferred", prompts_deferred},
       {"time_seconds",
        {{"prefill", prefill_seconds},
         {"draft", draft_seconds},

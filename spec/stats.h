@@ -36,6 +36,9 @@ struct SpecStats {
   // --draft none's do.
   std::vector<double> verify_seconds_by_k;
   std::vector<double> cycle_seconds_by_k;
+  // Requests whose drafter left the prompt for a later Propose (adaptive k expected plain decoding;
+  // AdaptiveK::DeferPrompt): their draft_prefill is ~0, and any catch-up counts under extend.
+  int64_t prompts_deferred = 0;
 
   // prefill includes the drafter's work on the prompt (draft_prefill, e.g. the MTP cache extend);
   // draft is Propose without catch-up; extend is the drafter's extend of committed rows after the

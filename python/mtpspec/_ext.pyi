@@ -77,6 +77,7 @@ class SpecStats:
     sample_seconds: float
     other_seconds: float
     draft_prefill_seconds: float
+    prompts_deferred: int
     extend_seconds: float
     total_seconds: float
     @property

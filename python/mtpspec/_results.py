@@ -48,6 +48,7 @@ class Stats:
     probe_decisions: np.ndarray  # [k_max + 1] int64: ... of which adaptive-k exploration probes
     verify_seconds_by_k: np.ndarray  # [k_max + 1] float64: target forward seconds of those steps
     cycle_seconds_by_k: np.ndarray  # [k_max + 1] float64: whole-cycle seconds (draft, verify, sampling, extend)
+    prompts_deferred: int  # requests whose drafter left the prompt for later (a carried controller expected plain)
     prefill_seconds: float
     draft_seconds: float
     verify_seconds: float
@@ -90,6 +91,7 @@ class Stats:
             probe_decisions=ints(s.probe_decisions),
             verify_seconds_by_k=floats(s.verify_seconds_by_k),
             cycle_seconds_by_k=floats(s.cycle_seconds_by_k),
+            prompts_deferred=s.prompts_deferred,
             summary=s.summary(),
             **{name: getattr(s, name) for name in _TIMINGS},
         )

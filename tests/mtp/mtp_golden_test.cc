@@ -205,6 +205,23 @@ TEST_P(MtpGoldenTest, DrafterChunkedAndDeferredExtendEqualOnePairAtATime) {
   EXPECT_EQ(deferred.deferred_pairs(), 0);
   EXPECT_GT(draft->catch_up_seconds, 0.0);
   drafts.push_back(draft->tokens);
+  // The whole prompt deferred (DeferPrompt, as a carried adaptive-k controller asks when it expects
+  // plain decoding), caught up by the first Propose.
+  drafters.push_back(*MtpDrafter::Create(*g.model, 64, options));
+  MtpDrafter& lazy = *drafters.back();
+  lazy.DeferPrompt();
+  ASSERT_TRUE(lazy.Observe(sequence, 0, T - 1, CommittedRows(g, 0, T - 1)).ok());
+  ASSERT_TRUE(lazy.Observe(sequence, T - 1, 1, CommittedRows(g, T - 1, T)).ok());
+  EXPECT_EQ(lazy.committed_pairs(), 0);
+  EXPECT_EQ(lazy.deferred_pairs(), T);
+  draft = lazy.Propose(sequence, 3, DraftSampling{});
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  EXPECT_EQ(lazy.committed_pairs(), T);
+  EXPECT_GT(draft->catch_up_seconds, 0.0);
+  drafts.push_back(draft->tokens);
+  lazy.Reset();  // a new request extends its prompt at the Observe again
+  ASSERT_TRUE(lazy.Observe(sequence, 0, T, CommittedRows(g, 0, T)).ok());
+  EXPECT_EQ(lazy.committed_pairs(), T);
 
   for (size_t i = 1; i < drafts.size(); ++i) EXPECT_EQ(drafts[i], drafts[0]) << "drafter " << i;
   for (size_t i = 1; i < drafters.size(); ++i) {

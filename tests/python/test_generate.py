@@ -58,6 +58,7 @@ def test_stats_add_up(model: mtpspec.Model, options: dict) -> None:
     assert ((s.k_decisions > 0) == (s.cycle_seconds_by_k > 0)).all()
     assert len(s.probe_decisions) <= len(s.k_decisions) and (s.probe_decisions <= s.k_decisions[:len(s.probe_decisions)]).all()
     assert 0 <= s.extend_seconds <= s.other_seconds and 0 <= s.draft_prefill_seconds <= s.prefill_seconds
+    assert s.prompts_deferred == 0  # only a carried controller lets the drafter defer the prompt
     assert s.mean_acceptance_length == pytest.approx(1 + s.num_accepted_tokens / s.num_drafts)
     np.testing.assert_allclose(s.per_position_acceptance, s.accepted_per_pos / s.num_drafts)
     reached = np.maximum(s.reached_per_pos, 1)
@@ -205,6 +206,8 @@ def test_carried_adaptive_controller_stays_lossless(model: mtpspec.Model, sampli
                               **sampling)
         assert spec.tokens == plain.tokens
         assert spec.stats.k_decisions.sum() == spec.stats.verify_steps
+        assert spec.stats.prompts_deferred in (0, 1)  # deferred or not, the output is plain's
+        assert spec.stats.to_dict()["prompts_deferred"] == spec.stats.prompts_deferred
     assert controller.requests == 3
     assert controller.probes >= 1  # the first request's probe at least (its budget allows one at >= 100 tokens)
     assert len(controller.conditional_acceptance) == 3

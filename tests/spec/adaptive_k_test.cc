@@ -789,5 +789,57 @@ TEST(AdaptiveKSimulationTest, ACarriedControllerProbesRarelyAcrossRequests) {
   }
 }
 
+TEST(AdaptiveKSimulationTest, ACarriedControllerLetsTheDrafterDeferThePromptOnlyWhenItWillNotDraft) {
+  // The trained model's regime (drafting cannot pay, see the test above): after the first request a
+  // carried controller expects plain decoding, so the drafter may skip the prompt's MTP extend,
+  // whose cache pollution costs ~2% of a 128-token request on models/glm-tiny-mtp
+  // (bench/observe_ab, session 8). Where it lets the drafter defer, the request must not probe
+  // (a probe would pay the catch-up over the whole prompt); the due re-checks still happen, in
+  // requests that extend the prompt as before.
+  Regime trained;
+  trained.verify = {1.0, 1.5, 1.9, 2.3, 2.7};
+  trained.draft_step = 0.1;
+  trained.extend = 0.7;
+  trained.catch_up_per_row = 0.3;
+  trained.rates = {0.71, 0.54, 0.59, 0.54};
+  trained.jitter = 0.03;
+  constexpr int64_t kRequests = 40, kTokens = 256, kPrompt = 512;
+  AdaptiveK fresh(trained.k_max());
+  EXPECT_FALSE(fresh.DeferPrompt(kPrompt));  // nothing known: the first probe needs the prompt
+  auto controller = std::make_shared<AdaptiveK>(trained.k_max());
+  int64_t deferred = 0, rechecks = 0;  // deferred: in the second half
+  for (int64_t request = 0; request < kRequests; ++request) {
+    controller->BeginRequest();
+    const bool defer = controller->DeferPrompt(kPrompt);
+    if (request == 0) {
+      EXPECT_FALSE(defer);
+    }
+    const int64_t before = controller->probes();
+    WarmUp(*controller, 1.0);
+    Simulate(trained, *controller, kTokens, 0, 300 + static_cast<uint64_t>(request), kTokens);
+    const int64_t probes = controller->probes() - before;
+    if (defer) {
+      deferred += request >= kRequests / 2;
+      EXPECT_EQ(probes, 0) << "request " << request;
+    } else if (request > 0) {
+      rechecks += probes > 0;
+    }
+  }
+  // Once the acceptance estimates are tight (the second half), every request but the re-checks
+  // defers: those come every max_probe_interval = 512 cycles, at a request's warm-up, i.e. every
+  // third request of 256 tokens here.
+  EXPECT_GE(deferred, kRequests / 2 * 3 / 5);
+  EXPECT_GE(rechecks, 3);
+  // Where drafting pays, a carried controller never defers.
+  const Regime pays = DraftingPays();
+  auto paying = std::make_shared<AdaptiveK>(pays.k_max());
+  for (int64_t request = 0; request < 5; ++request) {
+    paying->BeginRequest();
+    EXPECT_FALSE(paying->DeferPrompt(kPrompt)) << "request " << request;
+    WarmUp(*paying, 1.0);
+    Simulate(pays, *paying, kTokens, 0, 7 + static_cast<uint64_t>(request), kTokens);
+  }
+}
+
 }  // namespace
 }  // namespace mtpspec

@@ -175,7 +175,9 @@ class RecordingDrafter : public Drafter {
     observes_.clear();
     proposes_.clear();
   }
+  void DeferPrompt() override { ++defer_prompt_count_; }
   const std::vector<ObserveCall>& observes() const { return observes_; }
+  int64_t defer_prompt_count() const { return defer_prompt_count_; }
   const std::vector<ProposeCall>& proposes() const { return proposes_; }
   int64_t reset_count() const { return reset_count_; }
 
@@ -183,6 +185,7 @@ class RecordingDrafter : public Drafter {
   std::vector<ObserveCall> observes_;
   std::vector<ProposeCall> proposes_;
   int64_t reset_count_ = 0;
+  int64_t defer_prompt_count_ = 0;
 };
 
 // The token the drafter proposes for absolute position p (the script may look at the request's

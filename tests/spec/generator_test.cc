@@ -582,5 +582,32 @@ TEST(GeneratorTest, AdaptiveControllerCarriedAcrossRequestsStaysLossless) {
   EXPECT_EQ(MustGenerate(target, &drafter, OracleRange(0, 4), options).tokens, OracleRange(4, 304));
 }
 
+TEST(GeneratorTest, ACarriedControllerThatExpectsPlainDecodingDefersTheDraftersPrompt) {
+  // Every draft is wrong and a verify row costs as much as a plain step: once the first request's
+  // probes have measured that, later requests decode plainly and the drafter is told to leave the
+  // prompt for later (Drafter::DeferPrompt), except in those where a re-check is due.
+  FakeTarget target(kVocab, 1024, OracleLogits());
+  target.set_seconds_per_row(50e-6);
+  std::vector<int64_t> every_position(1024);
+  for (int64_t p = 0; p < 1024; ++p) every_position[p] = p;
+  ScriptedDrafter drafter(OracleWithMistakes(every_position));
+  GenerateOptions options = Options(2, 200);
+  options.adaptive_k = true;
+  options.adaptive_controller = std::make_shared<AdaptiveK>(2);
+  int64_t deferred = 0, defer_calls = 0;
+  for (int request = 1; request <= 8; ++request) {
+    const GenerateResult r = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+    EXPECT_EQ(r.tokens, OracleRange(4, 204)) << "request " << request;
+    EXPECT_TRUE(target.violations().empty());
+    if (request == 1) {
+      EXPECT_EQ(r.stats.prompts_deferred, 0);  // a fresh controller needs the prompt
+    }
+    deferred += r.stats.prompts_deferred;
+  }
+  defer_calls = drafter.defer_prompt_count();
+  EXPECT_GE(deferred, 1);
+  EXPECT_EQ(defer_calls, deferred);  // the drafter heard exactly what the statistics say
+}
+
 }  // namespace
 }  // namespace mtpspec
