@@ -518,6 +518,20 @@ Regime DraftingPays() {
   return r;
 }
 
+// The trained model at N = 512 (bench/tradeoff, 2026-12-01), in plain steps: a k = 1 cycle costs
+// 2.6 of them (verify 1.5, head 0.1, the MTP layer's extend 0.7 and its catch-up 0.3 per deferred
+// row) for 1.7 tokens, so drafting cannot pay.
+Regime TrainedModel() {
+  Regime r;
+  r.verify = {1.0, 1.5, 1.9, 2.3, 2.7};
+  r.draft_step = 0.1;
+  r.extend = 0.7;
+  r.catch_up_per_row = 0.3;
+  r.rates = {0.71, 0.54, 0.59, 0.54};
+  r.jitter = 0.03;
+  return r;
+}
+
 TEST(AdaptiveKSimulationTest, ConvergesToPlainWhenEveryDraftLengthLoses) {
   const Regime regime = DraftingLoses();
   ASSERT_EQ(regime.BestFixedK(), 0);
@@ -743,16 +757,8 @@ TEST(AdaptiveKTest, BeginRequestRestartsTheWarmUpAndIgnoresItsColdSteps) {
 }
 
 TEST(AdaptiveKSimulationTest, ACarriedControllerProbesRarelyAcrossRequests) {
-  // The trained model at N = 512 (bench/tradeoff, 2026-12-01): a k = 1 cycle costs 2.6 plain steps
-  // (verify 1.5, head 0.1, the MTP layer's extend 0.7 and its catch-up 0.3 per deferred row) for
-  // 1.7 tokens. A fresh controller per request probes in every request; a carried one stops.
-  Regime trained;
-  trained.verify = {1.0, 1.5, 1.9, 2.3, 2.7};
-  trained.draft_step = 0.1;
-  trained.extend = 0.7;
-  trained.catch_up_per_row = 0.3;
-  trained.rates = {0.71, 0.54, 0.59, 0.54};
-  trained.jitter = 0.03;
+  // A fresh controller per request probes in every request; a carried one stops.
+  const Regime trained = TrainedModel();
   ASSERT_LT(trained.FixedRate(1), 0.8 * trained.FixedRate(0));
   constexpr int64_t kRequests = 40, kTokens = 256;
   auto controller = std::make_shared<AdaptiveK>(trained.k_max());
@@ -790,19 +796,13 @@ TEST(AdaptiveKSimulationTest, ACarriedControllerProbesRarelyAcrossRequests) {
 }
 
 TEST(AdaptiveKSimulationTest, ACarriedControllerLetsTheDrafterDeferThePromptOnlyWhenItWillNotDraft) {
-  // The trained model's regime (drafting cannot pay, see the test above): after the first request a
+  // The trained model's regime (TrainedModel: drafting cannot pay): after the first request a
   // carried controller expects plain decoding, so the drafter may skip the prompt's MTP extend,
   // whose cache pollution costs ~2% of a 128-token request on models/glm-tiny-mtp
   // (bench/observe_ab, session 8). Where it lets the drafter defer, the request must not probe
   // (a probe would pay the catch-up over the whole prompt); the due re-checks still happen, in
   // requests that extend the prompt as before.
-  Regime trained;
-  trained.verify = {1.0, 1.5, 1.9, 2.3, 2.7};
-  trained.draft_step = 0.1;
-  trained.extend = 0.7;
-  trained.catch_up_per_row = 0.3;
-  trained.rates = {0.71, 0.54, 0.59, 0.54};
-  trained.jitter = 0.03;
+  const Regime trained = TrainedModel();
   constexpr int64_t kRequests = 40, kTokens = 256, kPrompt = 512;
   AdaptiveK fresh(trained.k_max());
   EXPECT_FALSE(fresh.DeferPrompt(kPrompt));  // nothing known: the first probe needs the prompt
