@@ -154,13 +154,31 @@ void AdaptiveK::BeginRequest() {
   warm_up_left_ = kWarmUpPlainSteps;
 }
 
-bool AdaptiveK::DeferPrompt(int64_t prompt_rows) {
+bool AdaptiveK::DeferPrompt(int64_t prompt_rows, int64_t tokens_left) {
   if (requests_ == 1 || current_ != 0 || DraftingCouldPay()) return false;
   // Drafting that cannot pay is re-checked once max_gap_ cycles have passed, right after some
-  // request's warm-up (Choose): if that is this request, it needs the prompt.
-  if (since_probe_ + 1 >= max_gap_) return false;
+  // request's warm-up, where the budget allows it (Choose): if that is this request, it needs the
+  // prompt. The budget is judged as Choose will judge it then, after the warm-up's plain steps.
+  // (Without the request's length the budget cannot be judged ahead: keep the prompt.)
+  if (since_probe_ + 1 >= max_gap_) {
+    if (tokens_left < 0) return false;
+    const double warm_up = static_cast<double>(kWarmUpPlainSteps);
+    const int64_t left = std::max<int64_t>(0, tokens_left - kWarmUpPlainSteps);
+    if (ProbeFitsBudget(0, std::min<int64_t>(1, k_max_), kWarmUpPlainSteps, warm_up * ExpectedCost(0), left)) {
+      return false;
+    }
+  }
   rows_since_draft_ = std::max<int64_t>(0, prompt_rows);
   return true;
+}
+
+bool AdaptiveK::ProbeFitsBudget(int64_t best, int64_t probe, int64_t deferred_rows, double elapsed,
+                                int64_t tokens_left) const {
+  const double catch_up = probe > 0 ? static_cast<double>(deferred_rows) * CatchUpPerRow() : 0.0;
+  const double draft_prior = probe > 0 && draft_cost_ <= 0 ? kPriorDraftStep * VerifyCost(1) : 0.0;
+  const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe) + draft_prior) + catch_up;
+  const double planned = tokens_left > 0 ? static_cast<double>(tokens_left) * SecondsPerToken(best) : 0.0;
+  return exploration_ + loss <= budget_ * (elapsed + planned);
 }
 
 int64_t AdaptiveK::Choose() {
@@ -201,11 +219,7 @@ int64_t AdaptiveK::Choose() {
     allowed = requests_ == 1 || rows_since_draft_ <= kWarmUpPlainSteps;
   }
   if (allowed) {  // within the exploration budget of the request? (the first probe too, priced from the priors)
-    const double catch_up = probe > 0 ? static_cast<double>(rows_since_draft_) * CatchUpPerRow() : 0.0;
-    const double draft_prior = probe > 0 && draft_cost_ <= 0 ? kPriorDraftStep * VerifyCost(1) : 0.0;
-    const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe) + draft_prior) + catch_up;
-    const double planned = tokens_left_ > 0 ? static_cast<double>(tokens_left_) * SecondsPerToken(best) : 0.0;
-    allowed = exploration_ + loss <= budget_ * (elapsed_ + planned);
+    allowed = ProbeFitsBudget(best, probe, rows_since_draft_, elapsed_, tokens_left_);
   }
   if (!allowed) {
     burst_left_ = 0;

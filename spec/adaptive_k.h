@@ -57,7 +57,8 @@
 // (DeferPrompt) lets the drafter skip the prompt's extend at the prefill (Drafter::DeferPrompt).
 // That extend runs the MTP layer over every prompt row and evicts the trunk from the cache: on the
 // trained model it made the next decode steps' forward 2-5% slower over a 128-token request
-// (bench/observe_ab, session 8). Requests where a re-check is due extend the prompt as before.
+// (bench/observe_ab, session 8). Requests where a re-check is due, and the request's budget can pay
+// for it at the warm-up's end, extend the prompt as before.
 #pragma once
 
 #include <cstddef>
@@ -89,13 +90,14 @@ class AdaptiveK {
 
   // A new request on a carried controller (see the header); nothing on one that has seen no cycle.
   void BeginRequest();
-  // After BeginRequest, for a request whose prompt has `prompt_rows` rows: whether the drafter may
-  // leave the prompt for its next Propose (Drafter::DeferPrompt). True only when this controller
-  // expects the request to decode plainly throughout: it decodes plainly now, its measured costs say
-  // drafting cannot pay even with optimistic acceptance, and no re-check is due at this request's
-  // warm-up. It then books the prompt's rows as deferred, so that a probe or a switch later in the
-  // request prices the drafter's catch-up over them.
-  bool DeferPrompt(int64_t prompt_rows);
+  // After BeginRequest, for a request whose prompt has `prompt_rows` rows and that may produce
+  // `tokens_left` more tokens (negative: unknown): whether the drafter may leave the prompt for its
+  // next Propose (Drafter::DeferPrompt). True only when this controller expects the request to
+  // decode plainly throughout: it decodes plainly now, its measured costs say drafting cannot pay
+  // even with optimistic acceptance, and no re-check will be made at this request's warm-up (none
+  // is due, or the request's exploration budget cannot pay for it). It then books the prompt's rows
+  // as deferred, so that a probe or a switch later in the request prices the catch-up over them.
+  bool DeferPrompt(int64_t prompt_rows, int64_t tokens_left = -1);
   int64_t k_max() const { return k_max_; }
   int64_t requests() const { return requests_; }
   // The k for the next cycle (0 … k_max).
@@ -192,6 +194,10 @@ class AdaptiveK {
   double CatchUpPerRow() const;
   // Whether some draft length could still beat plain decoding with optimistic acceptance.
   bool DraftingCouldPay() const;
+  // Whether a probe of length `probe` while exploiting `best` fits the request's exploration budget,
+  // with `deferred_rows` for the drafter to catch up on, `elapsed` seconds decoded and `tokens_left`
+  // tokens still to come (negative: unknown).
+  bool ProbeFitsBudget(int64_t best, int64_t probe, int64_t deferred_rows, double elapsed, int64_t tokens_left) const;
 };
 
 }  // namespace mtpspec

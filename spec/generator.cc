@@ -153,7 +153,8 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   }
   if (drafter) {  // the drafter's work on the prompt is part of the prefill
     // A carried controller that expects this request to decode plainly lets the drafter skip it.
-    if (options.adaptive_k && controller->DeferPrompt(static_cast<int64_t>(prompt.size()))) {
+    const int64_t tokens_left = std::min(options.max_new_tokens - 1, target.capacity() - static_cast<int64_t>(prompt.size()));
+    if (options.adaptive_k && controller->DeferPrompt(static_cast<int64_t>(prompt.size()), tokens_left)) {
       drafter->DeferPrompt();
       stats.prompts_deferred = 1;
     }

@@ -805,12 +805,12 @@ TEST(AdaptiveKSimulationTest, ACarriedControllerLetsTheDrafterDeferThePromptOnly
   const Regime trained = TrainedModel();
   constexpr int64_t kRequests = 40, kTokens = 256, kPrompt = 512;
   AdaptiveK fresh(trained.k_max());
-  EXPECT_FALSE(fresh.DeferPrompt(kPrompt));  // nothing known: the first probe needs the prompt
+  EXPECT_FALSE(fresh.DeferPrompt(kPrompt, kTokens));  // nothing known: the first probe needs the prompt
   auto controller = std::make_shared<AdaptiveK>(trained.k_max());
   int64_t deferred = 0, rechecks = 0;  // deferred: in the second half
   for (int64_t request = 0; request < kRequests; ++request) {
     controller->BeginRequest();
-    const bool defer = controller->DeferPrompt(kPrompt);
+    const bool defer = controller->DeferPrompt(kPrompt, kTokens - 1);
     if (request == 0) {
       EXPECT_FALSE(defer);
     }
@@ -835,7 +835,7 @@ TEST(AdaptiveKSimulationTest, ACarriedControllerLetsTheDrafterDeferThePromptOnly
   auto paying = std::make_shared<AdaptiveK>(pays.k_max());
   for (int64_t request = 0; request < 5; ++request) {
     paying->BeginRequest();
-    EXPECT_FALSE(paying->DeferPrompt(kPrompt)) << "request " << request;
+    EXPECT_FALSE(paying->DeferPrompt(kPrompt, kTokens - 1)) << "request " << request;
     WarmUp(*paying, 1.0);
     Simulate(pays, *paying, kTokens, 0, 7 + static_cast<uint64_t>(request), kTokens);
   }
