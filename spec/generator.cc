@@ -144,6 +144,11 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   ++stats.generated_tokens;
   if (options.on_tokens && !options.on_tokens(std::span<const int32_t>(&first, 1))) result.stop_reason = "cancelled";
   if (is_eos(first)) result.stop_reason = "eos";
+  // Tokens the request may still produce: its budget, and never past the cache.
+  auto tokens_left = [&] {
+    return std::min(options.max_new_tokens - static_cast<int64_t>(result.tokens.size()),
+                    target.capacity() - (static_cast<int64_t>(sequence.size()) - 1));
+  };
   std::optional<AdaptiveK> own_controller;  // a fresh one, unless the caller carries one across requests
   AdaptiveK* controller = options.adaptive_controller.get();
   if (controller == nullptr) {
@@ -153,8 +158,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   }
   if (drafter) {  // the drafter's work on the prompt is part of the prefill
     // A carried controller that expects this request to decode plainly lets the drafter skip it.
-    const int64_t tokens_left = std::min(options.max_new_tokens - 1, target.capacity() - static_cast<int64_t>(prompt.size()));
-    if (options.adaptive_k && controller->DeferPrompt(static_cast<int64_t>(prompt.size()), tokens_left)) {
+    if (options.adaptive_k && controller->DeferPrompt(static_cast<int64_t>(prompt.size()), tokens_left())) {
       drafter->DeferPrompt();
       stats.prompts_deferred = 1;
     }
@@ -181,7 +185,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     const Clock::time_point cycle_start = Clock::now();
     double cycle_catch_up = 0;  // deferred work of earlier plain steps, not this cycle's cost
     // Never draft past the token budget or the cache.
-    controller->SetTokensLeft(std::min(options.max_new_tokens - generated, target.capacity() - n));
+    controller->SetTokensLeft(tokens_left());
     int64_t k = options.adaptive_k ? std::min(controller->Choose(), k_max) : k_max;
     const bool probe = options.adaptive_k && controller->last_was_probe();
     k = std::min({k, options.max_new_tokens - generated - 1, target.capacity() - n - 1});
