@@ -4,9 +4,11 @@
 //   observer   an MtpDrafter that only observes: it extends its cache over the prompt at the
 //              prefill, then defers each committed row (as --k auto does while it decodes plainly);
 //   deferring  the same drafter told to defer the prompt too (Drafter::DeferPrompt, what a carried
-//              adaptive-k controller asks for when it expects plain decoding).
-// It prints the mean time of each decode step by its index and the ratios over steps 2+ (the window
-// tradeoff_bench's end-to-end runs time). Session 8 found the prompt's MTP extend makes the next
+//              adaptive-k controller asks for when it expects plain decoding);
+//   auto       the same drafter under --k auto with a fresh controller per request (k_max --k-max):
+//              its warm-up, its first probe and the catch-up that probe pays.
+// It prints the mean time of each decode cycle by its index and the tokens/s over the cycles after
+// the first (the window tradeoff_bench's end-to-end runs time) against plain's. Session 8 found the prompt's MTP extend makes the next
 // few target steps slower (the trunk's weights leave the 32 MB L3).
 //
 //   build/release/bench/observe_ab --model models/glm-tiny-mtp --tokens build/heldout/prose.npy --reps 300
@@ -35,6 +37,7 @@ that also defers the prompt; per-step times and ratios.
   --new-tokens N   decode steps per run (default 128)
   --reps N         timed repetitions of each configuration (default 100)
   --seed S         window choice (default 7)
+  --k-max K        the auto configuration's maximum draft length (default 5)
 )";
 
 // Forwards to an MtpDrafter and asks it to defer the prompt after every Reset.
@@ -60,7 +63,7 @@ class DeferringDrafter : public Drafter {
 
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, {"model", "tokens", "context", "new-tokens", "reps",
-                                                                "seed"}, {"help"}));
+                                                                "seed", "k-max"}, {"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
     return absl::OkStatus();
@@ -72,8 +75,9 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(int64_t steps, args.GetInt("new-tokens", 128));
   ASSIGN_OR_RETURN(int64_t reps, args.GetInt("reps", 100));
   ASSIGN_OR_RETURN(uint64_t seed, args.GetUint64("seed", 7));
-  if (context < 1 || steps < 3 || reps < 1) {
-    return absl::InvalidArgumentError("--context >= 1, --new-tokens >= 3 and --reps >= 1");
+  ASSIGN_OR_RETURN(int64_t k_max, args.GetInt("k-max", 5));
+  if (context < 1 || steps < 3 || reps < 1 || k_max < 1 || k_max > 16) {
+    return absl::InvalidArgumentError("--context >= 1, --new-tokens >= 3, --reps >= 1 and --k-max in 1..16");
   }
   std::mt19937_64 rng(seed);
   ASSIGN_OR_RETURN(std::vector<int32_t> prompt, SampleWindow(corpus, context, rng));  // [context]
@@ -84,21 +88,27 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(auto drafter, MtpDrafter::Create(*model, target->capacity(), mtp_options));
   DeferringDrafter deferring(drafter.get());
   const std::vector<std::pair<std::string, Drafter*>> configs = {
-      {"plain", nullptr}, {"observer", drafter.get()}, {"deferring", &deferring}};
+      {"plain", nullptr}, {"observer", drafter.get()}, {"deferring", &deferring}, {"auto", drafter.get()}};
   const size_t C = configs.size();
-  std::vector<std::vector<double>> step_seconds(C, std::vector<double>(steps, 0.0));  // [C][steps], summed
+  const size_t kAuto = C - 1;
+  std::vector<std::vector<double>> step_seconds(C, std::vector<double>(steps, 0.0));  // [C][cycles], summed
   std::vector<double> verify_seconds(C, 0.0);                                           // [C], summed
+  std::vector<double> steady_seconds(C, 0.0), steady_tokens(C, 0.0);                   // [C] after the first cycle
+  std::vector<int64_t> auto_k_used;                                                     // [k_max + 1] summed
   for (int64_t rep = 0; rep <= reps; ++rep) {  // rep 0: an untimed warm-up
     for (size_t j = 0; j < C; ++j) {
       const size_t c = (j + static_cast<size_t>(rep)) % C;
-      std::vector<double> marks;  // [steps] time of each commit
+      std::vector<double> marks;    // [cycles + 1] time of each commit
+      std::vector<int64_t> counts;  // [cycles + 1] tokens of each commit
       GenerateOptions options;
       options.max_new_tokens = steps;
-      options.k = 0;
+      options.k = c == kAuto ? k_max : 0;
+      options.adaptive_k = c == kAuto;
       options.stop_at_eos = false;
       options.accept.sampling.temperature = 0;
-      options.on_tokens = [&marks](std::span<const int32_t>) {
+      options.on_tokens = [&marks, &counts](std::span<const int32_t> batch) {
         marks.push_back(NowSeconds());
+        counts.push_back(static_cast<int64_t>(batch.size()));
         return true;
       };
       ASSIGN_OR_RETURN(GenerateResult result, Generate(*target, configs[c].second, prompt, options));
@@ -106,22 +116,33 @@ absl::Status Run(int argc, char** argv) {
       for (size_t i = 1; i < marks.size() && i < static_cast<size_t>(steps); ++i) {
         step_seconds[c][i] += marks[i] - marks[i - 1];
       }
+      for (size_t i = 2; i < marks.size(); ++i) steady_tokens[c] += static_cast<double>(counts[i]);
+      if (marks.size() >= 3) steady_seconds[c] += marks.back() - marks[1];
       verify_seconds[c] += result.stats.verify_seconds;
+      if (c == kAuto) {
+        auto_k_used.resize(std::max(auto_k_used.size(), result.stats.k_decisions.size()), 0);
+        for (size_t k = 0; k < result.stats.k_decisions.size(); ++k) auto_k_used[k] += result.stats.k_decisions[k];
+      }
     }
   }
   const double per_rep = 1e6 / static_cast<double>(reps);
-  std::printf("step  plain_us  observer_us  deferring_us   (step 1 includes the prompt's MTP extend)\n");
+  std::printf("cycle  plain_us  observer_us  deferring_us  auto_us   (cycle 1 includes the prompt's MTP extend)\n");
   std::vector<double> after_first(C, 0.0);  // [C] seconds of steps 2+
   for (int64_t i = 1; i < steps; ++i) {
     for (size_t c = 0; c < C; ++c) after_first[c] += i >= 2 ? step_seconds[c][i] : 0.0;
     if (i <= 12 || i % 16 == 0) {
-      std::printf("%4ld  %8.1f  %11.1f  %12.1f\n", static_cast<long>(i), step_seconds[0][i] * per_rep,
-                  step_seconds[1][i] * per_rep, step_seconds[2][i] * per_rep);
+      std::printf("%5ld  %8.1f  %11.1f  %12.1f  %7.1f\n", static_cast<long>(i), step_seconds[0][i] * per_rep,
+                  step_seconds[1][i] * per_rep, step_seconds[2][i] * per_rep, step_seconds[kAuto][i] * per_rep);
     }
   }
   std::printf("steps 2+ over plain: observer %.4f, deferring %.4f; target forward seconds over plain: %.4f, %.4f\n",
               after_first[1] / after_first[0], after_first[2] / after_first[0], verify_seconds[1] / verify_seconds[0],
               verify_seconds[2] / verify_seconds[0]);
+  const auto rate = [&](size_t c) { return steady_seconds[c] > 0 ? steady_tokens[c] / steady_seconds[c] : 0.0; };
+  std::printf("tokens/s after the first cycle over plain: observer %.4f, deferring %.4f, auto %.4f; auto's cycles by k:",
+              rate(1) / rate(0), rate(2) / rate(0), rate(kAuto) / rate(0));
+  for (int64_t n : auto_k_used) std::printf(" %ld", static_cast<long>(n));
+  std::printf("\n");
   return absl::OkStatus();
 }
 

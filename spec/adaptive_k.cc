@@ -78,7 +78,7 @@ double AdaptiveK::VerifyCost(int64_t rows) const {
     return verify_cost_[below] + std::max(0.0, slope) * static_cast<double>(rows - below);
   }
   if (above > 0) return verify_cost_[above];
-  return 1.0;  // nothing measured yet
+  return static_cast<double>(rows);  // nothing measured yet: r = L, in units of the unmeasured plain step
 }
 
 double AdaptiveK::ComposedCost(int64_t k) const {
@@ -145,22 +145,26 @@ int64_t AdaptiveK::Best() const {
 void AdaptiveK::BeginRequest() {
   if (cycle_ == 0) return;  // nothing learned yet: a fresh controller
   ++requests_;
+  banked_ = std::max(0.0, budget_ * elapsed_ - exploration_);  // what the last request left unspent
   elapsed_ = 0;
   exploration_ = 0;
   tokens_left_ = -1;
   burst_left_ = 0;
   rows_since_draft_ = 0;  // the drafter extends its cache over the whole prompt at the prefill
   last_was_probe_ = false;
+  prompt_deferred_ = false;
   warm_up_left_ = kWarmUpPlainSteps;
 }
 
 bool AdaptiveK::DeferPrompt(int64_t prompt_rows, int64_t tokens_left) {
-  if (requests_ == 1 || current_ != 0 || DraftingCouldPay()) return false;
-  // Drafting that cannot pay is re-checked once max_gap_ cycles have passed, right after some
-  // request's warm-up, where the budget allows it (Choose): if that is this request, it needs the
-  // prompt. The budget is judged as Choose will judge it then, after the warm-up's plain steps.
-  // (Without the request's length the budget cannot be judged ahead: keep the prompt.)
-  if (since_probe_ + 1 >= max_gap_) {
+  if (current_ != 0) return false;
+  // A probe comes at this request's warm-up end while drafting could still pay (always, while
+  // nothing is measured), or when a max-gap re-check of drafting that cannot pay is due (a carried
+  // controller makes it there and nowhere else in a request). The request keeps the prompt for it
+  // unless its budget cannot pay for it, judged as Choose will judge it then, after the warm-up's
+  // plain steps (a probe later in the request has more rows to catch up on, so it would not fit
+  // either). Without the request's length the budget cannot be judged ahead: keep the prompt.
+  if (DraftingCouldPay() || since_probe_ + 1 >= max_gap_) {
     if (tokens_left < 0) return false;
     const double warm_up = static_cast<double>(kWarmUpPlainSteps);
     const int64_t left = std::max<int64_t>(0, tokens_left - kWarmUpPlainSteps);
@@ -169,16 +173,23 @@ bool AdaptiveK::DeferPrompt(int64_t prompt_rows, int64_t tokens_left) {
     }
   }
   rows_since_draft_ = std::max<int64_t>(0, prompt_rows);
+  prompt_deferred_ = true;
   return true;
 }
 
 bool AdaptiveK::ProbeFitsBudget(int64_t best, int64_t probe, int64_t deferred_rows, double elapsed,
                                 int64_t tokens_left) const {
-  const double catch_up = probe > 0 ? static_cast<double>(deferred_rows) * CatchUpPerRow() : 0.0;
-  const double draft_prior = probe > 0 && draft_cost_ <= 0 ? kPriorDraftStep * VerifyCost(1) : 0.0;
-  const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe) + draft_prior) + catch_up;
+  // Parts of a drafting cycle not measured yet are priced at a prior step each (see the header):
+  // a draft step, the cycle's extend, and the catch-up over the deferred rows.
+  double catch_up = 0, priors = 0;
+  if (probe > 0) {
+    const double per_row = CatchUpPerRow();
+    catch_up = per_row > 0 ? static_cast<double>(deferred_rows) * per_row : (deferred_rows > 0 ? PriorStep() : 0.0);
+    priors = (draft_cost_ <= 0 ? PriorStep() : 0.0) + (extend_cost_ <= 0 ? PriorStep() : 0.0);
+  }
+  const double loss = ProbeLoss(best, ExpectedTokens(probe), ExpectedCost(probe) + priors) + catch_up;
   const double planned = tokens_left > 0 ? static_cast<double>(tokens_left) * SecondsPerToken(best) : 0.0;
-  return exploration_ + loss <= budget_ * (elapsed + planned);
+  return exploration_ + loss <= budget_ * (elapsed + planned) + banked_;
 }
 
 int64_t AdaptiveK::Choose() {
@@ -211,7 +222,8 @@ int64_t AdaptiveK::Choose() {
   if (best > 0 && best < k_max_ && probe_longer_) probe = best + 1;
   // (Drafting that cannot pay is still re-checked every max_probe_interval cycles, as far as the
   // budget allows: acceptance may change with the text.)
-  bool allowed = probe == 0 || DraftingCouldPay();
+  // (A request whose prompt the drafter deferred makes no probe: DeferPrompt judged it would not.)
+  bool allowed = !prompt_deferred_ && (probe == 0 || DraftingCouldPay());
   if (!allowed && since_probe_ >= max_gap_) {
     // A controller carried across requests (requests_ > 1) makes that re-check right after some
     // request's warm-up, when the drafter has only the warm-up rows to catch up on; mid-request
@@ -237,6 +249,8 @@ int64_t AdaptiveK::Choose() {
   ++probes_;
   return probe;
 }
+
+double AdaptiveK::PriorStep() const { return kPriorDraftStep * VerifyCost(1); }
 
 double AdaptiveK::CatchUpPerRow() const {
   if (catch_up_per_row_ > 0) return catch_up_per_row_;

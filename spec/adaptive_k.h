@@ -32,12 +32,17 @@
 // (SetTokensLeft), those tokens at the current best rate. A probe's loss is its cycle cost minus
 // what its tokens would have cost at the best rate, plus the drafter's catch-up it triggers
 // (reported through RecordCatchUp; estimated per row from earlier catch-ups, or from the extend of
-// the drafting cycles when no catch-up has been measured yet). The first probe is
-// priced from the priors (Tv(2) = 2 Tv(1), a draft step at kPriorDraftStep plain steps, a = 1/2: a
-// loss of one plain step), so in a request of ≥ 1 / kExplorationBudget = 100 tokens it comes right
-// after the warm-up, while the drafter has only the warm-up rows to catch up on; a request too
-// short to amortise it never probes. (Without SetTokensLeft the budget grows with the decoded time
-// only, and the first probe comes after ~100 plain steps.)
+// the drafting cycles when no catch-up has been measured yet). Parts not measured yet are priced
+// from priors: Tv(2) = 2 Tv(1); a draft step, the cycle's extend and the catch-up at kPriorDraftStep
+// plain steps each; a = 1/2. The first probe is thus priced at a loss of 2 plain steps, so it comes
+// right after the warm-up (while the drafter has only the warm-up rows to catch up on) in a request
+// with ≥ 197 tokens left, and not at all in a shorter one. The priors are set above the dearest
+// first probe measured: on models/glm-tiny-mtp, whose MTP layer and head are a large share of a
+// step, it lost 1.3 plain steps (bench/observe_ab, session 9), and priced at 1 (as before session 9)
+// it came in 128-token requests and lost them 1-2.5% against their 1% budget. A fresh controller
+// whose request is too short for it lets the drafter defer the prompt (DeferPrompt). (Without
+// SetTokensLeft the budget grows with the decoded time only, and the first probe comes after ~200
+// plain steps.)
 // Stopping: once a probe has measured the drafting costs, plain decoding is probed again only while
 // drafting could still win: some k must beat the plain rate by kSwitchMargin with every acceptance
 // one posterior standard deviation high (ExpectedTokensHigh). Where no acceptance the drafts could
@@ -51,10 +56,15 @@
 // max_probe_interval cycles instead of a burst in every request (and a due re-check of drafting
 // that cannot pay waits for the end of the next request's warm-up, where the drafter's catch-up is
 // the shortest). The budget accounting (decoded time, probe losses), the token budget, the
-// drafter's deferred rows and the warm-up start afresh, and a carried controller does not record
-// its warm-up steps (they run cold after the prefill and the steady costs are known).
-// Prompt deferral: a carried controller that expects a request to decode plainly throughout
-// (DeferPrompt) lets the drafter skip the prompt's extend at the prefill (Drafter::DeferPrompt).
+// drafter's deferred rows and the warm-up start afresh, except that the budget the last request
+// left unspent is added to this one's (so a series of requests each too short for a probe makes
+// one in the second request, which may then lose up to twice its own budget); and a carried
+// controller does not record its warm-up steps (they run cold after the prefill and the steady
+// costs are known).
+// Prompt deferral: a controller that expects a request to decode plainly throughout (DeferPrompt:
+// no probe is due at its warm-up's end, where a carried controller has learned drafting does not
+// pay, or the request's budget cannot pay for the one that is due, as in a fresh controller's
+// short request) lets the drafter skip the prompt's extend at the prefill (Drafter::DeferPrompt).
 // That extend runs the MTP layer over every prompt row and evicts the trunk from the cache: on the
 // trained model it made the next decode steps' forward 2-5% slower over a 128-token request
 // (bench/observe_ab, session 8). Requests where a re-check is due, and the request's budget can pay
@@ -93,12 +103,13 @@ class AdaptiveK {
   // After BeginRequest, for a request whose prompt has `prompt_rows` rows and that may produce
   // `tokens_left` more tokens (negative: unknown): whether the drafter may leave the prompt for its
   // next Propose (Drafter::DeferPrompt). True only when this controller expects the request to
-  // decode plainly throughout: it decodes plainly now, its measured costs say drafting cannot pay
-  // even with optimistic acceptance, and no re-check will be made at this request's warm-up (none
-  // is due, or the request's exploration budget cannot pay for it). It then books the prompt's rows
+  // decode plainly throughout: it decodes plainly now, and the probe due at this request's warm-up
+  // end (while drafting could pay or nothing is measured, or a max-gap re-check) is none or does
+  // not fit the request's exploration budget. A request that defers makes no probe. It then books the prompt's rows
   // as deferred, so that a probe or a switch later in the request prices the catch-up over them.
   bool DeferPrompt(int64_t prompt_rows, int64_t tokens_left = -1);
   int64_t k_max() const { return k_max_; }
+  double exploration_budget() const { return budget_; }
   int64_t requests() const { return requests_; }
   // The k for the next cycle (0 … k_max).
   int64_t Choose();
@@ -155,6 +166,8 @@ class AdaptiveK {
   bool probe_longer_ = false;  // the next probe while drafting tries one draft more (else plain)
   int64_t burst_left_ = 0;    // follow-up k = 1 probes still due after the last one
   int64_t tokens_left_ = -1;  // the request's remaining token budget; < 0: unknown
+  bool prompt_deferred_ = false;  // DeferPrompt let the drafter skip this request's prompt: no probes
+  double banked_ = 0;             // a carried controller's budget left unspent by the last request
   std::vector<double> accept_hits_, accept_trials_;  // [k_max] conditional, with a Beta(1,1) prior
   // [k_max + 2] seconds by rows; 0 = unmeasured. A moving average whose new sample weighs
   // min(1, 0.2 · cycles since that length was last measured): lengths measured every cycle are
@@ -171,7 +184,7 @@ class AdaptiveK {
   int64_t rows_since_draft_ = 0;                     // rows committed by plain steps since a draft
   double elapsed_ = 0;                               // seconds of every recorded cycle
   double exploration_ = 0;                           // estimated loss of the probes so far
-  static constexpr size_t kCycleWindow = 5;
+  static constexpr size_t kCycleWindow = 9;
   static constexpr int64_t kCycleMaxAge = 64;
   struct CycleSample {
     int64_t cycle;   // the verify count when it was recorded
@@ -190,6 +203,8 @@ class AdaptiveK {
   double ComposedCost(int64_t k) const;
   double MeasuredCycleCost(int64_t k) const;  // 0 when k has no whole-cycle sample
   double ProbeLoss(int64_t k, double tokens, double seconds) const;
+  // A draft step's, or a drafting cycle's extend's, cost before one is measured: kPriorDraftStep plain steps.
+  double PriorStep() const;
   // Catch-up seconds per deferred row: measured, else half a drafting cycle's extend, else 0.
   double CatchUpPerRow() const;
   // Whether some draft length could still beat plain decoding with optimistic acceptance.

@@ -223,7 +223,9 @@ class Model:
         adaptive_controller: with ``adaptive_k``, a :class:`mtpspec.AdaptiveController` made with
             ``k_max = k`` to carry across calls: the draft and verify costs and the acceptance it
             learned price the next request, which then needs no exploration burst of its own (see
-            spec/adaptive_k.h). One request at a time; None gives each call a fresh controller.
+            spec/adaptive_k.h). One request at a time; None gives each call a fresh controller, which
+            probes drafting only in requests long enough to pay for it (~200 tokens at the default 1%
+            exploration budget; ``AdaptiveController(k, exploration_budget=...)`` sets another).
 
         Ctrl-C (KeyboardInterrupt) stops generation within one verify step; the model stays usable.
         """

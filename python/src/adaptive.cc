@@ -24,19 +24,26 @@ ControllerLease::~ControllerLease() { handle_.busy.store(false); }
 
 void RegisterAdaptive(py::module_& m) {
   py::class_<ControllerHandle, std::shared_ptr<ControllerHandle>>(m, "AdaptiveController")
-      .def(py::init([](int64_t k_max) {
+      .def(py::init([](int64_t k_max, double exploration_budget) {
              if (k_max < 1 || k_max > kMaxDraftTokens) {
                ThrowIfError(absl::InvalidArgumentError(
                    absl::StrCat("k_max must be in [1, ", kMaxDraftTokens, "], got ", k_max)));
              }
+             // The share of each request's decode time that probes may lose (spec/adaptive_k.h).
+             if (!(exploration_budget >= 0.0 && exploration_budget <= 1.0)) {
+               ThrowIfError(absl::InvalidArgumentError(
+                   absl::StrCat("exploration_budget must be in [0, 1], got ", exploration_budget)));
+             }
              auto handle = std::make_shared<ControllerHandle>();
-             handle->controller = std::make_shared<AdaptiveK>(k_max);
+             handle->controller = std::make_shared<AdaptiveK>(k_max, 8, 512, exploration_budget);
              return handle;
            }),
-           py::arg("k_max"))
+           py::arg("k_max"), py::arg("exploration_budget") = kExplorationBudget)
       .def_property_readonly("k_max", [](const ControllerHandle& h) { return h.controller->k_max(); })
       .def_property_readonly("requests", [](const ControllerHandle& h) { return h.controller->requests(); })
       .def_property_readonly("probes", [](const ControllerHandle& h) { return h.controller->probes(); })
+      .def_property_readonly("exploration_budget",
+                             [](const ControllerHandle& h) { return h.controller->exploration_budget(); })
       .def_property_readonly("best_k", [](const ControllerHandle& h) { return h.controller->Best(); })
       .def_property_readonly("conditional_acceptance",
                              [](const ControllerHandle& h) {

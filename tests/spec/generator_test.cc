@@ -591,13 +591,13 @@ TEST(GeneratorTest, ACarriedControllerThatExpectsPlainDecodingDefersTheDraftersP
   std::vector<int64_t> every_position(1024);
   for (int64_t p = 0; p < 1024; ++p) every_position[p] = p;
   ScriptedDrafter drafter(OracleWithMistakes(every_position));
-  GenerateOptions options = Options(2, 200);
+  GenerateOptions options = Options(2, 220);  // long enough for the first request's probe (≥ 197 tokens)
   options.adaptive_k = true;
   options.adaptive_controller = std::make_shared<AdaptiveK>(2);
   int64_t deferred = 0, defer_calls = 0;
   for (int request = 1; request <= 8; ++request) {
     const GenerateResult r = MustGenerate(target, &drafter, OracleRange(0, 4), options);
-    EXPECT_EQ(r.tokens, OracleRange(4, 204)) << "request " << request;
+    EXPECT_EQ(r.tokens, OracleRange(4, 224)) << "request " << request;
     EXPECT_TRUE(target.violations().empty());
     if (request == 1) {
       EXPECT_EQ(r.stats.prompts_deferred, 0);  // a fresh controller needs the prompt
@@ -607,6 +607,30 @@ TEST(GeneratorTest, ACarriedControllerThatExpectsPlainDecodingDefersTheDraftersP
   defer_calls = drafter.defer_prompt_count();
   EXPECT_GE(deferred, 1);
   EXPECT_EQ(defer_calls, deferred);  // the drafter heard exactly what the statistics say
+}
+
+TEST(GeneratorTest, AFreshControllerLetsAShortRequestDecodePlainlyWithoutThePrompt) {
+  // 120 tokens cannot pay for a fresh controller's first probe (priced at 2 plain steps, 1% of the
+  // request's ~120): the request decodes plainly, the drafter is told to defer the prompt and is
+  // never asked for drafts. (The drafter would be right every time: only the budget decides.)
+  FakeTarget target(kVocab, 1024, OracleLogits());
+  target.set_seconds_per_row(20e-6);
+  ScriptedDrafter drafter(OracleWithMistakes({}));
+  GenerateOptions options = Options(3, 120);
+  options.adaptive_k = true;
+  const GenerateResult r = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+  EXPECT_EQ(r.tokens, OracleRange(4, 124));
+  EXPECT_EQ(r.stats.prompts_deferred, 1);
+  EXPECT_EQ(drafter.defer_prompt_count(), 1);
+  EXPECT_EQ(r.stats.num_drafts, 0);
+  EXPECT_TRUE(drafter.proposes().empty());
+  // With room for the probe (240 tokens) the prompt is kept and the drafts are found.
+  options.max_new_tokens = 240;
+  const GenerateResult longer = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+  EXPECT_EQ(longer.tokens, OracleRange(4, 244));
+  EXPECT_EQ(longer.stats.prompts_deferred, 0);
+  EXPECT_EQ(drafter.defer_prompt_count(), 1);
+  EXPECT_GT(longer.stats.num_drafts, 0);
 }
 
 }  // namespace
