@@ -92,6 +92,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   stats.accept_rule = options.custom_accept ? "custom" : AcceptRuleName(options.accept.rule);
   stats.lossy = options.custom_accept || !IsLossless(options.accept.rule);
   stats.synthetic = options.accept.rule == AcceptRule::kSynthetic;
+  stats.adaptive_k = options.adaptive_k;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   const Clock::time_point start = Clock::now();
 

@@ -82,6 +82,7 @@ void SpecStats::Merge(const SpecStats& o) {
   lossy = lossy || o.lossy;
   synthetic = synthetic || o.synthetic;
   sampled_on_device = sampled_on_device || o.sampled_on_device;
+  adaptive_k = adaptive_k || o.adaptive_k;
 }
 
 double SpecStats::mean_acceptance_length() const {
@@ -118,6 +119,7 @@ nlohmann::json SpecStats::ToJson() const {
       {"lossy", lossy},
       {"synthetic_acceptance", synthetic},
       {"sampled_on_device", sampled_on_device},
+      {"adaptive_k", adaptive_k},
       {"prompt_tokens", prompt_tokens},
       {"generated_tokens", generated_tokens},
       {"verify_steps", verify_steps},
@@ -167,6 +169,17 @@ std::string SpecStats::Summary() const {
     for (size_t i = 0; i < cond.size(); ++i) absl::StrAppendFormat(&s, " %6.3f", cond[i]);
     s += "\nhistogram      ";
     for (size_t i = 0; i < accepted_histogram.size(); ++i) absl::StrAppendFormat(&s, " %d:%d", i, accepted_histogram[i]);
+    s += "\n";
+  }
+  if (adaptive_k) {
+    // The controller's decisions: cycles by draft length, of which probes, and the prompts it let the
+    // drafter skip because it expected plain decoding (spec/adaptive_k.h).
+    s += "adaptive k: cycles by k";
+    for (size_t k = 0; k < k_decisions.size(); ++k) absl::StrAppendFormat(&s, " %d:%d", k, k_decisions[k]);
+    int64_t probes = 0;
+    for (int64_t n : probe_decisions) probes += n;
+    absl::StrAppendFormat(&s, "; probes %d; prompts deferred %d", probes, prompts_deferred);
+    if (num_drafts == 0 && probes == 0) s += " (no probe: too short for the exploration budget, or drafting did not pay)";
     s += "\n";
   }
   absl::StrAppendFormat(&s, "time: prefill %.3fs, draft %.3fs, verify %.3fs, sampling %.3fs, other %.3fs; %.1f tok/s\n",

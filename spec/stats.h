@@ -17,6 +17,7 @@ struct SpecStats {
   bool lossy = false;
   bool synthetic = false;
   bool sampled_on_device = false;  // the target drew the tokens where its logits live (only ids crossed)
+  bool adaptive_k = false;         // k was chosen each cycle by an adaptive-k controller
 
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;

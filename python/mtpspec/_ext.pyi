@@ -78,6 +78,7 @@ class SpecStats:
     other_seconds: float
     draft_prefill_seconds: float
     prompts_deferred: int
+    adaptive_k: bool
     extend_seconds: float
     total_seconds: float
     @property

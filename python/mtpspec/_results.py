@@ -48,7 +48,7 @@ class Stats:
     probe_decisions: np.ndarray  # [k_max + 1] int64: ... of which adaptive-k exploration probes
     verify_seconds_by_k: np.ndarray  # [k_max + 1] float64: target forward seconds of those steps
     cycle_seconds_by_k: np.ndarray  # [k_max + 1] float64: whole-cycle seconds (draft, verify, sampling, extend)
-    prompts_deferred: int  # requests whose drafter left the prompt for later (a carried controller expected plain)
+    prompts_deferred: int  # requests whose drafter left the prompt for later (adaptive k expected plain decoding)
     prefill_seconds: float
     draft_seconds: float
     verify_seconds: float
@@ -57,6 +57,7 @@ class Stats:
     draft_prefill_seconds: float  # the drafter's work on the prompt (part of prefill_seconds)
     extend_seconds: float  # the drafter's extend of committed rows (part of other_seconds)
     total_seconds: float
+    adaptive_k: bool = False  # k was chosen each cycle by an adaptive-k controller
     summary: str = field(default="", repr=False, compare=False)  # the C++ one-screen summary
 
     @classmethod
@@ -92,6 +93,7 @@ class Stats:
             verify_seconds_by_k=floats(s.verify_seconds_by_k),
             cycle_seconds_by_k=floats(s.cycle_seconds_by_k),
             prompts_deferred=s.prompts_deferred,
+            adaptive_k=s.adaptive_k,
             summary=s.summary(),
             **{name: getattr(s, name) for name in _TIMINGS},
         )

@@ -34,6 +34,7 @@ void RegisterStats(py::module_& m) {
       .def_readonly("other_seconds", &SpecStats::other_seconds)
       .def_readonly("draft_prefill_seconds", &SpecStats::draft_prefill_seconds)
       .def_readonly("prompts_deferred", &SpecStats::prompts_deferred)
+      .def_readonly("adaptive_k", &SpecStats::adaptive_k)
       .def_readonly("extend_seconds", &SpecStats::extend_seconds)
       .def_readonly("total_seconds", &SpecStats::total_seconds)
       .def_property_readonly("mean_acceptance_length", &SpecStats::mean_acceptance_length)

@@ -62,6 +62,8 @@ def test_stats_add_up(model: mtpspec.Model, options: dict) -> None:
     assert len(s.probe_decisions) <= len(s.k_decisions) and (s.probe_decisions <= s.k_decisions[:len(s.probe_decisions)]).all()
     assert 0 <= s.extend_seconds <= s.other_seconds and 0 <= s.draft_prefill_seconds <= s.prefill_seconds
     assert s.prompts_deferred == 0  # a request that probes keeps the drafter's prompt
+    assert s.adaptive_k == bool(options.get("adaptive_k")) and s.to_dict()["adaptive_k"] == s.adaptive_k
+    assert ("adaptive k: cycles by k" in str(s)) == s.adaptive_k
     assert s.mean_acceptance_length == pytest.approx(1 + s.num_accepted_tokens / s.num_drafts)
     np.testing.assert_allclose(s.per_position_acceptance, s.accepted_per_pos / s.num_drafts)
     reached = np.maximum(s.reached_per_pos, 1)

@@ -14,6 +14,7 @@ namespace {
 using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Five steps: (drafted, accepted) = (3, 3), (3, 1), (3, 0), (2, 2), (0, 0).
 SpecStats FiveSteps() {
@@ -168,6 +169,26 @@ TEST(StatsTest, SummaryMentionsTheKeyNumbers) {
   EXPECT_THAT(text, HasSubstr("SYNTHETIC"));
   EXPECT_THAT(text, HasSubstr("mean acceptance length 2.500"));
   EXPECT_THAT(text, HasSubstr("drafted 11, accepted 6"));
+  EXPECT_THAT(text, Not(HasSubstr("adaptive k")));
+}
+
+TEST(StatsTest, SummaryShowsTheAdaptiveControllersDecisions) {
+  SpecStats s = FiveSteps();
+  s.adaptive_k = true;
+  s.RecordStep(0, 0);
+  s.RecordProbe(0);
+  s.prompts_deferred = 1;
+  EXPECT_THAT(s.Summary(), HasSubstr("adaptive k: cycles by k 0:2 1:0 2:1 3:3; "));
+  EXPECT_THAT(s.Summary(), HasSubstr("; probes 1; prompts deferred 1\n"));
+  EXPECT_EQ(s.ToJson()["adaptive_k"], true);
+  // A request that never drafted says why that can be.
+  SpecStats plain;
+  plain.adaptive_k = true;
+  plain.RecordStep(0, 0);
+  EXPECT_THAT(plain.Summary(), HasSubstr("probes 0; prompts deferred 0 (no probe: too short for the exploration budget"));
+  SpecStats merged;
+  merged.Merge(plain);
+  EXPECT_TRUE(merged.adaptive_k);
 }
 
 }  // namespace
