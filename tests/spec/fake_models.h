@@ -82,9 +82,10 @@ class FakeTarget : public Target {
       if (t < 0 || t >= vocab_) return Violation(absl::StrCat("Run with out-of-vocabulary token ", t));
     }
     const int64_t start = length();
-    if (seconds_per_row_ > 0) {
+    if (seconds_per_row_ > 0 || seconds_per_run_ > 0) {
       const auto until = std::chrono::steady_clock::now() +
-                         std::chrono::duration<double>(seconds_per_row_ * static_cast<double>(tokens.size()));
+                         std::chrono::duration<double>(seconds_per_run_ +
+                                                       seconds_per_row_ * static_cast<double>(tokens.size()));
       while (std::chrono::steady_clock::now() < until) {
       }
     }
@@ -122,6 +123,8 @@ class FakeTarget : public Target {
   // Each Run busy-waits this long per row, so that timing-driven code (adaptive k) sees verify
   // costs that grow with the rows and stand well above the microseconds of scheduling noise.
   void set_seconds_per_row(double seconds) { seconds_per_row_ = seconds; }
+  // … plus this long per Run whatever its rows (a memory-bound step: extra verify rows come cheap).
+  void set_seconds_per_run(double seconds) { seconds_per_run_ = seconds; }
   // The n-th Run after the next Reset (1-based) fails with an Internal error; 0 = never.
   void FailAtRun(int64_t n) { fail_at_run_ = n; }
 
@@ -145,7 +148,7 @@ class FakeTarget : public Target {
   std::vector<int64_t> truncations_;
   std::vector<std::string> violations_;  // never cleared: survives Reset
   int64_t reset_count_ = 0, run_count_ = 0, fail_at_run_ = 0;
-  double seconds_per_row_ = 0;
+  double seconds_per_row_ = 0, seconds_per_run_ = 0;
 };
 
 struct ObserveCall {

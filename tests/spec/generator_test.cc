@@ -633,5 +633,31 @@ TEST(GeneratorTest, AFreshControllerLetsAShortRequestDecodePlainlyWithoutTheProm
   EXPECT_GT(longer.stats.num_drafts, 0);
 }
 
+TEST(GeneratorTest, ACarriedControllerFindsPayingDraftsInASeriesOfShortRequests) {
+  // A step costs 200 µs whatever its rows, plus 10 µs a row, and every draft is right: k = 4 makes 5
+  // tokens for ~250 µs against 5 plain steps' ~1 ms. Each 150-token request is too short for the
+  // first probe on its own budget, so the first decodes plainly (the drafter skips its prompt); the
+  // second adds the budget the first left unspent, probes at its warm-up's end and drafts.
+  FakeTarget target(kVocab, 4096, OracleLogits());
+  target.set_seconds_per_run(200e-6);
+  target.set_seconds_per_row(10e-6);
+  ScriptedDrafter drafter(OracleWithMistakes({}));
+  GenerateOptions options = Options(4, 150);
+  options.adaptive_k = true;
+  options.adaptive_controller = std::make_shared<AdaptiveK>(4);
+  const GenerateResult first = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+  EXPECT_EQ(first.tokens, OracleRange(4, 154));
+  EXPECT_EQ(first.stats.prompts_deferred, 1);
+  EXPECT_EQ(first.stats.num_drafts, 0);
+  const GenerateResult second = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+  EXPECT_EQ(second.tokens, OracleRange(4, 154));
+  EXPECT_EQ(second.stats.prompts_deferred, 0);
+  // Drafting pays 4x: after the warm-up and the probe, (nearly) every cycle drafts. (How fast k
+  // climbs to 4 depends on the timings, which a loaded machine disturbs.)
+  EXPECT_GT(second.stats.num_drafts, second.stats.verify_steps * 3 / 4) << second.stats.Summary();
+  EXPECT_GT(second.stats.num_accepted_tokens, 60) << second.stats.Summary();
+  EXPECT_TRUE(target.violations().empty());
+}
+
 }  // namespace
 }  // namespace mtpspec
