@@ -113,6 +113,15 @@ TEST(AdaptiveKTest, TheRequestLengthSetsTheBudgetOfTheFirstProbe) {
   EXPECT_EQ(short_request.probes(), 0);
 }
 
+// Plain 1 s steps while the request has `from` down to `to` + 1 tokens left: each must be plain.
+void ExpectPlainSteps(AdaptiveK& controller, int64_t from, int64_t to) {
+  for (int64_t left = from; left > to; --left) {
+    controller.SetTokensLeft(left);
+    EXPECT_EQ(controller.Choose(), 0) << left << " tokens left";
+    controller.RecordVerify(0, 0, 1.0);
+  }
+}
+
 TEST(AdaptiveKTest, AFreshControllerDefersThePromptOfARequestTooShortForItsFirstProbe) {
   // 128 tokens (the trained model's benchmark requests): 1% of (3 + 124) plain steps cannot pay for
   // the first probe's 2, so the request decodes plainly and the drafter may skip the prompt.
@@ -120,11 +129,7 @@ TEST(AdaptiveKTest, AFreshControllerDefersThePromptOfARequestTooShortForItsFirst
   EXPECT_TRUE(short_request.DeferPrompt(/*prompt_rows=*/512, /*tokens_left=*/127));
   WarmUp(short_request, 1.0);
   // Not even when the request turns out to have more room (the prompt's catch-up was never priced).
-  for (int64_t left = 1000; left > 900; --left) {
-    short_request.SetTokensLeft(left);
-    EXPECT_EQ(short_request.Choose(), 0) << left << " tokens left";
-    short_request.RecordVerify(0, 0, 1.0);
-  }
+  ExpectPlainSteps(short_request, 1000, 900);
   EXPECT_EQ(short_request.probes(), 0);
   // A request that can pay for the first probe at its warm-up's end keeps the prompt, and probes.
   AdaptiveK long_request(4);
@@ -144,11 +149,7 @@ TEST(AdaptiveKTest, ACarriedControllerBanksTheBudgetAShortRequestLeftUnspent) {
   AdaptiveK controller(4);
   EXPECT_TRUE(controller.DeferPrompt(/*prompt_rows=*/512, /*tokens_left=*/127));
   WarmUp(controller, 1.0);
-  for (int64_t left = 124; left > 0; --left) {
-    controller.SetTokensLeft(left);
-    EXPECT_EQ(controller.Choose(), 0);
-    controller.RecordVerify(0, 0, 1.0);
-  }
+  ExpectPlainSteps(controller, 124, 0);
   EXPECT_EQ(controller.probes(), 0);
   // The second request has its own 1.27 s plus the 1.27 s the first left unspent: the probe fits
   // at its warm-up's end, so the drafter keeps the prompt.
