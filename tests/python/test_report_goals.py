@@ -87,3 +87,10 @@ def test_the_carried_controller_is_read_from_its_own_runs(goals) -> None:
     assert "N=512: 1.005x (A/A noise 0.0%, 5 runs" in text
     # JSON without carried runs: nothing to read.
     assert goals.paired_auto_runs([{"context": 512, "e2e": entries(plain, fresh, aa)}], None, goals.AUTO_CARRIED) == []
+
+
+def test_speedup_ceiling_is_the_acceptance_over_a_free_verify_plus_the_drafts(goals) -> None:
+    # The session-9 trained model: E[L] = 1.88 at k = 2 with a draft step of 0.378 plain steps.
+    assert goals.speedup_ceiling(1.88, 2, 0.378) == pytest.approx(1.88 / 1.756)
+    assert goals.speedup_ceiling(1.88, 2, 0.378) < 1.2
+    assert goals.speedup_ceiling(3.0, 2, 0.0) == 3.0  # free drafts: the acceptance length itself

@@ -71,6 +71,12 @@ def paired_reading(paired: list) -> tuple[bool, str]:
     return ok, "; ".join(rows)
 
 
+def speedup_ceiling(mean_acceptance_length: float, k: int, c: float) -> float:
+    """The most k drafts can give at this acceptance and draft cost c (in plain steps) if the verify
+    were free beyond a plain step (r_k = 1): E[L] / (1 + k c)."""
+    return mean_acceptance_length / (1.0 + k * c)
+
+
 def bandwidth_warning(start: float, end: float) -> str:
     """A warning for the report header when the host's read bandwidth moved by more than 10% during the
     run: the bytes bound (and so G2) and every absolute time are then suspect."""
@@ -356,15 +362,17 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
     if trained:
         merged = {e["label"]: e for e in trained["e2e_merged"]}
         k2 = merged.get("k=2")
+        tp = trained["points"]
+        c = np.median([p["mtp_step"]["c"] for p in tp])
         if k2:
             md.append(f"- G4 trained model `{trained['dir']}`, N={trained['context']} (8 x K), REAL acceptance "
                       f"(sampler-equality, T=0), {trained['windows']} windows: MTP k=2 "
                       f"{k2['tokens_per_second']:.1f} tok/s vs plain {merged['plain']['tokens_per_second']:.1f} tok/s "
                       f"= {k2['speedup']:.2f}x (goal >= 1.2): {verdict(k2['speedup'] >= 1.2)}; mean acceptance "
-                      f"length {k2['mean_acceptance_length']:.2f}.")
-        tp = trained["points"]
+                      f"length {k2['mean_acceptance_length']:.2f}. Even a free verify (r_2 = 1) would give at most "
+                      f"E[L] / (1 + 2c) = {speedup_ceiling(k2['mean_acceptance_length'], 2, c):.2f}x at this "
+                      f"acceptance and draft cost (c = {c:.3f}).")
         t1 = np.median([p["t1_seconds"] for p in tp])
-        c = np.median([p["mtp_step"]["c"] for p in tp])
         ks = [k for k in range(1, 6) if all(k + 1 in by_rows(p, "gather") for p in tp)]
         rk = {k: float(np.median([by_rows(p, "gather")[k + 1]["r"] for p in tp])) for k in ks}
         rb = {k: float(np.median([by_rows(p, "gather")[k + 1]["r_bound"] for p in tp])) for k in ks}
