@@ -8,8 +8,9 @@
 //   auto       the same drafter under --k auto with a fresh controller per request (k_max --k-max):
 //              its warm-up, its first probe and the catch-up that probe pays.
 // It prints the mean time of each decode cycle by its index and the tokens/s over the cycles after
-// the first (the window tradeoff_bench's end-to-end runs time) against plain's. Session 8 found the prompt's MTP extend makes the next
-// few target steps slower (the trunk's weights leave the 32 MB L3).
+// the first (the window tradeoff_bench's end-to-end runs time) against plain's. Session 8 found the
+// prompt's MTP extend makes the next few target steps slower (the trunk's weights leave the 32 MB
+// L3); session 9 found a fresh controller's first probe lost more than it was priced at.
 //
 //   build/release/bench/observe_ab --model models/glm-tiny-mtp --tokens build/heldout/prose.npy --reps 300
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include "model/model.h"
 #include "spec/generator.h"
 #include "spec/mtp_drafter.h"
+#include "spec/stats.h"
 #include "tools/cli_args.h"
 
 namespace mtpspec::bench {
@@ -94,7 +96,7 @@ absl::Status Run(int argc, char** argv) {
   std::vector<std::vector<double>> step_seconds(C, std::vector<double>(steps, 0.0));  // [C][cycles], summed
   std::vector<double> verify_seconds(C, 0.0);                                           // [C], summed
   std::vector<double> steady_seconds(C, 0.0), steady_tokens(C, 0.0);                   // [C] after the first cycle
-  std::vector<int64_t> auto_k_used;                                                     // [k_max + 1] summed
+  SpecStats auto_stats;                                                                 // the auto runs, merged
   for (int64_t rep = 0; rep <= reps; ++rep) {  // rep 0: an untimed warm-up
     for (size_t j = 0; j < C; ++j) {
       const size_t c = (j + static_cast<size_t>(rep)) % C;
@@ -119,10 +121,7 @@ absl::Status Run(int argc, char** argv) {
       for (size_t i = 2; i < marks.size(); ++i) steady_tokens[c] += static_cast<double>(counts[i]);
       if (marks.size() >= 3) steady_seconds[c] += marks.back() - marks[1];
       verify_seconds[c] += result.stats.verify_seconds;
-      if (c == kAuto) {
-        auto_k_used.resize(std::max(auto_k_used.size(), result.stats.k_decisions.size()), 0);
-        for (size_t k = 0; k < result.stats.k_decisions.size(); ++k) auto_k_used[k] += result.stats.k_decisions[k];
-      }
+      if (c == kAuto) auto_stats.Merge(result.stats);
     }
   }
   const double per_rep = 1e6 / static_cast<double>(reps);
@@ -141,7 +140,7 @@ absl::Status Run(int argc, char** argv) {
   const auto rate = [&](size_t c) { return steady_seconds[c] > 0 ? steady_tokens[c] / steady_seconds[c] : 0.0; };
   std::printf("tokens/s after the first cycle over plain: observer %.4f, deferring %.4f, auto %.4f; auto's cycles by k:",
               rate(1) / rate(0), rate(2) / rate(0), rate(kAuto) / rate(0));
-  for (int64_t n : auto_k_used) std::printf(" %ld", static_cast<long>(n));
+  for (int64_t n : auto_stats.k_decisions) std::printf(" %ld", static_cast<long>(n));
   std::printf("\n");
   return absl::OkStatus();
 }

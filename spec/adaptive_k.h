@@ -78,6 +78,9 @@
 namespace mtpspec {
 
 inline constexpr double kExplorationBudget = 0.01;
+// Cycles between probes at first, and at most (a stable regime doubles the gap up to it).
+inline constexpr int64_t kProbeInterval = 8;
+inline constexpr int64_t kMaxProbeInterval = 512;
 // Plain decoding is left for drafting only when drafting's expected rate beats it by this fraction:
 // near a tie, switching costs more (the drafter's catch-up over the rows it deferred, and cycles
 // spent on whichever side the noise favours) than the estimates can tell apart.
@@ -95,7 +98,8 @@ inline constexpr double kPriorDraftStep = 0.5;
 
 class AdaptiveK {
  public:
-  explicit AdaptiveK(int64_t k_max, int64_t probe_interval = 8, int64_t max_probe_interval = 512,
+  explicit AdaptiveK(int64_t k_max, int64_t probe_interval = kProbeInterval,
+                     int64_t max_probe_interval = kMaxProbeInterval,
                      double exploration_budget = kExplorationBudget);
 
   // A new request on a carried controller (see the header); nothing on one that has seen no cycle.
@@ -105,8 +109,8 @@ class AdaptiveK {
   // next Propose (Drafter::DeferPrompt). True only when this controller expects the request to
   // decode plainly throughout: it decodes plainly now, and the probe due at this request's warm-up
   // end (while drafting could pay or nothing is measured, or a max-gap re-check) is none or does
-  // not fit the request's exploration budget. A request that defers makes no probe. It then books the prompt's rows
-  // as deferred, so that a probe or a switch later in the request prices the catch-up over them.
+  // not fit the request's exploration budget. A request that defers makes no probe. It books the
+  // prompt's rows as deferred, so that a switch later in the request prices the catch-up over them.
   bool DeferPrompt(int64_t prompt_rows, int64_t tokens_left = -1);
   int64_t k_max() const { return k_max_; }
   double exploration_budget() const { return budget_; }
@@ -203,7 +207,8 @@ class AdaptiveK {
   double ComposedCost(int64_t k) const;
   double MeasuredCycleCost(int64_t k) const;  // 0 when k has no whole-cycle sample
   double ProbeLoss(int64_t k, double tokens, double seconds) const;
-  // A draft step's, or a drafting cycle's extend's, cost before one is measured: kPriorDraftStep plain steps.
+  // The prior of a draft step, a drafting cycle's extend or a catch-up before one is measured:
+  // kPriorDraftStep plain steps.
   double PriorStep() const;
   // Catch-up seconds per deferred row: measured, else half a drafting cycle's extend, else 0.
   double CatchUpPerRow() const;

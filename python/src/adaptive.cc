@@ -35,7 +35,8 @@ void RegisterAdaptive(py::module_& m) {
                    absl::StrCat("exploration_budget must be in [0, 1], got ", exploration_budget)));
              }
              auto handle = std::make_shared<ControllerHandle>();
-             handle->controller = std::make_shared<AdaptiveK>(k_max, 8, 512, exploration_budget);
+             handle->controller = std::make_shared<AdaptiveK>(k_max, kProbeInterval, kMaxProbeInterval,
+                                                                exploration_budget);
              return handle;
            }),
            py::arg("k_max"), py::arg("exploration_budget") = kExplorationBudget)

@@ -188,7 +188,8 @@ TEST_P(LosslessTest, AdaptiveKIsLossless) {
   adaptive.adaptive_k = true;
   // A 5% exploration budget, so that the first probes fit this short request (at 1% they need
   // ≥ 197 tokens, more than the golden models' cache holds).
-  adaptive.adaptive_controller = std::make_shared<AdaptiveK>(4, 8, 512, /*exploration_budget=*/0.05);
+  adaptive.adaptive_controller = std::make_shared<AdaptiveK>(4, kProbeInterval, kMaxProbeInterval,
+                                                                 /*exploration_budget=*/0.05);
   SpecStats stats;
   EXPECT_EQ(Decode(model, mtp.get(), prompt, adaptive, &stats, false, kCapacity), plain);
   EXPECT_GT(stats.num_drafts, 0);  // the rows after a probe's drafts are checked too
