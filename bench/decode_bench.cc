@@ -235,7 +235,8 @@ void BM_DecodeGemvOnly(benchmark::State& state) {
   const double read_bw = ReadBandwidth();
   int64_t max_dim = 0;
   for (const TensorView& w : DecodeStepMatrices(*s.model, 0)) max_dim = std::max({max_dim, w.shape[0], w.shape[1]});
-  std::vector<float> x(max_dim, 0.01f), y(max_dim);  // [1, in], [1, out]
+  const int64_t rows = state.range(0);
+  std::vector<float> x(rows * max_dim, 0.01f), y(rows * max_dim);  // [rows, in], [rows, out]
   int64_t step = 0;
   double bytes = 0;
   const Clock::time_point start = Clock::now();
@@ -244,7 +245,7 @@ void BM_DecodeGemvOnly(benchmark::State& state) {
     const std::vector<TensorView> matrices = DecodeStepMatrices(*s.model, step++);
     state.ResumeTiming();
     for (const TensorView& w : matrices) {
-      Linear(x.data(), 1, w, y.data());
+      Linear(x.data(), rows, w, y.data());
       bytes += static_cast<double>(w.nbytes());
     }
     benchmark::DoNotOptimize(y.data());
@@ -259,7 +260,7 @@ void BM_DecodeGemvOnly(benchmark::State& state) {
 // growing contexts so the shared cache is filled only once (0 → 1K → 8K).
 BENCHMARK(BM_StreamRead)->Arg(kStreamReadMiB)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_StreamCopy)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_DecodeGemvOnly)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_DecodeGemvOnly)->ArgName("rows")->DenseRange(1, 8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_Prefill)->ArgName("ctx")->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
 BENCHMARK(BM_Decode)->ArgName("ctx")->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 BENCHMARK(BM_DecodeBreakdown)->ArgName("ctx")->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -92,10 +93,12 @@ TEST_P(LinearTest, MatchesDoubleReferenceForAllRowCountsAndWidths) {
 }
 
 TEST_P(LinearTest, SmallRowResultsDependOnlyOnTheRow) {
-  constexpr int64_t kOut = 45;
   ThreadPool one(1), three(3);
-  for (int64_t in : {15, 64, 100, 1024}) {
-    const TestWeight w = MakeWeight(GetParam(), kOut, in, in, 7 + static_cast<uint32_t>(in));
+  // 300 x 1024 spans several of the 256 KB chunks that row groups beyond the first 4 rows share
+  // (64 rows of f32, 128 of bf16), with a partial last chunk.
+  const std::pair<int64_t, int64_t> kShapes[] = {{45, 15}, {45, 64}, {45, 100}, {45, 1024}, {300, 1024}};
+  for (const auto& [kOut, in] : kShapes) {
+    const TestWeight w = MakeWeight(GetParam(), kOut, in, in, 7 + static_cast<uint32_t>(in + kOut));
     const std::vector<float> x = RandomFloats(23 * in, 99);
     // Each row alone, single-threaded: the reference bits.
     std::vector<float> alone(23 * kOut);
@@ -105,7 +108,8 @@ TEST_P(LinearTest, SmallRowResultsDependOnlyOnTheRow) {
         std::vector<float> y(rows * kOut);
         Linear(x.data(), rows, w.view, y.data(), pool);
         for (int64_t i = 0; i < rows * kOut; ++i) {
-          ASSERT_EQ(y[i], alone[i]) << "rows " << rows << " in " << in << " threads " << pool->num_threads();
+          ASSERT_EQ(y[i], alone[i]) << "rows " << rows << " out " << kOut << " in " << in << " threads "
+                                    << pool->num_threads();
         }
       }
     }
