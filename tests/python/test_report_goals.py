@@ -94,3 +94,21 @@ def test_speedup_ceiling_is_the_acceptance_over_a_free_verify_plus_the_drafts(go
     assert goals.speedup_ceiling(1.88, 2, 0.378) == pytest.approx(1.88 / 1.756)
     assert goals.speedup_ceiling(1.88, 2, 0.378) < 1.2
     assert goals.speedup_ceiling(3.0, 2, 0.0) == 3.0  # free drafts: the acceptance length itself
+
+
+def test_g4_on_the_bench_model_reads_the_contexts_nearest_eight_k_at_the_bytes_bound(goals) -> None:
+    def point(n, r_bound, speedup):
+        return {"context": n, "index_topk": 512, "t1_path": "gather",
+                "predicted": [{"k": 2, "c": 0.2, "draft_cost": 0.5, "expected_length": 2.0}],
+                "paths": {"gather": [{"rows": 3, "r_bound": r_bound}], "mask": [], "dense": []},
+                "e2e": [{"label": "k=2", "speedup": speedup}]}
+    points = [point(512, 1.4, 0.9), point(2048, 1.5, 0.8), point(8192, 1.0, 0.7), point(32768, 1.6, 0.6)]
+    [line] = goals.bench_model_g4_lines(points, 512)
+    # 2048 and 8192 are equally far (a factor of 2) from 8 x 512 = 4096; 512 (= K) is not sparse.
+    assert "N=2048: k=2 measured 0.80x" in line and "2.00 / (1.50 + 0.50) = 1.00x" in line
+    assert "N=8192: k=2 measured 0.70x" in line and "2.00 / (1.00 + 0.50) = 1.33x" in line
+    assert "N=512" not in line and "N=32768" not in line
+    assert "stays under 1.2x" not in line  # 1.33x at N=8192
+    [line] = goals.bench_model_g4_lines([point(2048, 1.5, 0.8)], 512)
+    assert "stays under 1.2x" in line
+    assert goals.bench_model_g4_lines([point(512, 1.4, 0.9)], 512) == []
