@@ -17,21 +17,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// In-place softmax over n scores (−∞ entries become 0). Returns false if every entry is −∞.
-bool SoftmaxInPlace(float* s, int64_t n) {
-  float max_score = kNegInf;
-  for (int64_t i = 0; i < n; ++i) max_score = std::max(max_score, s[i]);
-  if (max_score == kNegInf) return false;
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    s[i] = s[i] == kNegInf ? 0.0f : std::exp(s[i] - max_score);
-    sum += s[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) s[i] *= inv;
-  return true;
-}
-
 // Everything one call needs, with the per-row query pieces laid out once.
 struct QueryBlock {
   int64_t rows = 0;

@@ -1,5 +1,5 @@
 // Dense kernels used by every layer: matrix-times-rows with f32 or bf16 weights, dot products,
-// RMSNorm, SiLU. Weights are read in place (from the mmap'd checkpoint when possible) and never
+// RMSNorm, SiLU, softmax. Weights are read in place (from the mmap'd checkpoint when possible) and never
 // converted in the hot loop's memory traffic: bf16 rows are widened in registers.
 //
 // Convention: a weight W has shape [out, in] (PyTorch nn.Linear layout). Linear computes
@@ -51,6 +51,15 @@ void RmsNorm(const float* x, const float* weight, int64_t n, double eps, float* 
 // LayerNorm with weight and bias (biased variance), fp32.
 void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, double eps, float* out);
 
-inline float Silu(float v) { return v / (1.0f + __builtin_expf(-v)); }
+// gate[i] = silu(gate[i]) · up[i] for i < n (the SwiGLU combine), silu(v) = v / (1 + e^−v).
+// Vectorised with Eigen's expf (within a few ulp of std::exp); element-wise, so a row's result
+// never depends on the other rows.
+void SiluMul(float* gate, const float* up, int64_t n);
+
+// In-place softmax over n scores: p[i] = e^(s[i] − max) / Σ e^(s[j] − max). A −∞ score gets exactly
+// 0, so dropping a key and masking it with −∞ give the same weights. Returns false, leaving s as it
+// was, when n = 0 or every score is −∞. The exponentials are Eigen's vectorised expf; the sum runs
+// in 16 lanes, then the tail, then one reduction: a fixed order for a given n.
+bool SoftmaxInPlace(float* s, int64_t n);
 
 }  // namespace mtpspec

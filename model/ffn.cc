@@ -22,7 +22,7 @@ void MlpForward(const MlpWeights& w, const float* x, int64_t rows, int64_t hidde
   std::vector<float> gate(rows * width), up(rows * width);  // [rows, I]
   const LinearJob gate_up[] = {{x, rows, w.gate, gate.data()}, {x, rows, w.up, up.data()}};
   LinearBatch(gate_up);
-  for (int64_t i = 0; i < rows * width; ++i) gate[i] = Silu(gate[i]) * up[i];
+  SiluMul(gate.data(), up.data(), rows * width);
   Linear(gate.data(), rows, w.down, out);
 }
 
@@ -161,7 +161,7 @@ void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64
   LinearBatch(jobs);
   jobs.clear();
   for (ExpertRun& run : runs) {
-    for (size_t i = 0; i < run.gate.size(); ++i) run.gate[i] = Silu(run.gate[i]) * run.up[i];
+    SiluMul(run.gate.data(), run.up.data(), static_cast<int64_t>(run.gate.size()));
     jobs.push_back({run.gate.data(), run.n, run.weights->down, run.y});
   }
   LinearBatch(jobs);

@@ -1,8 +1,10 @@
-// Linear (core/linear.h) and the calling-thread kernels (core/row_kernels.h) against a
+// Linear, softmax and SiLU (core/linear.h) and the calling-thread kernels (core/row_kernels.h) against a
 // double-precision reference, plus the determinism the speculative-decoding tests rely on: below 24
 // rows a row's result is bitwise independent of the other rows, the thread split and repetition.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <utility>
 #include <vector>
@@ -230,6 +232,61 @@ TEST(LinearTest, DotRowsAccumulates) {
   DotRows(x.data(), 3, 20, rows.data(), 6, 20, twice.data(), 6);
   DotRows(x.data(), 3, 20, rows.data(), 6, 20, twice.data(), 6, /*accumulate=*/true);
   for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], once[i] + once[i]);
+}
+
+// Softmax against a double-precision reference for lengths around the 16-lane blocks; −∞ scores get
+// exactly 0; and the same scores at another address (another alignment) give the same bits.
+TEST(ElementwiseTest, SoftmaxMatchesDoubleReferenceAndIgnoresAlignment) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t n = 1; n <= 70; ++n) {
+    std::vector<float> scores = RandomFloats(n, static_cast<uint32_t>(n));
+    for (float& v : scores) v *= 30.0f;  // spreads of up to 60 nats, so some weights underflow towards 0
+    if (n > 2) scores[n / 2] = kNegInf;
+    double max_score = -INFINITY, sum = 0.0;
+    for (float v : scores) max_score = std::max<double>(max_score, v);
+    for (float v : scores) sum += std::exp(static_cast<double>(v) - max_score);
+    std::vector<float> p = scores;
+    ASSERT_TRUE(SoftmaxInPlace(p.data(), n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (scores[i] == kNegInf) continue;  // checked below
+      const double gap = max_score - scores[i];  // the f32 subtraction s − max rounds by up to gap·2⁻²⁴
+      const double exact = std::exp(-gap) / sum;
+      ASSERT_NEAR(p[i], exact, (4e-7 + 1.2e-7 * gap) * exact + 1e-38) << "n " << n << " i " << i;
+    }
+    if (n > 2) EXPECT_EQ(p[n / 2], 0.0f) << "a -inf score must weigh exactly 0";
+    for (int64_t offset = 1; offset < 16; offset += 5) {
+      std::vector<float> shifted(offset + n);
+      std::copy(scores.begin(), scores.end(), shifted.begin() + offset);
+      ASSERT_TRUE(SoftmaxInPlace(shifted.data() + offset, n));
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(shifted[offset + i], p[i]) << "n " << n << " offset " << offset;
+    }
+  }
+  std::vector<float> masked(20, kNegInf);
+  EXPECT_FALSE(SoftmaxInPlace(masked.data(), 20));
+  for (float v : masked) EXPECT_EQ(v, kNegInf) << "an all -inf row is left as it was";
+  EXPECT_FALSE(SoftmaxInPlace(masked.data(), 0));
+}
+
+TEST(ElementwiseTest, SiluMulMatchesDoubleReferenceAndIgnoresAlignment) {
+  for (int64_t n = 1; n <= 70; ++n) {
+    std::vector<float> gate = RandomFloats(n, static_cast<uint32_t>(100 + n));
+    const std::vector<float> up = RandomFloats(n, static_cast<uint32_t>(200 + n));
+    for (float& v : gate) v *= 12.0f;
+    if (n > 3) gate[3] = -120.0f;  // e^120 overflows a float: silu must still be about -0
+    std::vector<float> y = gate;
+    SiluMul(y.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = gate[i], exact = g / (1.0 + std::exp(-g)) * up[i];
+      ASSERT_NEAR(y[i], exact, 4e-7 * std::abs(exact) + 1e-30) << "n " << n << " i " << i;
+    }
+    for (int64_t offset = 1; offset < 16; offset += 5) {
+      std::vector<float> shifted(offset + n), up_shifted(offset + n);
+      std::copy(gate.begin(), gate.end(), shifted.begin() + offset);
+      std::copy(up.begin(), up.end(), up_shifted.begin() + offset);
+      SiluMul(shifted.data() + offset, up_shifted.data() + offset, n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(shifted[offset + i], y[i]) << "n " << n << " offset " << offset;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::kF32, DType::kBF16),
