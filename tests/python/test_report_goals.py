@@ -112,3 +112,21 @@ def test_g4_on_the_bench_model_reads_the_contexts_nearest_eight_k_at_the_bytes_b
     [line] = goals.bench_model_g4_lines([point(2048, 1.5, 0.8)], 512)
     assert "stays under 1.2x" in line
     assert goals.bench_model_g4_lines([point(512, 1.4, 0.9)], 512) == []
+
+
+def test_g2_floor_counts_points_whose_attention_and_indexer_work_exceeds_the_slack(goals) -> None:
+    config = {"num_attention_heads": 2, "index_topk": 10, "num_hidden_layers": 1, "kv_lora_rank": 4,
+              "qk_rope_head_dim": 2, "index_n_heads": 1, "index_head_dim": 5, "indexer_types": ["full"]}
+    # Per row: attention 2·10·(2·4 + 2) = 200 MACs, indexer N·5; at 1000 MAC/s.
+    data = {"bench_model": {"config": config}, "mac_rate": {"macs_per_second": 1000.0}}
+
+    def point(n, t1):
+        rows = [{"rows": L, "r_bound": 1.0 + 0.1 * (L - 1)} for L in range(2, 9)]
+        return {"context": n, "index_topk": 10, "t1_seconds": t1, "paths": {"gather": rows}}
+    # N=20: 0.3 s per row. Slack 0.1·(1 + 0.1k)·30 = 3 + 0.3k; k·0.3 exceeds it from k = 12 on: none of 1-7.
+    # N=200: 1.2 s per row against slack 0.1·(1 + 0.1k)·10 = 1 + 0.1k: every k fails.
+    [line] = goals.g2_compute_floor_lines(data, [point(20, 30.0), point(200, 10.0)])
+    assert "N=20: 300.00 ms, N=200: 1200.00 ms per row" in line
+    assert "at 7 of 14 points" in line
+    assert "N=200 k=1" in line and "N=200 k=7" in line and "N=20 k=" not in line
+    assert goals.g2_compute_floor_lines({}, [point(20, 30.0)]) == []
