@@ -251,19 +251,26 @@ void RmsNorm(const float* x, const float* weight, int64_t n, double eps, float* 
 // Both kernels below call Eigen's packet expf on every element, the tail included (masked lanes).
 // An Eigen array expression would not do: over a Map of unknown alignment it computes the elements
 // before the first aligned address with std::exp, so a value's bits would depend on its address.
+#if defined(__AVX512F__)
+// block(i, lanes) for i = 0, 16, 32, … < n; lanes masks the last block to the elements left.
+template <typename Block>
+void ForEachVector(int64_t n, Block&& block) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) block(i, static_cast<__mmask16>(0xFFFF));
+  if (i < n) block(i, static_cast<__mmask16>((1u << (n - i)) - 1u));
+}
+#endif
+
 void SiluMul(float* gate, const float* up, int64_t n) {
 #if defined(__AVX512F__)
   const __m512 one = _mm512_set1_ps(1.0f);
-  auto block = [&](int64_t at, __mmask16 lanes) {
+  ForEachVector(n, [&](int64_t at, __mmask16 lanes) {
     const __m512 g = _mm512_maskz_loadu_ps(lanes, gate + at);
     const __m512 u = _mm512_maskz_loadu_ps(lanes, up + at);
     const __m512 e = Eigen::internal::pexp(_mm512_sub_ps(_mm512_setzero_ps(), g));  // e^−g
     const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
     _mm512_mask_storeu_ps(gate + at, lanes, _mm512_mul_ps(silu, u));
-  };
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) block(i, static_cast<__mmask16>(0xFFFF));
-  if (i < n) block(i, static_cast<__mmask16>((1u << (n - i)) - 1u));
+  });
 #else
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 #endif
@@ -275,23 +282,20 @@ bool SoftmaxInPlace(float* s, int64_t n) {
   Eigen::Map<Eigen::ArrayXf> p(s, n);  // [n]
   const float max_score = p.maxCoeff();
   if (max_score == kNegInf) return false;
-  float sum = 0.0f;
-  int64_t i = 0;
 #if defined(__AVX512F__)
   const __m512 v_max = _mm512_set1_ps(max_score), v_neg_inf = _mm512_set1_ps(kNegInf);
   __m512 v_sum = _mm512_setzero_ps();
-  auto exp_block = [&](int64_t at, __mmask16 lanes) {
+  ForEachVector(n, [&](int64_t at, __mmask16 lanes) {
     const __m512 x = _mm512_maskz_loadu_ps(lanes, s + at);
     const __mmask16 live = lanes & _mm512_cmp_ps_mask(x, v_neg_inf, _CMP_NEQ_OQ);
     const __m512 e = _mm512_maskz_mov_ps(live, Eigen::internal::pexp(_mm512_sub_ps(x, v_max)));
     _mm512_mask_storeu_ps(s + at, lanes, e);
     v_sum = _mm512_add_ps(v_sum, e);
-  };
-  for (; i + 16 <= n; i += 16) exp_block(i, static_cast<__mmask16>(0xFFFF));
-  if (i < n) exp_block(i, static_cast<__mmask16>((1u << (n - i)) - 1u));
-  sum = _mm512_reduce_add_ps(v_sum);
+  });
+  const float sum = _mm512_reduce_add_ps(v_sum);
 #else
-  for (; i < n; ++i) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
     s[i] = s[i] == kNegInf ? 0.0f : std::exp(s[i] - max_score);
     sum += s[i];
   }

@@ -75,9 +75,9 @@ def g2_compute_floor_lines(data: dict, sparse: list[dict]) -> list[str]:
     """G2's floor on this machine: the arithmetic of an extra verify row that the bytes bound does
     not see (it counts the keys' reads, shared by the rows, not the work on them): the absorbed
     attention over its K keys (scores and values, H·K·(2 r_kv + d_r) per layer) and the indexer's
-    scoring of all N keys on the full layers, at the measured MAC rate. Even if
-    every weight product of the extra rows hid under the memory stream, (L - 1) times that must fit
-    in the goal's slack of 0.1 · r_k^bound · T1; the points where it does not cannot pass here."""
+    scoring of all N keys on the full layers, at the measured MAC rate. Even if every weight product
+    of the extra rows hid under the memory stream, (L - 1) times that must fit in the goal's slack of
+    0.1 · r_k^bound · T1; the points where it does not cannot pass here."""
     config = data.get("bench_model", {}).get("config")
     rate = data.get("mac_rate", {}).get("macs_per_second")
     if not config or not rate or not sparse:
@@ -85,19 +85,21 @@ def g2_compute_floor_lines(data: dict, sparse: list[dict]) -> list[str]:
     heads, k_top, layers = config["num_attention_heads"], config["index_topk"], config["num_hidden_layers"]
     attention = heads * k_top * (2 * config["kv_lora_rank"] + config["qk_rope_head_dim"]) * layers
     full = sum(1 for t in config.get("indexer_types", ["full"] * layers) if t == "full")
-    out, floors = [], []
+    out, floors, checked = [], [], 0
     for p in sparse:
         per_row = (attention + full * p["context"] * config["index_n_heads"] * config["index_head_dim"]) / rate
         floors.append(f"N={p['context']}: {1e3 * per_row:.2f} ms")
         for k in range(1, 8):
             e = by_rows(p, default_path(p, k + 1)).get(k + 1)
-            if e is not None and k * per_row > 0.1 * e["r_bound"] * p["t1_seconds"]:
+            if e is None:
+                continue
+            checked += 1
+            if k * per_row > 0.1 * e["r_bound"] * p["t1_seconds"]:
                 out.append(f"N={p['context']} k={k}")
-    checked = sum(1 for p in sparse for k in range(1, 8) if by_rows(p, default_path(p, k + 1)).get(k + 1))
     return [f"  - floor on this machine: an extra row's attention and indexer multiply-adds (the bytes bound counts "
-            f"the keys they read, not this arithmetic) at the measured {rate / 1e9:.1f} GMAC/s cost " + ", ".join(floors) + " per row. Even with "
-            f"every weight product of the extra rows hidden under the memory stream, k of them exceed the goal's "
-            f"slack of 0.1 r_k^bound T1 at {len(out)} of {checked} points"
+            f"the keys they read, not this arithmetic) at the measured {rate / 1e9:.1f} GMAC/s cost "
+            + ", ".join(floors) + " per row. Even with every weight product of the extra rows hidden under the "
+            f"memory stream, k of them exceed the goal's slack of 0.1 r_k^bound T1 at {len(out)} of {checked} points"
             + (": " + ", ".join(out) if out else "") + "."]
 
 
@@ -133,10 +135,10 @@ def bench_model_g4_lines(points: list[dict], k_top: int) -> list[str]:
                "verify near its bytes bound." if max(ceilings) < 1.2 else "")]
 
 
-def speedup_ceiling(mean_acceptance_length: float, k: int, c: float) -> float:
+def speedup_ceiling(mean_acceptance_length: float, k: int, c: float, r_k: float = 1.0) -> float:
     """The most k drafts can give at this acceptance and draft cost c (in plain steps) if the verify
-    were free beyond a plain step (r_k = 1): E[L] / (1 + k c)."""
-    return mean_acceptance_length / (1.0 + k * c)
+    cost r_k plain steps; by default free beyond a plain step (r_k = 1): E[L] / (r_k + k c)."""
+    return mean_acceptance_length / (r_k + k * c)
 
 
 def bandwidth_warning(start: float, end: float) -> str:
@@ -440,7 +442,7 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
                       f"E[L] / (1 + 2c) = {speedup_ceiling(el, 2, c):.2f}x at this "
                       f"acceptance and draft cost (c = {c:.3f})"
                       + (f"; a verify at its bytes bound (r_2 = {rb[2]:.2f}) would give "
-                         f"{el / (rb[2] + 2 * c):.2f}x" if 2 in rb else "") + ".")
+                         f"{speedup_ceiling(el, 2, c, rb[2]):.2f}x" if 2 in rb else "") + ".")
         md += bench_model_g4_lines(points, k_top)
         t1 = np.median([p["t1_seconds"] for p in tp])
         md += ["", f"  Trained model costs (medians over windows): T1 = {1e3 * t1:.2f} ms, c = {c:.3f}, r_k (bound) = "
