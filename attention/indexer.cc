@@ -6,9 +6,9 @@
 #include <limits>
 #include <numeric>
 
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "core/parallel.h"
-#include "core/row_kernels.h"
+#include "kernels/row_kernels.h"
 #include "core/status.h"
 
 namespace mtpspec {

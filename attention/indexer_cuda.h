@@ -11,7 +11,7 @@
 #include "attention/indexer.h"
 #include "attention/rope_cuda.h"
 #include "core/cuda_context.h"
-#include "core/linear_cuda.h"
+#include "kernels/linear_cuda.h"
 
 namespace mtpspec::cuda {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 
 namespace mtpspec {
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "core/parallel.h"
-#include "core/row_kernels.h"
+#include "kernels/row_kernels.h"
 #include "core/status.h"
 
 namespace mtpspec {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "attention/indexer_cuda_launch.h"
 #include "attention/mla_cuda_launch.h"
-#include "core/norm_cuda.h"
+#include "kernels/norm_cuda.h"
 
 namespace mtpspec::cuda {
 namespace {

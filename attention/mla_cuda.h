@@ -15,7 +15,7 @@
 #include "attention/mla.h"
 #include "attention/rope_cuda.h"
 #include "core/cuda_context.h"
-#include "core/linear_cuda.h"
+#include "kernels/linear_cuda.h"
 
 namespace mtpspec::cuda {
 

@@ -25,10 +25,10 @@
 #include "bench/cuda_attention_bench_util.h"
 #include "core/cuda_context.h"
 #include "core/dtype.h"
-#include "core/linear_cuda.h"
+#include "kernels/linear_cuda.h"
 #include "core/tensor.h"
 #include "nlohmann/json.hpp"
-#include "tools/cli_args.h"
+#include "cli/cli_args.h"
 
 namespace mtpspec::cuda::bench {
 namespace {

@@ -35,8 +35,8 @@
 #include "spec/cuda_mtp_drafter.h"
 #include "spec/cuda_target.h"
 #include "spec/generator.h"
-#include "tools/cli_args.h"
-#include "tools/random_checkpoint.h"
+#include "cli/cli_args.h"
+#include "testing/random_checkpoint.h"
 #include "verify/sampler_cuda.h"
 
 namespace mtpspec {

@@ -22,11 +22,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/device.h"
-#include "core/npy.h"
+#include "io/npy.h"
 #include "model/decoder_layer.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
-#include "tools/cli_args.h"
+#include "cli/cli_args.h"
 #ifdef MTPSPEC_HAVE_CUDA
 #include "model/model_cuda.h"
 #endif

@@ -19,7 +19,7 @@
 #include "bench/decode_breakdown.h"
 #include "bench/stream.h"
 #include "benchmark/benchmark.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "core/parallel.h"
 #include "model/model.h"
 

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "model/decoder_layer.h"
 #include "model/ffn.h"
 

@@ -30,7 +30,7 @@
 #include "spec/generator.h"
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
-#include "tools/cli_args.h"
+#include "cli/cli_args.h"
 
 namespace mtpspec::bench {
 namespace {
@@ -38,7 +38,7 @@ namespace {
 constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of the int8 latent KV cache.
 
   --model DIR            checkpoint (default models/glm-tiny-mtp)
-  --heldout DIR          prose.npy and code.npy from tools/bench/make_heldout.py (default build/heldout)
+  --heldout DIR          prose.npy and code.npy from bench/report/make_heldout.py (default build/heldout)
   --random-tokens N      N seeded random ids instead of text (models without held-out text)
   --windows S            windows, alternating corpora (default 8)
   --context N            prompt tokens per window (default 512)

@@ -26,7 +26,7 @@
 #include "spec/generator.h"
 #include "spec/mtp_drafter.h"
 #include "spec/stats.h"
-#include "tools/cli_args.h"
+#include "cli/cli_args.h"
 
 namespace mtpspec::bench {
 namespace {

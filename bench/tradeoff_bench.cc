@@ -21,10 +21,10 @@
 #include "bench/token_source.h"
 #include "bench/tradeoff_point.h"
 #include "core/dtype.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "core/parallel.h"
 #include "spec/generator.h"
-#include "tools/cli_args.h"
+#include "cli/cli_args.h"
 
 namespace mtpspec::bench {
 namespace {
@@ -102,7 +102,7 @@ nlohmann::json MeasureMacRate(int reps) {
     rates.push_back(static_cast<double>(kCalls * kRows * kIn * kOut) / (NowSeconds() - start));
   }
   return {{"macs_per_second", Median(rates)}, {"samples", rates}, {"threads", DefaultThreadPool().num_threads()},
-          {"kernel", "Linear (core/linear.h), 8 rows x [1024, 1024] bf16, cache-resident"}};
+          {"kernel", "Linear (kernels/linear.h), 8 rows x [1024, 1024] bf16, cache-resident"}};
 }
 
 // Conditional acceptance of the reference cell: normed/post/exact, sampler-equality, T = 0, all

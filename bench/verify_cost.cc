@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_model.h"
 #include "bench/run_info.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "model/decoder_layer.h"
 #include "model/ffn.h"
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "model/ffn.h"
 
 namespace mtpspec {

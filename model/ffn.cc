@@ -5,14 +5,14 @@
 #include <limits>
 #include <numeric>
 
-#include "core/linear.h"
+#include "kernels/linear.h"
 
 namespace mtpspec {
 
 namespace {
 
 // Below this many rows Linear uses its small-row kernel, where a batched call gives bitwise the
-// same result as separate ones (core/linear.h), so batching changes timing only.
+// same result as separate ones (kernels/linear.h), so batching changes timing only.
 constexpr int64_t kBatchMaxRows = 24;
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
-#include "core/norm_cuda.h"
+#include "kernels/norm_cuda.h"
 #include "model/ffn_cuda_launch.h"
 
 namespace mtpspec::cuda {

@@ -1,7 +1,7 @@
 // Kernels of model/ffn_cuda: the fp32 router, the routing decision, the grouping of (row, expert)
 // pairs, the grouped expert GEMVs and the weighted combination.
 //
-// The grouped GEMVs follow core/linear_cuda.cu's layout: a block of kWarps warps owns kWarps
+// The grouped GEMVs follow kernels/linear_cuda.cu's layout: a block of kWarps warps owns kWarps
 // consecutive weight rows (one per warp); the input dimension is walked in tiles of 32 lanes × 8
 // values, each tile of the (up to 16) input rows is staged in shared memory, and every lane keeps a
 // partial sum per input row, reduced at the end by a fixed xor-shuffle tree. The operations behind
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "core/gemv_lane.cuh"
+#include "kernels/gemv_lane.cuh"
 #include "model/ffn_cuda_launch.h"
 
 namespace mtpspec::cuda::launch {

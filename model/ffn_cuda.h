@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/cuda_context.h"
-#include "core/linear_cuda.h"
+#include "kernels/linear_cuda.h"
 #include "model/config.h"
 #include "model/ffn.h"
 #include "model/weights.h"

@@ -20,7 +20,7 @@ enum class WeightDType {
 struct LoadOptions {
   WeightDType weight_dtype = WeightDType::kAsStored;
   bool load_mtp = true;  // false: ignore (but still validate the names of) MTP layers
-  // How checkpoint files are held (core/safetensors.h): read into transparent huge pages by
+  // How checkpoint files are held (io/safetensors.h): read into transparent huge pages by
   // default, since decode streams every weight once per token and 4 KiB pages cost it TLB walks;
   // kMapped keeps the zero-copy mmap (e.g. to share one page cache copy between processes).
   FileMemory file_memory = FileMemory::kHugePages;

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 
 namespace mtpspec {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "core/norm_cuda.h"
+#include "kernels/norm_cuda.h"
 #include "model/model_cuda_launch.h"
 
 namespace mtpspec::cuda {

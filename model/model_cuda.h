@@ -31,7 +31,7 @@
 #include "attention/mla_cuda.h"
 #include "attention/rope_cuda.h"
 #include "core/cuda_context.h"
-#include "core/linear_cuda.h"
+#include "kernels/linear_cuda.h"
 #include "model/ffn_cuda.h"
 #include "model/model.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attention/mla.h"
-#include "core/safetensors.h"
+#include "io/safetensors.h"
 #include "core/tensor.h"
 
 namespace mtpspec {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "model/decoder_layer.h"
 
 namespace mtpspec {

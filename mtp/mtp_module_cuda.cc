@@ -1,7 +1,7 @@
 #include "mtp/mtp_module_cuda.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/norm_cuda.h"
+#include "kernels/norm_cuda.h"
 
 namespace mtpspec::cuda {
 namespace {

@@ -29,7 +29,7 @@ def _ids(ids: TokenIds) -> List[int]:
 
 
 class Tokenizer:
-    """A ``tokenizer.json`` tokenizer (core/tokenizer.h)."""
+    """A ``tokenizer.json`` tokenizer (tokenizer/tokenizer.h)."""
 
     def __init__(self, handle: _ext.Tokenizer) -> None:
         self._t = handle

@@ -1,7 +1,7 @@
-// _ext.Tokenizer: core/tokenizer.h (a tokenizer.json reader).
+// _ext.Tokenizer: tokenizer/tokenizer.h (a tokenizer.json reader).
 #include <pybind11/stl.h>
 
-#include "core/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "python/src/bindings.h"
 
 namespace mtpspec::python {
@@ -42,7 +42,7 @@ py::str Decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool
 }  // namespace
 
 void RegisterTokenizer(py::module_& m) {
-  py::class_<Tokenizer>(m, "Tokenizer", "A Hugging Face tokenizer.json (core/tokenizer.h).")
+  py::class_<Tokenizer>(m, "Tokenizer", "A Hugging Face tokenizer.json (tokenizer/tokenizer.h).")
       .def_static("load", &LoadTokenizer, py::arg("path"))
       .def("encode", &Encode, py::arg("text"))
       .def("decode", &Decode, py::arg("ids"), py::arg("skip_special_tokens") = false)

@@ -6,7 +6,7 @@
 
 #include "attention/kv_cache.h"
 #include "attention/kv_cache_cuda.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/attention_cuda_test_util.h"
 #include "tests/cuda/cuda_test_util.h"

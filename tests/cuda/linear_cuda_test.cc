@@ -1,12 +1,12 @@
-// core/linear_cuda and core/norm_cuda against the CPU kernels and a double-precision reference.
+// kernels/linear_cuda and kernels/norm_cuda against the CPU kernels and a double-precision reference.
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/linear.h"
-#include "core/linear_cuda.h"
-#include "core/norm_cuda.h"
+#include "kernels/linear.h"
+#include "kernels/linear_cuda.h"
+#include "kernels/norm_cuda.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace mtpspec::cuda {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/linear.h"
+#include "kernels/linear.h"
 #include "core/tensor.h"
 #include "model/ffn.h"
 #include "model/ffn_cuda.h"

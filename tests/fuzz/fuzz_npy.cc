@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/npy.h"
+#include "io/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr char kName[] = "fuzz.npy";

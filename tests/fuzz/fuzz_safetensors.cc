@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/safetensors.h"
+#include "io/safetensors.h"
 
 namespace {
 

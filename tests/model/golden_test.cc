@@ -1,11 +1,11 @@
 // The independent oracle: logits, hidden states and indexer selections of Hugging Face
-// transformers (fp32 eager) on tiny random models, written by tools/golden/make_golden.py.
+// transformers (fp32 eager) on tiny random models, written by research/golden/make_golden.py.
 #include <algorithm>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/safetensors.h"
+#include "io/safetensors.h"
 #include "gtest/gtest.h"
 #include "model/model.h"
 #include "tests/model/model_test_util.h"
@@ -102,7 +102,7 @@ TEST(GoldenTest, Bf16CheckpointMatchesTransformersOnUpcastWeights) {
 
 // Against transformers computing in bf16 the agreement is statistical, not element-wise: on these
 // random models one indexer top-k flip changes a whole row, and transformers' own bf16 run differs
-// from its fp32 run by up to 0.77 of the logit scale on some rows (tools/golden/README.md). The
+// from its fp32 run by up to 0.77 of the logit scale on some rows (research/golden/README.md). The
 // documented tolerance: the median row within 5% of the logit scale and greedy argmax agreeing on
 // at least 75% of rows (transformers bf16 vs fp32 agree on 82.5%).
 TEST(GoldenTest, Bf16CheckpointWithinBf16ToleranceOfBf16Compute) {

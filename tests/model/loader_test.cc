@@ -5,8 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/safetensors.h"
-#include "core/safetensors_writer.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model.h"

@@ -8,8 +8,8 @@
 
 #include "gtest/gtest.h"
 #include "model/model.h"
-#include "tests/core/test_util.h"
-#include "tools/random_checkpoint.h"
+#include "tests/util/test_util.h"
+#include "testing/random_checkpoint.h"
 
 namespace mtpspec::testing_util {
 

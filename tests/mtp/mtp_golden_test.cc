@@ -1,11 +1,11 @@
-// The MTP module against the oracle: tools/golden/make_golden.py assembles the MTP layer from
+// The MTP module against the oracle: research/golden/make_golden.py assembles the MTP layer from
 // transformers' own decoder-layer class and follows model-spec §7.2.
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/safetensors.h"
+#include "io/safetensors.h"
 #include "gtest/gtest.h"
 #include "mtp/mtp_module.h"
 #include "spec/mtp_drafter.h"

@@ -1,5 +1,5 @@
 """Fixtures for the mtpspec Python tests. They run inside the virtual environment that
-tools/test_python.sh creates (build/pyenv) with the package installed by `pip install ./python`."""
+scripts/test_python.sh creates (build/pyenv) with the package installed by `pip install ./python`."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ def long_model(tmp_path_factory: pytest.TempPathFactory, model: mtpspec.Model) -
 
 @pytest.fixture(scope="session")
 def cli() -> Path:
-    """The C++ command-line tool: $MTPSPEC_CLI, else build/release/tools/mtpspec, else built here
+    """The C++ command-line tool: $MTPSPEC_CLI, else build/release/cli/mtpspec, else built here
     from the CMake tree that pip used (build/pybuild) or a fresh one."""
     if os.environ.get("MTPSPEC_CLI"):
         return Path(os.environ["MTPSPEC_CLI"])
-    release = ROOT / "build" / "release" / "tools" / "mtpspec"
+    release = ROOT / "build" / "release" / "cli" / "mtpspec"
     if release.exists():
         return release
     tree = ROOT / "build" / "pybuild"
@@ -56,4 +56,4 @@ def cli() -> Path:
                         "-DMTPSPEC_BUILD_TESTS=OFF", "-DMTPSPEC_BUILD_BENCH=OFF"], check=True)
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2")
     subprocess.run(["cmake", "--build", str(tree), "--target", "mtpspec", "-j", jobs], check=True)
-    return tree / "tools" / "mtpspec"
+    return tree / "cli" / "mtpspec"

@@ -1,4 +1,4 @@
-"""tools/bench/report_goals.py: the paired auto-vs-plain reading (G5) on made-up runs whose
+"""bench/report/report_goals.py: the paired auto-vs-plain reading (G5) on made-up runs whose
 answer is known."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def goals():
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    spec = importlib.util.spec_from_file_location("report_goals", ROOT / "tools" / "bench" / "report_goals.py")
+    sys.path.insert(0, str(ROOT / "bench" / "report"))
+    spec = importlib.util.spec_from_file_location("report_goals", ROOT / "bench" / "report" / "report_goals.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

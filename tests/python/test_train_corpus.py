@@ -1,4 +1,4 @@
-"""The training corpora's integrity checks (tools/train/corpus.py): extracted corpus bytes must
+"""The training corpora's integrity checks (research/train/corpus.py): extracted corpus bytes must
 match their pinned sha256, and a mismatch stops with a clear error naming the corpus, the file and
 both digests. The corpus files are written by the test, so nothing is downloaded."""
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def corpus():
-    spec = importlib.util.spec_from_file_location("mtpspec_train_corpus", ROOT / "tools" / "train" / "corpus.py")
+    spec = importlib.util.spec_from_file_location("mtpspec_train_corpus", ROOT / "research" / "train" / "corpus.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

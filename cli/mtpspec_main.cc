@@ -1,0 +1,195 @@
+// `mtpspec`: the command-line front end.
+//
+//   mtpspec info DIR
+//   mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|0,2]
+//                      [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "io/npy.h"
+#include "core/parallel.h"
+#include "model/model.h"
+#include "model/tensor_table.h"
+#include "cli/cli_args.h"
+#include "cli/generate_command.h"
+
+namespace mtpspec {
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  mtpspec info DIR\n"
+    "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
+    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N] [--kv-cache f32|int8]\n"
+    "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
+    "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
+    "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
+    "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
+    "                 [--stats-json FILE] [--device cpu|cuda]\n";
+
+absl::Status SetThreads(const CliArgs& args) {
+  if (!args.Has("threads")) return absl::OkStatus();
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  if (threads < 1 || threads > kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [1, ", kMaxThreads, "], got ", threads));
+  }
+  return SetDefaultThreadCount(static_cast<int>(threads));
+}
+
+absl::StatusOr<LoadOptions> ParseLoadOptions(const CliArgs& args) {
+  LoadOptions options;
+  const std::string w = args.Get("weights", "stored");
+  if (w == "stored") {
+    options.weight_dtype = WeightDType::kAsStored;
+  } else if (w == "f32") {
+    options.weight_dtype = WeightDType::kF32;
+  } else if (w == "bf16") {
+    options.weight_dtype = WeightDType::kBF16;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--weights must be stored, f32 or bf16, got \"", w, "\""));
+  }
+  return options;
+}
+
+absl::StatusOr<AttentionPath> ParsePath(const std::string& text) {
+  if (text == "auto") return AttentionPath::kAuto;
+  if (text == "dense") return AttentionPath::kDense;
+  if (text == "mask") return AttentionPath::kMask;
+  if (text == "gather") return AttentionPath::kGather;
+  return absl::InvalidArgumentError(absl::StrCat("--path must be auto, dense, mask or gather, got \"", text, "\""));
+}
+
+std::string HumanCount(int64_t n) {
+  if (n >= 1000000000) return absl::StrFormat("%.2fB", n / 1e9);
+  if (n >= 1000000) return absl::StrFormat("%.2fM", n / 1e6);
+  if (n >= 1000) return absl::StrFormat("%.1fK", n / 1e3);
+  return absl::StrCat(n);
+}
+
+absl::Status RunInfo(const CliArgs& args) {
+  if (args.positional().size() != 1) return absl::InvalidArgumentError("info takes one model directory");
+  ASSIGN_OR_RETURN(LoadOptions options, ParseLoadOptions(args));
+  ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], options));
+  const ModelConfig& c = model->config();
+  std::string schedule_mlp, schedule_index;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    schedule_mlp += c.layer_is_dense[l] ? 'D' : 'M';
+    schedule_index += c.layer_has_indexer[l] ? 'F' : 'S';
+  }
+  int64_t full_layers = 0;
+  for (bool f : c.layer_has_indexer) full_layers += f;
+  std::cout << "model          " << model->dir() << "\n"
+            << "model_type     " << c.model_type_name << "\n"
+            << "dims           hidden " << c.hidden_size << ", layers " << c.num_hidden_layers << ", heads "
+            << c.num_attention_heads << ", q_lora " << c.q_lora_rank << ", kv_lora " << c.kv_lora_rank
+            << ", nope/rope/v " << c.qk_nope_head_dim << "/" << c.qk_rope_head_dim << "/" << c.v_head_dim
+            << ", vocab " << c.vocab_size << "\n"
+            << "moe            " << c.n_routed_experts << " experts, top-" << c.num_experts_per_tok << ", "
+            << c.n_shared_experts << " shared, groups " << c.n_group << "/" << c.topk_group << ", scale "
+            << c.routed_scaling_factor << "\n"
+            << "rope           theta " << c.rope.theta << ", type " << c.rope.type << ", main "
+            << (c.rope_interleave ? "interleaved" : "half-split") << ", indexer "
+            << (c.indexer_rope_interleave ? "interleaved" : "half-split") << ", softmax scale "
+            << c.softmax_scale() << "\n"
+            << "indexer        " << c.index_n_heads << " heads x " << c.index_head_dim << ", top-k " << c.index_topk
+            << ", schedule from " << c.index_schedule_source << "\n"
+            << "layers (D/M)   " << schedule_mlp << "\n"
+            << "layers (F/S)   " << schedule_index << "  (" << full_layers << " full)\n"
+            << "parameters     trunk " << HumanCount(model->weights().parameter_count) << ", mtp "
+            << HumanCount(model->weights().mtp_parameter_count) << "\n"
+            << "weights        " << HumanCount(model->weights().weight_bytes) << "B as used for compute\n";
+  auto cache = model->CacheShape();
+  KvCache probe(cache, 1);
+  std::cout << "cache/token    " << probe.BytesPerToken() << " B (f32 as stored here), " << probe.Bf16BytesPerToken()
+            << " B in bf16\n"
+            << "attention      dense while T <= " << c.index_topk << "; beyond, gather for L <= 16 rows, else mask\n"
+            << "mtp            "
+            << (model->has_mtp() ? absl::StrCat(c.num_nextn_predict_layers, " layer(s) at index ", c.num_hidden_layers,
+                                                model->weights().mtp[0].own_embed ? ", own embed" : ", shares embed",
+                                                model->weights().mtp[0].own_head ? ", own head" : ", shares lm_head")
+                                 : absl::StrCat("none (", model->load_report().mtp_note, ")"))
+            << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunLogits(const CliArgs& args) {
+  if (args.positional().size() != 1) return absl::InvalidArgumentError("logits takes one model directory");
+  if (!args.Has("ids")) return absl::InvalidArgumentError("logits needs --ids");
+  if (!args.Has("out")) return absl::InvalidArgumentError("logits needs --out FILE.npy");
+  ASSIGN_OR_RETURN(LoadOptions load_options, ParseLoadOptions(args));
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids64, args.GetIntList("ids"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> positions, args.GetIntList("positions"));
+  if (positions.empty()) {
+    for (size_t i = 0; i < ids64.size(); ++i) positions.push_back(static_cast<int64_t>(i));
+  }
+  if (positions.size() != ids64.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--positions has ", positions.size(), " entries but --ids has ",
+                                                   ids64.size()));
+  }
+  ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load_options));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < ids64.size(); ++i) {
+    if (ids64[i] < 0 || ids64[i] >= model->config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("--ids[", i, "] = ", ids64[i], " is outside the vocabulary [0, ",
+                                                     model->config().vocab_size, ")"));
+    }
+    ids.push_back(static_cast<int32_t>(ids64[i]));
+  }
+  if (positions[0] != 0) {
+    return absl::InvalidArgumentError("--positions must start at 0 (logits runs on an empty cache)");
+  }
+  ForwardOptions options;
+  ASSIGN_OR_RETURN(options.attention.path, ParsePath(args.Get("path", "auto")));
+  const std::string rows = args.Get("rows", "all");
+  if (rows == "last") {
+    options.logit_rows = {static_cast<int64_t>(ids.size()) - 1};
+  } else if (rows != "all") {
+    ASSIGN_OR_RETURN(options.logit_rows, args.GetIntList("rows"));
+  }
+  const int64_t capacity = std::min<int64_t>(model->config().max_position_embeddings, positions.back() + 1);
+  ASSIGN_OR_RETURN(const LatentStorage storage, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
+  ASSIGN_OR_RETURN(auto cache, model->NewCache(std::max<int64_t>(capacity, 1), storage));
+  ASSIGN_OR_RETURN(ForwardOutput out, model->Forward(*cache, ids, positions, options));
+  RETURN_IF_ERROR(WriteNpy(args.Get("out"), out.logits.view()));
+  std::cout << "wrote " << args.Get("out") << " " << ShapeString(out.logits.view()) << " f32\n";
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  absl::Status status;
+  if (command == "info") {
+    auto args = CliArgs::Parse(argc, argv, 2, {"weights", "threads"});
+    status = args.ok() ? SetThreads(*args) : args.status();
+    if (status.ok()) status = RunInfo(*args);
+  } else if (command == "logits") {
+    auto args =
+        CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache"});
+    status = args.ok() ? SetThreads(*args) : args.status();
+    if (status.ok()) status = RunLogits(*args);
+  } else if (command == "generate") {
+    auto args = CliArgs::Parse(argc, argv, 2, GenerateOptionNames());
+    status = args.ok() ? SetThreads(*args) : args.status();
+    if (status.ok()) status = RunGenerate(*args);
+  } else {
+    status = absl::InvalidArgumentError(absl::StrCat("unknown command \"", command, "\"\n", kUsage));
+  }
+  if (!status.ok()) {
+    std::cerr << "mtpspec " << command << ": " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mtpspec
+
+int main(int argc, char** argv) { return mtpspec::Main(argc, argv); }

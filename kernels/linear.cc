@@ -1,0 +1,318 @@
+#include "kernels/linear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "Eigen/Core"
+#include "core/parallel.h"
+#include "kernels/simd_tiles.h"
+#include "core/status.h"
+
+namespace mtpspec {
+namespace {
+
+// Small-row path (decode, short verify chunks): a tile of up to kRowBlock input rows × kWeightBlock
+// weight rows is computed at once. Each weight vector is widened once and used for every input
+// row, and the kRowBlock·kWeightBlock independent accumulators stay in registers. Decode streams
+// each weight once from DRAM, and a matrix is only a few hundred KB per thread, too short for the
+// hardware prefetcher to ramp up, so the tile also prefetches the same columns of the rows
+// kPrefetchTiles tiles ahead (16 KB ahead for a 1024-wide bf16 matrix). On the bench model this
+// took the single-row bf16 GEMV from ~8 to ~12-14 GB/s per core (bench/README.md).
+constexpr int kRowBlock = tiles::kMaxTile;
+constexpr int kWeightBlock = tiles::kMaxTile;
+constexpr int kPrefetchTiles = 2;
+
+using tiles::DotTile;
+
+#if defined(__AVX512F__)
+using tiles::LoadWeights;
+
+// Σ a[i]·b[i] for one pair of vectors, four accumulators deep (attention's short dot products are
+// latency-bound on a single FMA chain otherwise).
+template <typename W>
+float DotOne(const float* a, const W* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_fmadd_ps(LoadWeights(b + i), _mm512_loadu_ps(a + i), acc0);
+    acc1 = _mm512_fmadd_ps(LoadWeights(b + i + 16), _mm512_loadu_ps(a + i + 16), acc1);
+    acc2 = _mm512_fmadd_ps(LoadWeights(b + i + 32), _mm512_loadu_ps(a + i + 32), acc2);
+    acc3 = _mm512_fmadd_ps(LoadWeights(b + i + 48), _mm512_loadu_ps(a + i + 48), acc3);
+  }
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(LoadWeights(b + i), _mm512_loadu_ps(a + i), acc0);
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    acc1 = _mm512_fmadd_ps(LoadWeights(b + i, mask), _mm512_maskz_loadu_ps(mask, a + i), acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+// Widens n weights to f32.
+inline void WidenRow(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, LoadWeights(src + i));
+  for (; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
+}
+#else
+using tiles::WeightAt;
+
+template <typename W>
+float DotOne(const float* a, const W* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * WeightAt(b, i);
+  return acc;
+}
+
+inline void WidenRow(const uint16_t* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
+}
+#endif
+
+inline void WidenRow(const float* src, int64_t n, float* dst) { std::copy_n(src, n, dst); }
+
+// Output rows [o_begin, o_end) for NR input rows starting at x.
+template <int NR, typename W>
+void LinearRowGroup(const float* x, int64_t in, const W* w, int64_t w_stride, int64_t o_begin, int64_t o_end,
+                    float* y, int64_t y_stride, int64_t y_col0) {
+  const float* xr[NR];
+  for (int r = 0; r < NR; ++r) xr[r] = x + r * in;
+  float out[kRowBlock][kWeightBlock];
+  const W* wr[kWeightBlock];
+  uintptr_t ahead[kWeightBlock];  // the same row kPrefetchTiles tiles further on
+  int64_t o = o_begin;
+  for (; o + kWeightBlock <= o_end; o += kWeightBlock) {
+    for (int k = 0; k < kWeightBlock; ++k) {
+      wr[k] = w + (o + k) * w_stride;
+      ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + kPrefetchTiles * kWeightBlock * w_stride * sizeof(W);
+    }
+    DotTile<NR, kWeightBlock>(xr, wr, in, ahead, out);
+    for (int r = 0; r < NR; ++r) {
+      for (int k = 0; k < kWeightBlock; ++k) y[r * y_stride + (o + k - y_col0)] = out[r][k];
+    }
+  }
+  for (; o < o_end; ++o) {
+    wr[0] = w + o * w_stride;
+    ahead[0] = reinterpret_cast<uintptr_t>(wr[0]) + kPrefetchTiles * w_stride * sizeof(W);
+    DotTile<NR, 1>(xr, wr, in, ahead, out);
+    for (int r = 0; r < NR; ++r) y[r * y_stride + (o - y_col0)] = out[r][0];
+  }
+}
+
+template <typename W>
+void LinearRowBlock(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
+                    int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
+  switch (rows) {
+    case 1: LinearRowGroup<1>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
+    case 2: LinearRowGroup<2>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
+    case 3: LinearRowGroup<3>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
+    default: LinearRowGroup<4>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
+  }
+}
+
+// Weight bytes per chunk when several row groups share it: the first group streams the chunk from
+// memory and the others find it in L2 (2 MiB per core here).
+constexpr int64_t kReuseChunkBytes = 256 << 10;
+
+template <typename W>
+void LinearSmallRows(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
+                     int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
+  if (rows <= kRowBlock) {
+    LinearRowBlock(x, rows, w, w_stride, in, o_begin, o_end, y_stride, y_col0, y);
+    return;
+  }
+  // More than one row group (a verify of k + 1 >= 5 rows): walk the weights once, in chunks, and
+  // run every row group over a chunk before the next, so a matrix is read from DRAM once rather
+  // than once per group. Only the order of the tiles changes, so every row's result keeps its bits.
+  // Measured on the bench model's decode matrices: 5 rows -8%, 8 rows -4% (bench/README.md).
+  const int64_t row_bytes = std::max<int64_t>(in * static_cast<int64_t>(sizeof(W)), 1);
+  const int64_t chunk =
+      std::max<int64_t>(kWeightBlock, kReuseChunkBytes / row_bytes / kWeightBlock * kWeightBlock);
+  for (int64_t c0 = o_begin; c0 < o_end; c0 += chunk) {
+    const int64_t c1 = std::min(c0 + chunk, o_end);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+      LinearRowBlock(x + r0 * in, std::min<int64_t>(kRowBlock, rows - r0), w, w_stride, in, c0, c1, y_stride,
+                     y_col0, y + r0 * y_stride);
+    }
+  }
+}
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Many rows: widen a block of weight rows to f32 and let Eigen's GEMM do the work.
+template <typename W>
+void LinearManyRows(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
+                    int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
+  constexpr int64_t kBlock = 64;
+  RowMatrix wblock(kBlock, in);
+  Eigen::Map<const RowMatrix> xm(x, rows, in);
+  for (int64_t o0 = o_begin; o0 < o_end; o0 += kBlock) {
+    const int64_t nb = std::min(kBlock, o_end - o0);
+    for (int64_t b = 0; b < nb; ++b) {
+      WidenRow(w + (o0 + b) * w_stride, in, wblock.row(b).data());
+    }
+    Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> ym(y + (o0 - y_col0), rows, nb, Eigen::OuterStride<>(y_stride));
+    ym.noalias() = xm * wblock.topRows(nb).transpose();
+  }
+}
+
+constexpr int64_t kManyRowsThreshold = 24;
+
+// Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
+// calling thread.
+void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, int64_t oe, float* y,
+                 int64_t y_stride, int64_t y_col0) {
+  const int64_t in = w.shape[1];
+  const int64_t w_stride = w.stride[0];
+  if (w.dtype == DType::kBF16) {
+    const uint16_t* wp = w.as<uint16_t>();
+    if (rows >= kManyRowsThreshold) {
+      LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    } else {
+      LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    }
+  } else {
+    MTPSPEC_CHECK(w.dtype == DType::kF32);
+    const float* wp = w.as<float>();
+    if (rows >= kManyRowsThreshold) {
+      LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    } else {
+      LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
+    }
+  }
+}
+
+// Enough output rows per task that the per-task overhead stays small against the row work.
+int64_t MinChunk(int64_t in, int64_t rows) {
+  return std::max<int64_t>(8, 32768 / std::max<int64_t>(in * std::max<int64_t>(rows, 1), 1));
+}
+
+void CheckWeight(const TensorView& w) {
+  MTPSPEC_CHECK(w.ndim == 2);
+  MTPSPEC_CHECK(w.stride[1] == 1);
+}
+
+}  // namespace
+
+void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_begin, int64_t out_end, float* y,
+                ThreadPool* pool) {
+  CheckWeight(w);
+  MTPSPEC_CHECK(out_begin >= 0 && out_end <= w.shape[0] && out_begin <= out_end);
+  if (rows == 0 || out_end == out_begin) return;
+  if (pool == nullptr) pool = &DefaultThreadPool();
+  pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
+    LinearRange(x, rows, w, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin);
+  });
+}
+
+void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
+  std::vector<int64_t> first_row(jobs.size() + 1, 0);  // [jobs + 1] offsets of each job's outputs
+  int64_t min_chunk = 8;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    CheckWeight(jobs[j].w);
+    first_row[j + 1] = first_row[j] + (jobs[j].rows > 0 ? jobs[j].w.shape[0] : 0);
+    min_chunk = std::max(min_chunk, MinChunk(jobs[j].w.shape[1], jobs[j].rows));
+  }
+  if (first_row.back() == 0) return;
+  if (pool == nullptr) pool = &DefaultThreadPool();
+  pool->ParallelFor(first_row.back(), min_chunk, [&](int64_t b, int64_t e) {
+    // Walk the jobs whose output rows overlap [b, e).
+    size_t j = std::upper_bound(first_row.begin(), first_row.end(), b) - first_row.begin() - 1;
+    for (; j < jobs.size() && first_row[j] < e; ++j) {
+      const LinearJob& job = jobs[j];
+      const int64_t ob = std::max(b, first_row[j]) - first_row[j];
+      const int64_t oe = std::min(e, first_row[j + 1]) - first_row[j];
+      if (ob < oe) LinearRange(job.x, job.rows, job.w, ob, oe, job.y, job.w.shape[0], 0);
+    }
+  });
+}
+
+void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadPool* pool) {
+  LinearRows(x, rows, w, 0, w.shape[0], y, pool);
+}
+
+float DotF32(const float* a, const float* b, int64_t n) { return DotOne(a, b, n); }
+
+float DotBf16(const float* a, const uint16_t* b, int64_t n) { return DotOne(a, b, n); }
+
+void Axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t n, double eps, float* out) {
+  float sum_sq = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + static_cast<float>(eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inv);
+}
+
+// Both kernels below call Eigen's packet expf on every element, the tail included (masked lanes).
+// An Eigen array expression would not do: over a Map of unknown alignment it computes the elements
+// before the first aligned address with std::exp, so a value's bits would depend on its address.
+#if defined(__AVX512F__)
+// block(i, lanes) for i = 0, 16, 32, … < n; lanes masks the last block to the elements left.
+template <typename Block>
+void ForEachVector(int64_t n, Block&& block) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) block(i, static_cast<__mmask16>(0xFFFF));
+  if (i < n) block(i, static_cast<__mmask16>((1u << (n - i)) - 1u));
+}
+#endif
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.0f);
+  ForEachVector(n, [&](int64_t at, __mmask16 lanes) {
+    const __m512 g = _mm512_maskz_loadu_ps(lanes, gate + at);
+    const __m512 u = _mm512_maskz_loadu_ps(lanes, up + at);
+    const __m512 e = Eigen::internal::pexp(_mm512_sub_ps(_mm512_setzero_ps(), g));  // e^−g
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(gate + at, lanes, _mm512_mul_ps(silu, u));
+  });
+#else
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+#endif
+}
+
+bool SoftmaxInPlace(float* s, int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (n <= 0) return false;
+  Eigen::Map<Eigen::ArrayXf> p(s, n);  // [n]
+  const float max_score = p.maxCoeff();
+  if (max_score == kNegInf) return false;
+#if defined(__AVX512F__)
+  const __m512 v_max = _mm512_set1_ps(max_score), v_neg_inf = _mm512_set1_ps(kNegInf);
+  __m512 v_sum = _mm512_setzero_ps();
+  ForEachVector(n, [&](int64_t at, __mmask16 lanes) {
+    const __m512 x = _mm512_maskz_loadu_ps(lanes, s + at);
+    const __mmask16 live = lanes & _mm512_cmp_ps_mask(x, v_neg_inf, _CMP_NEQ_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(live, Eigen::internal::pexp(_mm512_sub_ps(x, v_max)));
+    _mm512_mask_storeu_ps(s + at, lanes, e);
+    v_sum = _mm512_add_ps(v_sum, e);
+  });
+  const float sum = _mm512_reduce_add_ps(v_sum);
+#else
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    s[i] = s[i] == kNegInf ? 0.0f : std::exp(s[i] - max_score);
+    sum += s[i];
+  }
+#endif
+  p *= 1.0f / sum;
+  return true;
+}
+
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, double eps, float* out) {
+  float mean = 0.0f;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<float>(n);
+  float var = 0.0f;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + static_cast<float>(eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * inv * weight[i] + bias[i];
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,79 @@
+#include "kernels/linear_cuda.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/dtype.h"
+#include "kernels/linear_cuda_launch.h"
+
+namespace mtpspec::cuda {
+
+absl::StatusOr<const void*> WeightArena::UploadBytes(const void* data, size_t bytes, const std::string& name) {
+  ASSIGN_OR_RETURN(DeviceArray<uint8_t> block, DeviceArray<uint8_t>::Create(static_cast<int64_t>(bytes), name));
+  if (bytes > 0) {
+    RETURN_IF_ERROR(FromCuda(cudaMemcpy(block.data(), data, bytes, cudaMemcpyHostToDevice),
+                             absl::StrCat("upload of ", name)));
+  }
+  const void* device = block.data();
+  bytes_ += bytes;
+  blocks_.push_back(std::move(block));
+  return device;
+}
+
+absl::StatusOr<DeviceMatrix> WeightArena::UploadMatrix(const TensorView& w, const std::string& name) {
+  if (w.ndim != 2) return absl::InvalidArgumentError(absl::StrCat(name, ": expected a 2-D weight, got ", w.ndim, "-D"));
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": GPU weights must be f32 or bf16 on the host (got ",
+                                                   DTypeName(w.dtype), ")"));
+  }
+  const int64_t out = w.shape[0];
+  const int64_t in = w.shape[1];
+  std::vector<uint16_t> packed(static_cast<size_t>(out * in));  // [out, in] bf16 bits, contiguous
+  for (int64_t o = 0; o < out; ++o) {
+    uint16_t* dst = packed.data() + o * in;
+    if (w.dtype == DType::kBF16) {
+      const uint16_t* src = w.row<uint16_t>(o);
+      for (int64_t i = 0; i < in; ++i) dst[i] = src[i];
+    } else {
+      const float* src = w.row<float>(o);
+      for (int64_t i = 0; i < in; ++i) dst[i] = F32ToBf16(src[i]);
+    }
+  }
+  ASSIGN_OR_RETURN(const void* device, UploadBytes(packed.data(), packed.size() * sizeof(uint16_t), name));
+  return DeviceMatrix{static_cast<const __nv_bfloat16*>(device), out, in};
+}
+
+absl::StatusOr<const float*> WeightArena::UploadF32(const TensorView& t, const std::string& name) {
+  ASSIGN_OR_RETURN(Tensor widened, ToF32(t));  // contiguous f32 copy
+  ASSIGN_OR_RETURN(const void* device, UploadBytes(widened.data<float>(), widened.view().nbytes(), name));
+  return static_cast<const float*>(device);
+}
+
+absl::Status LinearRows(Context& ctx, const float* x, int64_t rows, const DeviceMatrix& w, int64_t out_begin,
+                        int64_t out_end, float* y) {
+  if (w.empty() || rows < 0 || out_begin < 0 || out_end > w.out || out_begin > out_end) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda::Linear: bad arguments (rows ", rows, ", outputs [",
+                                                   out_begin, ", ", out_end, ") of ", w.out, ")"));
+  }
+  const int64_t out = out_end - out_begin;
+  if (rows == 0 || out == 0) return absl::OkStatus();
+  const __nv_bfloat16* w_rows = w.data + out_begin * w.in;  // [out, in]
+  if (rows <= kMaxGemvRows) {
+    return FromCuda(launch::GemvBf16(x, rows, w_rows, out, w.in, y, ctx.stream()), "GemvBf16");
+  }
+  ASSIGN_OR_RETURN(void* scratch, ctx.Workspace(static_cast<size_t>(rows * w.in) * sizeof(__nv_bfloat16)));
+  auto* x_bf16 = static_cast<__nv_bfloat16*>(scratch);  // [rows, in]
+  RETURN_IF_ERROR(FromCuda(launch::F32ToBf16(x, rows * w.in, x_bf16, ctx.stream()), "F32ToBf16"));
+  // Column-major view: yᵀ[out, rows] = W[out, in] (stored as Wᵀ col-major, ld in) · xᵀ[in, rows].
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  return FromCublas(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
+                                 static_cast<int>(w.in), &alpha, w_rows, CUDA_R_16BF, static_cast<int>(w.in), x_bf16,
+                                 CUDA_R_16BF, static_cast<int>(w.in), &beta, y, CUDA_R_32F, static_cast<int>(out),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx (Linear)");
+}
+
+absl::Status Linear(Context& ctx, const float* x, int64_t rows, const DeviceMatrix& w, float* y) {
+  return LinearRows(ctx, x, rows, w, 0, w.out, y);
+}
+
+}  // namespace mtpspec::cuda

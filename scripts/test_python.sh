@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The Python bindings' tests: creates the virtual environment build/pyenv (reused when it is
+# already there; MTPSPEC_PY_FRESH=1 starts over), installs the test requirements and `./python`
+# (which builds mtpspec._ext with the top-level CMakeLists in build/pybuild, incrementally), and
+# runs tests/python with pytest inside it.
+#
+# Usage: scripts/test_python.sh [pytest args]
+#   MTPSPEC_PY_BUILD_TYPE=Debug   debug build of the extension (its own build folder)
+#   PYTHON=python3.11             the interpreter the environment is made from
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+python=${PYTHON:-python3}
+venv=build/pyenv
+build_type=${MTPSPEC_PY_BUILD_TYPE:-Release}
+build_dir=$root/build/pybuild
+[ "$build_type" = Release ] || build_dir=$root/build/pybuild-$(echo "$build_type" | tr '[:upper:]' '[:lower:]')
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+start=$(date +%s)
+if [ "${MTPSPEC_PY_FRESH:-0}" = 1 ] || [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv --clear "$venv"
+fi
+"$venv/bin/python" -m pip install -q -r tests/python/requirements.txt
+# The build requirements are already in the environment, so pip builds without isolation and the
+# CMake tree in $build_dir keeps pointing at the same pybind11: reruns only rebuild what changed.
+"$venv/bin/python" -m pip install -q --no-build-isolation ./python \
+  -C build-dir="$build_dir" -C cmake.build-type="$build_type"
+echo "test_python.sh: environment and build ready in $(( $(date +%s) - start )) s"
+# From the repository root, which holds no `mtpspec` package: imports find the installed one.
+"$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider "$@"
+echo "test_python.sh: done in $(( $(date +%s) - start )) s"

@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# Configures and builds one CMake preset (default: release). Usage: tools/build.sh [PRESET]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-preset="${1:-release}"
-tools/install_deps.sh
-cmake --preset "$preset" >/dev/null
-cmake --build "build/$preset" -j"$(nproc)"
