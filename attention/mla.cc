@@ -177,6 +177,21 @@ const char* AttentionPathName(AttentionPath path) {
   return "?";
 }
 
+absl::StatusOr<AttentionPath> ChooseAttentionPath(int64_t num_keys, int64_t index_topk, int64_t rows,
+                                                 const AttentionOptions& options) {
+  AttentionPath path = options.path;
+  if (path == AttentionPath::kAuto) {
+    path = num_keys <= index_topk
+               ? AttentionPath::kDense
+               : (rows <= options.gather_max_rows ? AttentionPath::kGather : AttentionPath::kMask);
+  }
+  if (path == AttentionPath::kDense && num_keys > index_topk) {
+    return absl::InvalidArgumentError(absl::StrCat("attention path dense needs T <= index_topk, got T = ", num_keys,
+                                                   " > ", index_topk));
+  }
+  return path;
+}
+
 absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope,
                                          const float* x, int64_t rows, const int64_t* positions,
                                          LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,
@@ -190,15 +205,7 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   const int64_t k_top = dims.indexer.topk;
 
   MlaStepResult result;
-  AttentionPath path = options.path;
-  if (path == AttentionPath::kAuto) {
-    path = num_keys <= k_top ? AttentionPath::kDense
-                             : (rows <= options.gather_max_rows ? AttentionPath::kGather : AttentionPath::kMask);
-  }
-  if (path == AttentionPath::kDense && num_keys > k_top) {
-    return absl::InvalidArgumentError(absl::StrCat("attention path dense needs T <= index_topk, got T = ", num_keys,
-                                                   " > ", k_top));
-  }
+  ASSIGN_OR_RETURN(const AttentionPath path, ChooseAttentionPath(num_keys, k_top, rows, options));
   result.path_used = path;
 
   // Full layers score keys with their indexer unless told to reuse a selection; on the dense path

@@ -16,6 +16,7 @@
 #include "attention/indexer.h"
 #include "attention/kv_cache.h"
 #include "attention/rope.h"
+#include "core/limits.h"
 #include "core/profile.h"
 #include "core/tensor.h"
 
@@ -53,13 +54,19 @@ const char* AttentionPathName(AttentionPath path);
 struct AttentionOptions {
   AttentionPath path = AttentionPath::kAuto;
   AttentionForm form = AttentionForm::kAuto;  // dense and mask paths only; gather is absorbed
-  int64_t gather_max_rows = 16;                // auto: gather when L ≤ this and T > K
+  int64_t gather_max_rows = kMaxVerifyRows;  // auto: gather when L ≤ this and T > K
   // Full layers skip indexer scoring and attend over the selection already in *topk (its rows must
   // match this call's). Used by `index_share_for_mtp_iteration` (model-spec §7.5); the new
   // tokens' indexer keys are still written to the cache.
   bool reuse_topk = false;
   ForwardProfile* profile = nullptr;  // optional per-component timing (benchmarks)
 };
+
+// The key-selection path for `rows` query rows over T = num_keys keys, with index_topk K: the path
+// the options force, else dense when T ≤ K, gather when rows ≤ gather_max_rows, else mask. A forced
+// dense path with T > K is an error. MlaForward and its CUDA twin both choose through this.
+absl::StatusOr<AttentionPath> ChooseAttentionPath(int64_t num_keys, int64_t index_topk, int64_t rows,
+                                                 const AttentionOptions& options);
 
 struct MlaStepResult {
   AttentionPath path_used = AttentionPath::kAuto;

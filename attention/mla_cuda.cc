@@ -82,15 +82,7 @@ absl::StatusOr<AttentionPath> MlaForwardCuda(Context& ctx, const DeviceMlaWeight
   const int64_t k_top = dims.indexer.topk;
   const DeviceLayerCache& lc = cache.layer(layer);
 
-  AttentionPath path = options.path;
-  if (path == AttentionPath::kAuto) {
-    path = num_keys <= k_top ? AttentionPath::kDense
-                             : (rows <= options.gather_max_rows ? AttentionPath::kGather : AttentionPath::kMask);
-  }
-  if (path == AttentionPath::kDense && num_keys > k_top) {
-    return absl::InvalidArgumentError(absl::StrCat("attention path dense needs T <= index_topk, got T = ", num_keys,
-                                                   " > ", k_top));
-  }
+  ASSIGN_OR_RETURN(const AttentionPath path, ChooseAttentionPath(num_keys, k_top, rows, options));
   if (options.form == AttentionForm::kNaive) {
     return absl::UnimplementedError("MlaForwardCuda: the naive attention form is not implemented on CUDA "
                                     "(every path runs the absorbed form; use form kAuto or kAbsorbed)");

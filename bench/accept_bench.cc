@@ -56,7 +56,7 @@ struct Variant {
   MtpIndexShare share = MtpIndexShare::kExact;
   std::string Name() const {
     return absl::StrCat(MtpChainName(chain), "/", MtpHiddenName(hidden), "/",
-                        share == MtpIndexShare::kExact ? "exact" : "shared");
+                        MtpIndexShareName(share));
   }
 };
 
@@ -93,10 +93,8 @@ absl::StatusOr<std::vector<Variant>> ParseVariants(const CliArgs& args, bool qui
     hiddens.push_back(h);
   }
   for (const std::string& s : SplitList(args.Get("index-share", quick ? "exact" : "exact,shared"))) {
-    if (s != "exact" && s != "shared") {
-      return absl::InvalidArgumentError(absl::StrCat("--index-share must list exact and/or shared, got \"", s, "\""));
-    }
-    shares.push_back(s == "exact" ? MtpIndexShare::kExact : MtpIndexShare::kShared);
+    ASSIGN_OR_RETURN(MtpIndexShare share, ParseMtpIndexShare(s));
+    shares.push_back(share);
   }
   if (chains.empty() || hiddens.empty() || shares.empty()) return absl::InvalidArgumentError("empty variant list");
   std::vector<Variant> out;
@@ -291,7 +289,7 @@ absl::Status Run(int argc, char** argv) {
       cell["variant"] = s.variants[v].Name();
       cell["chain"] = MtpChainName(s.variants[v].chain);
       cell["hidden"] = MtpHiddenName(s.variants[v].hidden);
-      cell["index_share"] = s.variants[v].share == MtpIndexShare::kExact ? "exact" : "shared";
+      cell["index_share"] = MtpIndexShareName(s.variants[v].share);
       cell["rule"] = AcceptRuleName(s.rules[r].rule);
       cell["temperature"] = s.rules[r].temperature;
       cell["sample_drafts"] = s.rules[r].rule == AcceptRule::kRejection;

@@ -242,12 +242,13 @@ absl::Status Run(const Settings& s) {
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModel> gpu, cuda::CudaModel::Create(*host, model_options));
   const double load_seconds = Seconds(start);
   ASSIGN_OR_RETURN(std::unique_ptr<CudaTarget> target, CudaTarget::Create(*gpu, capacity));
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaMtpDrafter> drafter, CudaMtpDrafter::Create(*target, capacity, MtpOptions{}));
-  // The draft step is timed on the drafter's own module with a separate cache.
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceKvCache> probe_cache, drafter->module().NewCache(capacity));
+  ASSIGN_OR_RETURN(std::unique_ptr<MtpDrafter> drafter, CreateCudaMtpDrafter(*target, capacity, MtpOptions{}));
+  // The draft step is timed on a module of its own with a separate cache.
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaMtpModule> probe_module, cuda::CudaMtpModule::Create(*gpu));
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceKvCache> probe_cache, probe_module->NewCache(capacity));
   const std::vector<int32_t> prompt = RandomIds(s.context, host->config().vocab_size, 7);
 
-  ASSIGN_OR_RETURN(Costs costs, MeasureCosts(*target, drafter->module(), *probe_cache, prompt, s.max_k, s.reps));
+  ASSIGN_OR_RETURN(Costs costs, MeasureCosts(*target, *probe_module, *probe_cache, prompt, s.max_k, s.reps));
   probe_cache.reset();
 
   // End to end, interleaved: plain, k = 1 … max_k, repeated.

@@ -81,7 +81,7 @@ absl::StatusOr<Pipeline> MakeCudaPipeline(const Model& model, int64_t capacity, 
   ASSIGN_OR_RETURN(auto target, CudaTarget::Create(*p.gpu_model, capacity, target_options));
   if (draft == "lookup") p.drafter = std::make_unique<LookupDrafter>(lookup);
   if (draft == "mtp" || draft == "hybrid") {
-    ASSIGN_OR_RETURN(auto mtp_drafter, CudaMtpDrafter::Create(*target, capacity, mtp));
+    ASSIGN_OR_RETURN(auto mtp_drafter, CreateCudaMtpDrafter(*target, capacity, mtp));
     p.drafter = std::move(mtp_drafter);
     if (draft == "hybrid") {
       p.drafter = std::make_unique<HybridDrafter>(std::make_unique<LookupDrafter>(lookup), std::move(p.drafter));

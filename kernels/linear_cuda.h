@@ -19,11 +19,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/cuda_context.h"
+#include "core/limits.h"
 #include "core/tensor.h"
 
 namespace mtpspec::cuda {
 
-inline constexpr int64_t kMaxGemvRows = 16;
+inline constexpr int64_t kMaxGemvRows = kMaxVerifyRows;  // core/limits.h
 
 // A bf16 weight matrix on the device. Non-owning (the WeightArena owns the memory).
 struct DeviceMatrix {

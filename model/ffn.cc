@@ -26,10 +26,20 @@ void MlpForward(const MlpWeights& w, const float* x, int64_t rows, int64_t hidde
   Linear(gate.data(), rows, w.down, out);
 }
 
+RoutingRule RoutingRuleOf(const ModelConfig& c) {
+  RoutingRule rule;
+  rule.experts = c.n_routed_experts;
+  rule.top_k = c.num_experts_per_tok;
+  rule.n_group = c.n_group;
+  rule.topk_group = c.topk_group;
+  rule.norm_topk_prob = c.norm_topk_prob;
+  rule.scaling = static_cast<float>(c.routed_scaling_factor);
+  return rule;
+}
+
 Routing RouteTokens(const MoeWeights& w, const ModelConfig& c, const float* x, int64_t rows) {
-  const int64_t num_experts = c.n_routed_experts, k = c.num_experts_per_tok;
-  const int64_t group_size = num_experts / c.n_group;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const RoutingRule rule = RoutingRuleOf(c);
+  const int64_t num_experts = rule.experts, k = rule.top_k;
   std::vector<float> logits(rows * num_experts);  // [rows, E]
   Linear(x, rows, w.router, logits.data());
   const float* bias = w.router_bias.data<float>();
@@ -38,47 +48,15 @@ Routing RouteTokens(const MoeWeights& w, const ModelConfig& c, const float* x, i
   routing.per_row = k;
   routing.expert.resize(rows * k);
   routing.weight.resize(rows * k);
-  std::vector<float> sigma(num_experts), choice(num_experts), group_score(c.n_group);
-  std::vector<int32_t> order(std::max(num_experts, c.n_group));
+  std::vector<float> sigma(num_experts), choice(num_experts), group_score(rule.n_group);  // [E], [E], [G]
+  std::vector<int> keep_group(rule.n_group), taken(num_experts);                         // [G], [E]
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t e = 0; e < num_experts; ++e) {
       sigma[e] = 1.0f / (1.0f + std::exp(-logits[r * num_experts + e]));
       choice[e] = sigma[e] + bias[e];
     }
-    if (c.n_group > 1) {
-      // Group score: sum of the two largest biased scores in the group; keep topk_group groups.
-      for (int64_t g = 0; g < c.n_group; ++g) {
-        const float* s = choice.data() + g * group_size;
-        float first = neg_inf, second = neg_inf;
-        for (int64_t i = 0; i < group_size; ++i) {
-          if (s[i] > first) {
-            second = first;
-            first = s[i];
-          } else if (s[i] > second) {
-            second = s[i];
-          }
-        }
-        group_score[g] = first + second;
-      }
-      std::iota(order.begin(), order.begin() + c.n_group, 0);
-      std::partial_sort(order.begin(), order.begin() + c.topk_group, order.begin() + c.n_group,
-                        [&](int32_t a, int32_t b) { return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b); });
-      std::vector<bool> keep(c.n_group, false);
-      for (int64_t i = 0; i < c.topk_group; ++i) keep[order[i]] = true;
-      for (int64_t e = 0; e < num_experts; ++e) {
-        if (!keep[e / group_size]) choice[e] = neg_inf;
-      }
-    }
-    std::iota(order.begin(), order.begin() + num_experts, 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.begin() + num_experts,
-                      [&](int32_t a, int32_t b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
-    float sum = 0.0f;
-    for (int64_t i = 0; i < k; ++i) sum += sigma[order[i]];
-    const float norm = c.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
-    for (int64_t i = 0; i < k; ++i) {
-      routing.expert[r * k + i] = order[i];
-      routing.weight[r * k + i] = sigma[order[i]] * norm * static_cast<float>(c.routed_scaling_factor);
-    }
+    SelectExperts(rule, sigma.data(), choice.data(), group_score.data(), keep_group.data(), taken.data(),
+                  routing.expert.data() + r * k, routing.weight.data() + r * k);
   }
   return routing;
 }

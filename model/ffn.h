@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/routing_rule.h"
 #include "model/weights.h"
 
 namespace mtpspec {
@@ -22,6 +23,9 @@ struct Routing {
 
 // fp32 router: σ = sigmoid(W_g x); selection by σ + e_score_correction_bias (group-limited when
 // n_group > 1, excluded groups filled with −∞); weights from the unbiased σ.
+// The routing rule of a config (model/routing_rule.h).
+RoutingRule RoutingRuleOf(const ModelConfig& config);
+
 Routing RouteTokens(const MoeWeights& w, const ModelConfig& config, const float* x, int64_t rows);
 
 // out[rows, H] = Σ_e g_e Expert_e(x) + Shared(x). Each selected expert runs once over the rows

@@ -102,10 +102,8 @@ __global__ void RouterLogitsKernel(const float* __restrict__ x, int64_t rows, co
   }
 }
 
-// One block per row. Threads compute the scores; thread 0 then makes RouteTokens' choices in its
-// order: group scores (sum of the two largest biased scores), the topk_group best groups (ties to
-// the lower group), −∞ for the other groups' experts, the k best experts (ties to the lower
-// index), and the weights σ · norm · scaling with norm = 1 / (Σ σ + 1e-20) over the chosen ones.
+// One block per row. Threads compute the scores; thread 0 then applies the routing rule
+// (SelectExperts, model/routing_rule.h), the same code RouteTokens runs on the CPU.
 // Dynamic shared memory: sigma [E], choice [E] (floats), group_score [G] (floats), taken [E] and
 // keep_group [G] (ints).
 __global__ void RouteKernel(const float* __restrict__ logits, const float* __restrict__ bias, MoeRouteParams p,
@@ -123,53 +121,10 @@ __global__ void RouteKernel(const float* __restrict__ logits, const float* __res
   for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) {
     sigma[e] = 1.0f / (1.0f + expf(-row_logits[e]));
     choice[e] = sigma[e] + bias[e];
-    taken[e] = 0;
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  const float neg_inf = -CUDART_INF_F;
-  if (groups > 1) {
-    const int64_t group_size = num_experts / groups;
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* s = choice + g * group_size;
-      float first = neg_inf;
-      float second = neg_inf;
-      for (int64_t i = 0; i < group_size; ++i) {
-        if (s[i] > first) {
-          second = first;
-          first = s[i];
-        } else if (s[i] > second) {
-          second = s[i];
-        }
-      }
-      group_score[g] = first + second;
-      keep_group[g] = 0;
-    }
-    for (int64_t i = 0; i < p.topk_group; ++i) {
-      int64_t best = -1;
-      for (int64_t g = 0; g < groups; ++g) {
-        if (!keep_group[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
-      }
-      keep_group[best] = 1;
-    }
-    for (int64_t e = 0; e < num_experts; ++e) {
-      if (!keep_group[e / group_size]) choice[e] = neg_inf;
-    }
-  }
-  int32_t* row_expert = expert + r * p.top_k;  // [k]
-  float* row_weight = weight + r * p.top_k;    // [k]
-  float sum = 0.0f;
-  for (int64_t i = 0; i < p.top_k; ++i) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < num_experts; ++e) {
-      if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
-    }
-    taken[best] = 1;
-    row_expert[i] = static_cast<int32_t>(best);
-    sum += sigma[best];
-  }
-  const float norm = p.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
-  for (int64_t i = 0; i < p.top_k; ++i) row_weight[i] = sigma[row_expert[i]] * norm * p.scaling;
+  SelectExperts(p, sigma, choice, group_score, keep_group, taken, expert + r * p.top_k, weight + r * p.top_k);
 }
 
 // One block. Dynamic shared memory: sorted [P] ints (P = rows · k), sorted[i] = the pair of rank i.

@@ -7,24 +7,21 @@
 
 #include <cstdint>
 
+#include "core/limits.h"
+#include "model/routing_rule.h"
+
 namespace mtpspec::cuda::launch {
 
 // Rows per group of the grouped expert kernels (the small-row GEMV's limit).
-inline constexpr int kMoeMaxGroupRows = 16;
+inline constexpr int kMoeMaxGroupRows = static_cast<int>(kMaxVerifyRows);  // core/limits.h
 
 // logits[rows, E] = x[rows, H] · router[E, H]ᵀ in fp32. Exactly one of router_bf16 / router_f32
 // is non-null. Every (row, expert) is reduced in one fixed order, for any row count.
 cudaError_t MoeRouterLogits(const float* x, int64_t rows, const __nv_bfloat16* router_bf16, const float* router_f32,
                             int64_t experts, int64_t hidden, float* logits, cudaStream_t stream);
 
-struct MoeRouteParams {
-  int64_t experts = 0;      // E
-  int64_t top_k = 0;        // k_e
-  int64_t n_group = 1;
-  int64_t topk_group = 1;
-  bool norm_topk_prob = true;
-  float scaling = 1.0f;     // routed_scaling_factor
-};
+// The routing rule the kernel applies (model/routing_rule.h, shared with the CPU).
+using MoeRouteParams = RoutingRule;
 
 // RouteTokens on the device: sigmoid scores, bias for selection only, group-limited top-k, ties to
 // the lower index. logits: [rows, E]; bias: [E]; expert, weight: [rows, k] in rank order.

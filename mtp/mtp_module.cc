@@ -12,6 +12,14 @@ namespace mtpspec {
 const char* MtpHiddenName(MtpHidden v) { return v == MtpHidden::kPostNorm ? "post" : "pre"; }
 const char* MtpChainName(MtpChain v) { return v == MtpChain::kNormed ? "normed" : "raw"; }
 
+const char* MtpIndexShareName(MtpIndexShare v) { return v == MtpIndexShare::kExact ? "exact" : "shared"; }
+
+absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name) {
+  if (name == "exact") return MtpIndexShare::kExact;
+  if (name == "shared") return MtpIndexShare::kShared;
+  return absl::InvalidArgumentError(absl::StrCat("mtp index share must be exact or shared, got \"", name, "\""));
+}
+
 absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name) {
   if (name == "post") return MtpHidden::kPostNorm;
   if (name == "pre") return MtpHidden::kPreNorm;

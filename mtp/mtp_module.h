@@ -27,8 +27,11 @@ enum class MtpIndexShare { kExact, kShared };
 
 const char* MtpHiddenName(MtpHidden v);
 const char* MtpChainName(MtpChain v);
+const char* MtpIndexShareName(MtpIndexShare v);
+// "post" / "pre", "normed" / "raw", "exact" / "shared"; errors name the value.
 absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name);
 absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name);
+absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name);
 
 struct MtpOptions {
   MtpHidden hidden = MtpHidden::kPostNorm;

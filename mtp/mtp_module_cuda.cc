@@ -110,7 +110,7 @@ absl::StatusOr<DeviceMtpStep> CudaMtpModule::ForwardDevice(DeviceKvCache& cache,
     }
   }
   ASSIGN_OR_RETURN(DeviceMtpStep out, ExtendDevice(cache, hidden_device, tokens, positions, options, reuse_topk));
-  const int64_t H = model_.config().hidden_size, V = model_.config().vocab_size;
+  const int64_t H = model_.config().hidden_size;
   Context& ctx = model_.ctx();
   if (logit_rows.empty()) {
     for (int64_t r = 0; r < rows; ++r) logit_rows.push_back(r);
@@ -123,11 +123,16 @@ absl::StatusOr<DeviceMtpStep> CudaMtpModule::ForwardDevice(DeviceKvCache& cache,
                                              ctx.stream()),
                              "cudaMemcpyAsync (MTP head rows)"));
   }
-  ASSIGN_OR_RETURN(float* logits, logits_.Reserve(ctx, R * V, "MTP logits"));  // [R, V]
-  RETURN_IF_ERROR(Linear(ctx, head_input, R, head_, logits));
+  ASSIGN_OR_RETURN(out.logits, LogitsDevice(head_input, R));
   out.logit_rows = R;
-  out.logits = logits;
   return out;
+}
+
+absl::StatusOr<const float*> CudaMtpModule::LogitsDevice(const float* normed_device, int64_t rows) {
+  Context& ctx = model_.ctx();
+  ASSIGN_OR_RETURN(float* logits, logits_.Reserve(ctx, rows * model_.config().vocab_size, "MTP logits"));  // [R, V]
+  RETURN_IF_ERROR(Linear(ctx, normed_device, rows, head_, logits));
+  return logits;
 }
 
 absl::StatusOr<MtpStepOutput> CudaMtpModule::Forward(DeviceKvCache& cache, const float* hidden_device,

@@ -52,6 +52,9 @@ class CudaMtpModule {
                                               std::span<const int32_t> tokens, std::span<const int64_t> positions,
                                               const MtpOptions& options, std::vector<int64_t> logit_rows = {},
                                               const DeviceTopK* reuse_topk = nullptr);
+  // The head over device rows: normed [rows, H] → logits [rows, V], in the module's buffer (valid
+  // until its next call).
+  absl::StatusOr<const float*> LogitsDevice(const float* normed_device, int64_t rows);
   // The module indexer's selection of the last call (device), as MtpStepOutput::topk.
   const DeviceTopK& topk() const { return topk_; }
 

@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/limits.h"
 #include "spec/adaptive_k.h"
 #include "spec/interfaces.h"
 #include "spec/stats.h"
 #include "verify/acceptance.h"
 
 namespace mtpspec {
-
-inline constexpr int64_t kMaxDraftTokens = 16;
 
 struct GenerateOptions {
   int64_t max_new_tokens = 32;

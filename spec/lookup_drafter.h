@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "core/limits.h"
 #include "spec/interfaces.h"
 
 namespace mtpspec {
@@ -10,7 +11,7 @@ namespace mtpspec {
 struct LookupOptions {
   int64_t max_ngram = 3;  // longest suffix n-gram to match
   int64_t min_ngram = 1;  // shortest
-  int64_t max_k = 16;     // cap on proposed tokens
+  int64_t max_k = kMaxDraftTokens;  // cap on proposed tokens
 };
 
 // Finds the most recent earlier occurrence of the sequence's last n tokens (longest n first) and

@@ -1,57 +1,63 @@
-// The MTP drafter: chains the MTP head k steps (model-spec §7.4).
+// The MTP drafter: the Drafter side of the MTP draft chain (mtp/mtp_chain.h), on either device.
 //
-// Its cache holds (target hidden, committed token) pairs only. Observe drops the previous draft's
-// speculative slots and extends the cache over the newly committed pairs ("draft extend"), in
-// chunks of at most MtpOptions::extend_chunk rows, keeping the newest pair's output: the next
-// Propose starts its chain there (head → first draft, then k − 1 chained steps). The prompt is
-// extended at its Observe (prefill time). While the loop decodes plainly (no Propose since the
-// last Observe) the extend is deferred, and the next Propose catches up and reports that time.
+// The chain itself (its cache of committed pairs, the deferred extends, the chained steps) is the
+// device-neutral MtpDraftChain; this class hands it the committed rows' hidden states and picks each
+// draft token: argmax (vLLM, SGLang and mlx draft this way at any temperature), or a q-sample keyed
+// by (seed, position, kDraft) whose distribution it keeps for the rejection rule. Create builds
+// the host drafter; spec/cuda_mtp_drafter.h builds the GPU one over a CudaTarget.
 #pragma once
 
+#include <functional>
 #include <memory>
 
-#include "mtp/mtp_module.h"
+#include "mtp/mtp_chain.h"
 #include "spec/interfaces.h"
 
 namespace mtpspec {
 
+class KvCache;
+
 class MtpDrafter : public Drafter {
  public:
+  // Where the hidden rows of a committed step live for the chain's backend: rows [0, rows) of
+  // `step` (host), or the device copy of the same forward.
+  using HiddenSource = std::function<absl::StatusOr<const float*>(const TargetStep& step, int64_t first_position,
+                                                                  int64_t rows)>;
+  // The argmax of a head row where its logits live.
+  using ArgmaxFn = std::function<absl::StatusOr<int32_t>(MtpHeadRow& head)>;
+
+  // The host drafter over `model`'s MTP layer, with a cache of `capacity` positions.
   static absl::StatusOr<std::unique_ptr<MtpDrafter>> Create(const Model& model, int64_t capacity,
                                                             const MtpOptions& options);
+  // A drafter over any backend (the GPU factory uses it).
+  static absl::StatusOr<std::unique_ptr<MtpDrafter>> Create(std::unique_ptr<MtpChainBackend> backend,
+                                                            const MtpOptions& options, HiddenSource hidden,
+                                                            ArgmaxFn argmax);
+
   std::string name() const override { return "mtp"; }
   absl::Status Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
                        const TargetStep& step) override;
   absl::StatusOr<Draft> Propose(std::span<const int32_t> sequence, int64_t k, const DraftSampling& sampling) override;
-  void Reset() override;
+  void Reset() override { chain_->Reset(); }
   // The prompt's extend waits for the next Propose: running the MTP layer over every prompt row
-  // evicts the trunk's weights from the cache, and a request that decodes plainly pays for that in
-  // its first decode steps (about 2% of a 128-token request on models/glm-tiny-mtp).
-  void DeferPrompt() override { extend_at_observe_ = false; }
+  // evicts the trunk's weights from the CPU caches, and a request that decodes plainly pays for
+  // that in its first decode steps (about 2% of a 128-token request on models/glm-tiny-mtp).
+  void DeferPrompt() override { chain_->DeferPrompt(); }
 
-  const KvCache& cache() const { return *cache_; }
-  const MtpOptions& options() const { return options_; }
-  int64_t committed_pairs() const { return committed_; }  // cache slots 0 … committed − 1
-  int64_t deferred_pairs() const { return static_cast<int64_t>(pending_tokens_.size()); }
+  const MtpDraftChain& chain() const { return *chain_; }
+  const MtpOptions& options() const { return chain_->options(); }
+  int64_t committed_pairs() const { return chain_->committed_pairs(); }
+  int64_t deferred_pairs() const { return chain_->deferred_pairs(); }
+  // The module cache of a host drafter (null for another backend).
+  const KvCache* host_cache() const;
 
  private:
-  MtpDrafter(std::unique_ptr<MtpModule> module, std::unique_ptr<KvCache> cache, const MtpOptions& options)
-      : module_(std::move(module)), cache_(std::move(cache)), options_(options) {}
-  // Runs the deferred pairs through the module in chunks and keeps the newest one's output.
-  absl::Status ExtendPending();
+  MtpDrafter(std::unique_ptr<MtpDraftChain> chain, HiddenSource hidden, ArgmaxFn argmax)
+      : chain_(std::move(chain)), hidden_(std::move(hidden)), argmax_(std::move(argmax)) {}
 
-  std::unique_ptr<MtpModule> module_;
-  std::unique_ptr<KvCache> cache_;
-  MtpOptions options_;
-  int64_t committed_ = 0;        // committed pairs in the cache (positions 0 … committed − 1)
-  bool extend_at_observe_ = true;  // the prompt, and while the loop keeps proposing
-  // Committed pairs not yet in the cache, from position committed_ on.
-  std::vector<float> pending_hidden_;   // [pending, H]
-  std::vector<int32_t> pending_tokens_;  // [pending]
-  // Output of the newest cached pair (position committed_ − 1): where the next chain starts.
-  std::vector<float> last_normed_;  // [H] shared_head.norm(g): the head input of the first draft
-  std::vector<float> last_raw_;     // [H] g
-  std::vector<int32_t> last_topk_;  // [width] its indexer selection (empty: dense)
+  std::unique_ptr<MtpDraftChain> chain_;
+  HiddenSource hidden_;
+  ArgmaxFn argmax_;
 };
 
 }  // namespace mtpspec

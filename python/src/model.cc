@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "mtp/mtp_chain.h"
+#include "mtp/mtp_chain_cpu.h"
 #include "mtp/mtp_module.h"
 #include "python/src/bindings.h"
 #include "spec/generator.h"
@@ -30,12 +32,6 @@ absl::StatusOr<AttentionPath> ParsePath(const std::string& name) {
   if (name == "mask") return AttentionPath::kMask;
   if (name == "gather") return AttentionPath::kGather;
   return absl::InvalidArgumentError(absl::StrCat("path must be auto, dense, mask or gather, got \"", name, "\""));
-}
-
-absl::StatusOr<MtpIndexShare> ParseIndexShare(const std::string& name) {
-  if (name == "exact") return MtpIndexShare::kExact;
-  if (name == "shared") return MtpIndexShare::kShared;
-  return absl::InvalidArgumentError(absl::StrCat("index_share must be \"exact\" or \"shared\", got \"", name, "\""));
 }
 
 const Model& Get(const ModelHandle& h) { return *h.model; }
@@ -232,8 +228,8 @@ py::array_t<double> TimeForward(const ModelHandle& h, const std::vector<int32_t>
   return VectorToArray(std::move(seconds), {count});
 }
 
-// The MTP chain exactly as MtpDrafter runs it after a prefill (greedy drafts), keeping each step's
-// softmax. Returns (draft tokens, probs [k, V] float32, the token after ids).
+// The MTP chain of a drafter (mtp/mtp_chain.h, the same code) after a prefill, with greedy drafts,
+// keeping each step's softmax. Returns (draft tokens, probs [k, V] float32, the token after ids).
 py::tuple MtpDraft(const ModelHandle& h, const std::vector<int32_t>& ids, int64_t k, const std::string& chain,
                    const std::string& hidden, const std::string& index_share, std::optional<int32_t> next_token) {
   const Model& model = Get(h);
@@ -244,9 +240,8 @@ py::tuple MtpDraft(const ModelHandle& h, const std::vector<int32_t>& ids, int64_
   MtpOptions options;
   options.chain = ValueOrThrow(ParseMtpChain(chain));
   options.hidden = ValueOrThrow(ParseMtpHidden(hidden));
-  options.index_share = ValueOrThrow(ParseIndexShare(index_share));
+  options.index_share = ValueOrThrow(ParseMtpIndexShare(index_share));
   const int64_t vocab = model.config().vocab_size;
-  const int64_t H = model.config().hidden_size;
   if (next_token && (*next_token < 0 || *next_token >= vocab)) {
     ThrowIfError(absl::InvalidArgumentError(
         absl::StrCat("next_token = ", *next_token, " is outside the vocabulary [0, ", vocab, ")")));
@@ -259,7 +254,6 @@ py::tuple MtpDraft(const ModelHandle& h, const std::vector<int32_t>& ids, int64_
   {
     py::gil_scoped_release release;
     status = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(auto module, MtpModule::Create(model));
       ASSIGN_OR_RETURN(auto target_cache, model.NewCache(CacheCapacityFor(h, n)));
       std::vector<int64_t> positions(n);
       for (int64_t i = 0; i < n; ++i) positions[i] = i;
@@ -268,46 +262,24 @@ py::tuple MtpDraft(const ModelHandle& h, const std::vector<int32_t>& ids, int64_
       ASSIGN_OR_RETURN(ForwardOutput target, model.Forward(*target_cache, ids, positions, prefill));
       next = next_token ? *next_token : Argmax(target.logits.data<float>(), vocab);
 
-      const int64_t capacity = CacheCapacityFor(h, n + k);
-      ASSIGN_OR_RETURN(auto cache, module->NewCache(capacity));
-      const int64_t anchor = n - 1;  // the last committed pair (h_{n-1}, next)
-      const int64_t steps = std::min(k, capacity - anchor);
-      // Pairs (h_t, x_{t+1}) for t < n.
-      std::vector<int32_t> pair_tokens(ids.begin() + 1, ids.end());
-      pair_tokens.push_back(next);
-      const Tensor& h_in = options.hidden == MtpHidden::kPostNorm ? target.hidden_postnorm : target.hidden_prenorm;
-      ASSIGN_OR_RETURN(MtpStepOutput step,
-                       module->Forward(*cache, h_in.data<float>(), pair_tokens, positions, options, {n - 1}));
+      // The chain a drafter runs: the prompt's pairs (h_t, x_{t+1}) committed, then k drafts.
+      ASSIGN_OR_RETURN(auto backend, CpuMtpBackend::Create(model, CacheCapacityFor(h, n + k)));
+      ASSIGN_OR_RETURN(auto chain, MtpDraftChain::Create(std::move(backend), options));
+      std::vector<int32_t> sequence(ids.begin(), ids.end());
+      sequence.push_back(next);
+      const Tensor& hidden_rows = options.hidden == MtpHidden::kPostNorm ? target.hidden_postnorm : target.hidden_prenorm;
+      RETURN_IF_ERROR(chain->Commit(sequence, 0, n, hidden_rows.data<float>()));
       SamplingParams softmax;
       softmax.temperature = 1.0;
       std::vector<double> q;
-      auto keep = [&](const float* logits) {
-        SamplingDistribution(logits, vocab, softmax, &q);
+      const MtpDraftPicker keep = [&](MtpHeadRow& head, int64_t) -> absl::StatusOr<int32_t> {
+        ASSIGN_OR_RETURN(std::span<const float> logits, head.HostLogits());
+        SamplingDistribution(logits.data(), vocab, softmax, &q);
         for (double p : q) probs.push_back(static_cast<float>(p));
-        tokens.push_back(Argmax(logits, vocab));
+        return Argmax(logits.data(), vocab);
       };
-      keep(step.logits.data<float>());
-      const bool share = options.index_share == MtpIndexShare::kShared && step.topk.width > 0 &&
-                         cache->length() > model.config().index_topk;
-      TopK shared;
-      if (share) {
-        shared.width = step.topk.width;
-        shared.selected.assign(step.topk.row(n - 1), step.topk.row(n - 1) + step.topk.width);
-      }
-      std::vector<float> chained(H);
-      const Tensor& first = options.chain == MtpChain::kNormed ? step.normed : step.raw;
-      std::memcpy(chained.data(), first.data<float>() + (n - 1) * H, H * sizeof(float));
-      for (int64_t j = 1; j < steps; ++j) {
-        const int64_t position = anchor + j;
-        const int32_t token = tokens.back();
-        ASSIGN_OR_RETURN(MtpStepOutput out,
-                         module->Forward(*cache, chained.data(), std::span<const int32_t>(&token, 1),
-                                         std::span<const int64_t>(&position, 1), options, {},
-                                         share ? &shared : nullptr));
-        keep(out.logits.data<float>());
-        const Tensor& o = options.chain == MtpChain::kNormed ? out.normed : out.raw;
-        std::memcpy(chained.data(), o.data<float>(), H * sizeof(float));
-      }
+      ASSIGN_OR_RETURN(MtpChainDraft drafted, chain->Propose(sequence, k, keep));
+      tokens = std::move(drafted.tokens);
       return absl::OkStatus();
     }();
   }

@@ -66,7 +66,7 @@ RunResult GenerateOnGpu(GpuModel& m, bool with_mtp, const std::vector<int32_t>& 
   if (!target.ok()) return {};
   std::unique_ptr<Drafter> drafter;
   if (with_mtp) {
-    auto d = CudaMtpDrafter::Create(**target, capacity, mtp);
+    auto d = CreateCudaMtpDrafter(**target, capacity, mtp);
     EXPECT_TRUE(d.ok()) << d.status();
     if (!d.ok()) return {};
     drafter = std::move(*d);
@@ -236,7 +236,7 @@ TEST(SpeculativeOnGpuVariants, DrafterRejectsRowsItDidNotSee) {
   ASSERT_TRUE(m.host && m.gpu);
   auto target = CudaTarget::Create(*m.gpu, 32);
   ASSERT_TRUE(target.ok());
-  auto drafter = CudaMtpDrafter::Create(**target, 32, MtpOptions{});
+  auto drafter = CreateCudaMtpDrafter(**target, 32, MtpOptions{});
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   const std::vector<int32_t> sequence = {3, 4, 5, 6};
   auto step = (*target)->Run(std::span<const int32_t>(sequence.data(), 3), false);

@@ -226,8 +226,8 @@ TEST_P(MtpGoldenTest, DrafterChunkedAndDeferredExtendEqualOnePairAtATime) {
   for (size_t i = 1; i < drafts.size(); ++i) EXPECT_EQ(drafts[i], drafts[0]) << "drafter " << i;
   for (size_t i = 1; i < drafters.size(); ++i) {
     for (int64_t t = 0; t < T; ++t) {
-      const float* a = drafters[0]->cache().layer(0).latent.data<float>() + t * R;
-      const float* b = drafters[i]->cache().layer(0).latent.data<float>() + t * R;
+      const float* a = drafters[0]->host_cache()->layer(0).latent.data<float>() + t * R;
+      const float* b = drafters[i]->host_cache()->layer(0).latent.data<float>() + t * R;
       EXPECT_LT(RelativeMaxDiff(a, b, R), 1e-6) << "drafter " << i << " position " << t;
     }
   }

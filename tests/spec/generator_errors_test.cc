@@ -41,8 +41,8 @@ std::vector<BadRequest> BadRequests() {
     return BadRequest{std::move(label), [](GenerateOptions&) {}, std::move(p), true, std::move(expected)};
   };
   return {
-      opt("k < 0", [](GenerateOptions& o) { o.k = -1; }, "k must be in [0, 16]"),
-      opt("k > 16", [](GenerateOptions& o) { o.k = 17; }, "k must be in [0, 16]"),
+      opt("k < 0", [](GenerateOptions& o) { o.k = -1; }, "k must be in [0, 15]"),
+      opt("k > 15", [](GenerateOptions& o) { o.k = kMaxDraftTokens + 1; }, "k must be in [0, 15]"),
       opt("max_new_tokens < 0", [](GenerateOptions& o) { o.max_new_tokens = -5; }, "max_new_tokens"),
       opt("temperature < 0", [](GenerateOptions& o) { o.accept.sampling.temperature = -0.5; }, "temperature"),
       opt("temperature NaN", [nan](GenerateOptions& o) { o.accept.sampling.temperature = nan; }, "temperature"),
@@ -110,7 +110,7 @@ TEST(GeneratorErrorsTest, BadRequestsFailCleanlyAndLeaveTheObjectsUsable) {
 TEST(GeneratorErrorsTest, BoundaryValuesAreAccepted) {
   FakeTarget target(kVocab, kCapacity, OracleLogits());
   ScriptedDrafter drafter(OracleWithMistakes({}));
-  for (int64_t k : {0, 16}) {
+  for (int64_t k : {int64_t{0}, kMaxDraftTokens}) {
     GenerateOptions o;
     o.k = k;
     o.max_new_tokens = 20;

@@ -1,0 +1,107 @@
+#include "mtp/mtp_chain.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace mtpspec {
+
+AttentionOptions ExtendAttentionOptions(const MtpOptions& options) {
+  AttentionOptions attention = options.attention;
+  if (attention.path == AttentionPath::kAuto) {
+    attention.gather_max_rows = std::max(attention.gather_max_rows, options.extend_chunk);
+  }
+  return attention;
+}
+
+absl::StatusOr<std::unique_ptr<MtpDraftChain>> MtpDraftChain::Create(std::unique_ptr<MtpChainBackend> backend,
+                                                                     const MtpOptions& options) {
+  if (backend == nullptr) return absl::InvalidArgumentError("MTP chain: no backend");
+  if (options.extend_chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP extend_chunk must be >= 1, got ", options.extend_chunk));
+  }
+  return std::unique_ptr<MtpDraftChain>(new MtpDraftChain(std::move(backend), options));
+}
+
+void MtpDraftChain::Reset() {
+  backend_->ClearCache();
+  backend_->ClearQueue();
+  committed_ = 0;
+  extend_at_commit_ = true;
+  queued_tokens_.clear();
+}
+
+absl::Status MtpDraftChain::Commit(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
+                                   const float* hidden) {
+  if (rows < 0 || first_position + rows > static_cast<int64_t>(sequence.size()) - 1) {
+    return absl::InternalError("MTP drafter: committed rows run past the sequence");
+  }
+  const int64_t expected = committed_ + static_cast<int64_t>(queued_tokens_.size());
+  if (first_position != expected) {
+    return absl::InternalError(absl::StrCat("MTP drafter: rows start at ", first_position, ", expected ", expected));
+  }
+  if (rows > 0) {
+    RETURN_IF_ERROR(backend_->QueueHidden(hidden, rows));
+    // Pair (h_t, x_{t+1}) for each committed row t.
+    for (int64_t r = 0; r < rows; ++r) queued_tokens_.push_back(sequence[first_position + r + 1]);
+  }
+  if (!extend_at_commit_) return absl::OkStatus();  // plain decoding: defer to the next Propose
+  extend_at_commit_ = false;  // until the loop proposes again
+  return ExtendQueued();
+}
+
+absl::Status MtpDraftChain::ExtendQueued() {
+  const int64_t total = static_cast<int64_t>(queued_tokens_.size());
+  if (total == 0) return absl::OkStatus();
+  // The previous draft's slots are speculative: drop them, so the cache holds committed pairs only.
+  RETURN_IF_ERROR(backend_->TruncateCache(committed_));
+  MtpOptions chunk_options = options_;
+  chunk_options.attention = ExtendAttentionOptions(options_);
+  for (int64_t begin = 0; begin < total; begin += options_.extend_chunk) {
+    const int64_t rows = std::min(options_.extend_chunk, total - begin);
+    const bool newest = begin + rows == total;
+    RETURN_IF_ERROR(backend_->Extend(begin, std::span<const int32_t>(queued_tokens_).subspan(begin, rows),
+                                     committed_, chunk_options, /*keep_start=*/newest));
+    committed_ += rows;
+  }
+  backend_->ClearQueue();
+  queued_tokens_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MtpChainDraft> MtpDraftChain::Propose(std::span<const int32_t> sequence, int64_t k,
+                                                     const MtpDraftPicker& pick) {
+  MtpChainDraft draft;
+  extend_at_commit_ = true;
+  if (k <= 0 || committed_ + static_cast<int64_t>(queued_tokens_.size()) == 0) return draft;
+  if (!queued_tokens_.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(ExtendQueued());
+    draft.catch_up_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  // The newest committed pair (h_{n−1}, x_n) sits at position n − 1 = sequence.size() − 2.
+  const int64_t anchor = committed_ - 1;
+  if (anchor != static_cast<int64_t>(sequence.size()) - 2) {
+    return absl::InternalError(absl::StrCat("MTP drafter: the newest pair is at ", anchor, " but the sequence has ",
+                                            sequence.size(), " tokens"));
+  }
+  // Chained step j writes slot anchor + j; the last one must fit the cache.
+  k = std::min(k, backend_->capacity() - anchor);
+  if (k <= 0) return draft;
+  // Slots past the committed pairs belong to an earlier chain.
+  RETURN_IF_ERROR(backend_->TruncateCache(committed_));
+
+  const bool share = options_.index_share == MtpIndexShare::kShared && backend_->start_has_selection() &&
+                     committed_ > backend_->config().index_topk;
+  RETURN_IF_ERROR(backend_->BeginChain());
+  for (int64_t j = 0; j < k; ++j) {
+    if (j > 0) RETURN_IF_ERROR(backend_->Step(draft.tokens.back(), anchor + j, options_, share));
+    ASSIGN_OR_RETURN(MtpHeadRow * head, backend_->Head());
+    ASSIGN_OR_RETURN(const int32_t token, pick(*head, anchor + 2 + j));
+    draft.tokens.push_back(token);
+  }
+  return draft;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,119 @@
+// The MTP draft chain, written once for every device (docs/models.md, "The MTP layer as a drafter").
+//
+// The chain's cache holds (target hidden, committed token) pairs only: slot t holds the pair
+// (h_t, x_{t+1}). When the target commits rows (the prompt at prefill, then each cycle's accepted
+// rows plus one), Commit queues their pairs; the queued pairs are run through the MTP layer ("draft
+// extend") in chunks of at most MtpOptions::extend_chunk rows, which drops the previous draft's
+// speculative slots first. The newest pair's output is where the next chain starts:
+//   draft 1 = pick(head(start.normed))                       proposes position anchor + 2
+//   step j  = MTP(chained state, draft j) at position anchor + j, j = 1 … k − 1
+//   draft j + 1 = pick(head(step j's normed output))         proposes position anchor + 2 + j
+// where anchor = the newest committed pair's position, and the chained state is step j − 1's
+// normed output (MtpChain::kNormed) or raw block output (kRaw). With index_share = kShared and a
+// cache longer than index_topk, every chained step reuses the start's indexer selection.
+//
+// Extends are eager while the loop drafts, and deferred while it decodes plainly (no Propose since
+// the last Commit) or when the prompt is deferred (DeferPrompt): Propose then catches up first and
+// reports that time. The device-specific work sits behind MtpChainBackend (mtp/mtp_chain_cpu.h on
+// the host, mtp/mtp_chain_cuda.h on a GPU); the bookkeeping here is the same for both.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mtp/mtp_module.h"
+
+namespace mtpspec {
+
+// The head's logits for one draft position, handed to the caller that picks the draft token.
+class MtpHeadRow {
+ public:
+  virtual ~MtpHeadRow() = default;
+  // [V] in the backend's memory (host for the CPU, device for CUDA); valid until the next step.
+  virtual const float* logits() const = 0;
+  // The same logits on the host: [V] (a copy for a device backend).
+  virtual absl::StatusOr<std::span<const float>> HostLogits() = 0;
+};
+
+// Picks the token of a draft from the head's logits; `position` is the absolute position the draft
+// is proposed for. An error stops the chain with it.
+using MtpDraftPicker = std::function<absl::StatusOr<int32_t>(MtpHeadRow& head, int64_t position)>;
+
+// What a device provides to the chain. The backend owns the module cache, the queued hidden rows,
+// the start state (the newest pair's normed and raw outputs and its indexer selection) and the
+// chained state.
+class MtpChainBackend {
+ public:
+  virtual ~MtpChainBackend() = default;
+  virtual int64_t capacity() const = 0;  // positions of the module cache
+  virtual const ModelConfig& config() const = 0;
+  // Appends `rows` hidden rows ([rows, H], in the backend's memory: host for the CPU, device for
+  // CUDA) to the queue of pairs awaiting an extend.
+  virtual absl::Status QueueHidden(const float* hidden, int64_t rows) = 0;
+  virtual void ClearQueue() = 0;
+  virtual absl::Status TruncateCache(int64_t length) = 0;
+  virtual void ClearCache() = 0;
+  // Runs the queued pairs [begin, begin + tokens.size()) with `tokens` at consecutive positions
+  // from `first_position`, under `options`. With `keep_start`, the last row's outputs become the
+  // chain's start state.
+  virtual absl::Status Extend(int64_t begin, std::span<const int32_t> tokens, int64_t first_position,
+                              const MtpOptions& options, bool keep_start) = 0;
+  // Whether the start state carries an indexer selection (false while the cache is dense).
+  virtual bool start_has_selection() const = 0;
+  // The chained state := the start state.
+  virtual absl::Status BeginChain() = 0;
+  // The head over the chained state's normed row.
+  virtual absl::StatusOr<MtpHeadRow*> Head() = 0;
+  // One chained step: runs (chained input, token) at `position`; its outputs become the chained
+  // state. With `share_selection`, attention reuses the start state's selection.
+  virtual absl::Status Step(int32_t token, int64_t position, const MtpOptions& options, bool share_selection) = 0;
+};
+
+struct MtpChainDraft {
+  std::vector<int32_t> tokens;  // [k'] k' ≤ k
+  double catch_up_seconds = 0;  // of this Propose, spent extending deferred pairs
+};
+
+class MtpDraftChain {
+ public:
+  static absl::StatusOr<std::unique_ptr<MtpDraftChain>> Create(std::unique_ptr<MtpChainBackend> backend,
+                                                               const MtpOptions& options);
+
+  void Reset();
+  // The next Commit's rows (the prompt) wait for the next Propose.
+  void DeferPrompt() { extend_at_commit_ = false; }
+  // The target committed positions first_position … first_position + rows − 1 of `sequence`, whose
+  // hidden rows are `hidden` ([rows, H], in the backend's memory). Queues their pairs (h_t, x_{t+1})
+  // and extends now unless the extend is deferred.
+  absl::Status Commit(std::span<const int32_t> sequence, int64_t first_position, int64_t rows, const float* hidden);
+  // Up to k drafts continuing `sequence`, whose last token is the newest sample: fewer when the
+  // cache's capacity runs out, none before the first Commit.
+  absl::StatusOr<MtpChainDraft> Propose(std::span<const int32_t> sequence, int64_t k, const MtpDraftPicker& pick);
+
+  const MtpOptions& options() const { return options_; }
+  MtpChainBackend& backend() const { return *backend_; }
+  int64_t committed_pairs() const { return committed_; }  // cache slots 0 … committed − 1
+  int64_t deferred_pairs() const { return static_cast<int64_t>(queued_tokens_.size()); }
+
+ private:
+  MtpDraftChain(std::unique_ptr<MtpChainBackend> backend, const MtpOptions& options)
+      : backend_(std::move(backend)), options_(options) {}
+  // Runs the queued pairs through the module in chunks; the newest one becomes the start state.
+  absl::Status ExtendQueued();
+
+  std::unique_ptr<MtpChainBackend> backend_;
+  MtpOptions options_;
+  int64_t committed_ = 0;          // committed pairs in the cache (positions 0 … committed − 1)
+  bool extend_at_commit_ = true;   // the prompt (unless deferred), and while the loop keeps proposing
+  std::vector<int32_t> queued_tokens_;  // [queued] x_{t+1} of the pairs from position committed_ on
+};
+
+// The attention options of an extend chunk: on the automatic path a chunk of up to extend_chunk
+// rows attends through the gather path (O(rows · K), as decode does).
+AttentionOptions ExtendAttentionOptions(const MtpOptions& options);
+
+}  // namespace mtpspec
