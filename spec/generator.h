@@ -1,6 +1,7 @@
 // The speculative decoding loop: prefill, then cycles of draft → one verify forward over
-// [last token, d1 … dk] → acceptance → rollback. With no drafter (or k = 0) it is plain decoding
-// through the same code, which is what the lossless tests compare against.
+// [last token, d1 … dk] → acceptance → commit and rollback, each a step of spec/loop.h. With no
+// drafter (or k = 0) it is plain decoding through the same code, which is what the lossless tests
+// compare against.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,11 @@
 
 namespace mtpspec {
 
+class LoopObserver;
+
 struct GenerateOptions {
   int64_t max_new_tokens = 32;
-  int64_t k = 3;               // drafts per cycle, 0 … 16
+  int64_t k = 3;               // drafts per cycle, 0 … kMaxDraftTokens (core/limits.h)
   bool adaptive_k = false;     // choose k each cycle (k is then the maximum)
   // With adaptive_k: a controller to carry across requests (its learned costs and acceptance, see
   // spec/adaptive_k.h), made with k_max = max(k, 1) and used by one request at a time. Null: a fresh
@@ -37,6 +40,8 @@ struct GenerateOptions {
   // tokens, the first `accepted` equal to the drafts; an error stops generation with that status.
   // Statistics report the rule as "custom" (and lossy, since nothing is known about it).
   std::function<absl::StatusOr<AcceptResult>(const VerifyBlock&)> custom_accept;
+  // Optional: sees every step's record (spec/loop.h), after the statistics and adaptive k. Not owned.
+  LoopObserver* observer = nullptr;
 };
 
 struct GenerateResult {

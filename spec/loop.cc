@@ -1,0 +1,208 @@
+#include "spec/loop.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "spec/generator.h"
+
+namespace mtpspec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// A custom acceptance result must describe a prefix of the drafts plus one in-vocabulary token.
+absl::Status CheckCustomAccept(const AcceptResult& r, std::span<const int32_t> drafts, int64_t vocab) {
+  const int64_t k = static_cast<int64_t>(drafts.size());
+  if (r.accepted < 0 || r.accepted > k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("custom acceptance: accepted = ", r.accepted, " is outside [0, ", k, "]"));
+  }
+  if (static_cast<int64_t>(r.tokens.size()) != r.accepted + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("custom acceptance: ", r.tokens.size(), " tokens for ", r.accepted,
+                                                   " accepted drafts (expected accepted + 1)"));
+  }
+  for (int64_t i = 0; i < r.accepted; ++i) {
+    if (r.tokens[i] != drafts[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("custom acceptance: token ", i, " differs from the draft"));
+    }
+  }
+  if (r.tokens.back() < 0 || r.tokens.back() >= vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("custom acceptance: token ", r.tokens.back(),
+                                                   " is outside the vocabulary [0, ", vocab, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LoopContext::LoopContext(Target& target, Drafter* drafter, const GenerateOptions& options)
+    : target_(target),
+      drafter_(drafter),
+      options_(options),
+      vocab_(target.vocab_size()),
+      eos_(target.eos_tokens()),
+      device_sampling_(target.samples_on_device() && !options.custom_accept && !options.sample_drafts &&
+                       options.accept.rule == AcceptRule::kSamplerEquality) {
+  draft_sampling_.sample = options.sample_drafts;
+  draft_sampling_.sampling = options.accept.sampling;
+}
+
+bool LoopContext::IsEos(int32_t token) const {
+  return options_.stop_at_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+}
+
+absl::StatusOr<TargetStep> LoopContext::Run(std::span<const int32_t> tokens, bool all_logits) const {
+  return device_sampling_ ? target_.RunKeepingLogits(tokens, all_logits) : target_.Run(tokens, all_logits);
+}
+
+absl::StatusOr<std::vector<int32_t>> LoopContext::DeviceDraws(int64_t rows, int64_t first_position) const {
+  ASSIGN_OR_RETURN(std::vector<int32_t> draws, target_.SampleLastRun(options_.accept.sampling, first_position));
+  if (static_cast<int64_t>(draws.size()) != rows) {
+    return absl::InternalError(absl::StrCat("the target's SampleLastRun drew ", draws.size(), " tokens for ", rows,
+                                            " logits rows"));
+  }
+  for (int32_t id : draws) {
+    if (id < 0 || id >= vocab_) {
+      return absl::InternalError(absl::StrCat("the target's SampleLastRun drew token ", id,
+                                              ", outside the vocabulary [0, ", vocab_, ")"));
+    }
+  }
+  return draws;
+}
+
+int64_t LoopState::TokensLeft(const LoopContext& context) const {
+  return std::min(context.options().max_new_tokens - static_cast<int64_t>(tokens.size()),
+                  context.target().capacity() - pending_position());
+}
+
+absl::Status PrefillStep(const LoopContext& context, std::span<const int32_t> prompt, DraftLengthPolicy* policy,
+                         LoopState& state, PrefillRecord& record) {
+  const GenerateOptions& options = context.options();
+  record.prompt_tokens = static_cast<int64_t>(prompt.size());
+  state.sequence.assign(prompt.begin(), prompt.end());
+  Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(TargetStep prefill, context.Run(prompt, /*all_logits=*/false));
+  record.target_seconds = Since(t);
+  if (options.max_new_tokens == 0) {
+    state.stop_reason = "max_new_tokens";
+    return absl::OkStatus();
+  }
+  // The first new token comes from the last prompt row.
+  t = Clock::now();
+  int32_t first = 0;
+  const int64_t position = static_cast<int64_t>(prompt.size());
+  if (context.device_sampling()) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> draws, context.DeviceDraws(1, position));
+    first = draws[0];
+  } else {
+    first = SampleToken(prefill.logits.data<float>(), context.vocab(), options.accept.sampling, position);
+  }
+  record.sample_seconds = Since(t);
+  record.sampled_first = true;
+  state.sequence.push_back(first);
+  state.tokens.push_back(first);
+  if (options.on_tokens && !options.on_tokens(std::span<const int32_t>(&first, 1))) state.stop_reason = "cancelled";
+  if (context.IsEos(first)) state.stop_reason = "eos";
+
+  Drafter* drafter = context.drafter();
+  if (drafter == nullptr) return absl::OkStatus();
+  // The drafter's work on the prompt is part of the prefill. A policy that expects this request to
+  // decode plainly lets the drafter skip it.
+  if (policy != nullptr && policy->DeferPrompt(record.prompt_tokens, state.TokensLeft(context))) {
+    drafter->DeferPrompt();
+    record.prompt_deferred = true;
+  }
+  t = Clock::now();
+  RETURN_IF_ERROR(drafter->Observe(state.sequence, 0, record.prompt_tokens, prefill));
+  record.drafter_seconds = Since(t);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Draft> DraftStep(const LoopContext& context, const LoopState& state, int64_t k, CycleRecord& record) {
+  Draft draft;
+  if (k <= 0 || context.drafter() == nullptr) return draft;
+  const Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(draft, context.drafter()->Propose(state.sequence, k, context.draft_sampling()));
+  // A drafter may propose fewer tokens, never more: trim so budgets and statistics hold.
+  if (static_cast<int64_t>(draft.tokens.size()) > k) draft.tokens.resize(k);
+  if (static_cast<int64_t>(draft.probs.size()) > k) draft.probs.resize(k);
+  record.catch_up_seconds = std::max(0.0, draft.catch_up_seconds);
+  record.draft_seconds = std::max(0.0, Since(t) - record.catch_up_seconds);
+  record.drafted = static_cast<int64_t>(draft.tokens.size());
+  return draft;
+}
+
+absl::StatusOr<TargetStep> VerifyStep(const LoopContext& context, const LoopState& state, const Draft& draft,
+                                      CycleRecord& record) {
+  std::vector<int32_t> block = {state.sequence.back()};  // [1 + k] at positions n … n + k
+  block.insert(block.end(), draft.tokens.begin(), draft.tokens.end());
+  const Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(TargetStep verified, context.Run(block, /*all_logits=*/true));
+  record.verify_seconds = Since(t);
+  return verified;
+}
+
+absl::StatusOr<AcceptResult> AcceptStep(const LoopContext& context, const LoopState& state, const Draft& draft,
+                                        const TargetStep& verified, CycleRecord& record) {
+  const GenerateOptions& options = context.options();
+  const Clock::time_point t = Clock::now();
+  const int64_t drafted = static_cast<int64_t>(draft.tokens.size());
+  VerifyBlock block;
+  block.target_logits = context.device_sampling() ? nullptr : verified.logits.data<float>();
+  block.vocab = context.vocab();
+  block.drafts = draft.tokens;
+  block.draft_probs = options.sample_drafts ? &draft.probs : nullptr;
+  block.first_position = state.pending_position() + 1;
+  AcceptResult accepted;
+  if (context.device_sampling()) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> draws, context.DeviceDraws(drafted + 1, block.first_position));
+    ASSIGN_OR_RETURN(accepted, AcceptBySamples(draft.tokens, draws));
+  } else if (options.custom_accept && drafted > 0) {
+    ASSIGN_OR_RETURN(accepted, options.custom_accept(block));
+    RETURN_IF_ERROR(CheckCustomAccept(accepted, draft.tokens, context.vocab()));
+  } else {
+    accepted = AcceptDrafts(block, options.accept);
+  }
+  record.accept_seconds = Since(t);
+  record.accepted = accepted.accepted;
+  return accepted;
+}
+
+absl::Status CommitStep(const LoopContext& context, const AcceptResult& accepted, const TargetStep& verified,
+                        LoopState& state, CycleRecord& record) {
+  const GenerateOptions& options = context.options();
+  const int64_t n = state.pending_position();
+  Clock::time_point t = Clock::now();
+  for (int32_t token : accepted.tokens) {
+    state.sequence.push_back(token);
+    state.tokens.push_back(token);
+    ++record.committed;
+    if (context.IsEos(token)) {
+      state.stop_reason = "eos";
+      break;
+    }
+    if (static_cast<int64_t>(state.tokens.size()) >= options.max_new_tokens) {
+      state.stop_reason = "max_new_tokens";
+      break;
+    }
+  }
+  // Target rows n … n + committed − 1 are committed; later ones (rejected drafts) roll back.
+  RETURN_IF_ERROR(context.target().Truncate(n + record.committed));
+  const std::span<const int32_t> committed(state.tokens.data() + state.tokens.size() - record.committed,
+                                           static_cast<size_t>(record.committed));
+  if (options.on_tokens && !options.on_tokens(committed) && state.stop_reason.empty()) state.stop_reason = "cancelled";
+  record.commit_seconds = Since(t);
+  record.last = !state.stop_reason.empty();
+  if (context.drafter() != nullptr && !record.last) {
+    t = Clock::now();
+    RETURN_IF_ERROR(context.drafter()->Observe(state.sequence, n, record.committed, verified));
+    record.extend_seconds = Since(t);
+    record.observed = true;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mtpspec
