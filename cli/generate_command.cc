@@ -5,21 +5,13 @@
 #include <iostream>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/device.h"
-#include "tokenizer/tokenizer.h"
+#include "pipeline/request.h"
 #include "spec/adaptive_k.h"
-#include "spec/generator.h"
-#include "spec/lookup_drafter.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
-#ifdef MTPSPEC_HAVE_CUDA
-#include "spec/cuda_mtp_drafter.h"
-#include "spec/cuda_target.h"
-#endif
+#include "tokenizer/tokenizer.h"
 
 namespace mtpspec {
 
@@ -33,68 +25,6 @@ const std::set<std::string>& GenerateOptionNames() {
 }
 
 namespace {
-
-absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& kind, const Model& model, int64_t capacity,
-                                                     const MtpOptions& mtp, const LookupOptions& lookup) {
-  if (kind == "none") return std::unique_ptr<Drafter>();
-  if (kind == "lookup") return std::unique_ptr<Drafter>(new LookupDrafter(lookup));
-  if (kind == "mtp") {
-    ASSIGN_OR_RETURN(auto d, MtpDrafter::Create(model, capacity, mtp));
-    return std::unique_ptr<Drafter>(std::move(d));
-  }
-  if (kind == "hybrid") {
-    ASSIGN_OR_RETURN(auto d, MtpDrafter::Create(model, capacity, mtp));
-    return std::unique_ptr<Drafter>(new HybridDrafter(std::make_unique<LookupDrafter>(lookup), std::move(d)));
-  }
-  return absl::InvalidArgumentError(absl::StrCat("--draft must be mtp, lookup, hybrid or none, got \"", kind, "\""));
-}
-
-// The target and drafter of one run, on the device chosen at load time. The GPU objects own device
-// memory and must outlive the loop.
-struct Pipeline {
-#ifdef MTPSPEC_HAVE_CUDA
-  std::unique_ptr<cuda::CudaModel> gpu_model;
-#endif
-  std::unique_ptr<Target> target;
-  std::unique_ptr<Drafter> drafter;
-};
-
-// --device cuda: the model is uploaded to the GPU; there is no CPU fallback, so a build without the
-// CUDA backend or a machine without a usable GPU is an error saying which.
-absl::StatusOr<Pipeline> MakeCudaPipeline(const Model& model, int64_t capacity, const std::string& draft,
-                                          const MtpOptions& mtp, const LookupOptions& lookup, LatentStorage storage,
-                                          const GenerateOptions& options) {
-#ifdef MTPSPEC_HAVE_CUDA
-  if (options.k >= cuda::kMaxGemvRows) {
-    return absl::InvalidArgumentError(absl::StrCat("--device cuda supports k <= ", cuda::kMaxGemvRows - 1,
-                                                   " (verify blocks of at most ", cuda::kMaxGemvRows,
-                                                   " rows keep speculative output bit-identical); got k = ",
-                                                   options.k));
-  }
-  if (draft != "none" && draft != "lookup" && draft != "mtp" && draft != "hybrid") {
-    return absl::InvalidArgumentError(absl::StrCat("--draft must be mtp, lookup, hybrid or none, got \"", draft, "\""));
-  }
-  Pipeline p;
-  ASSIGN_OR_RETURN(p.gpu_model, cuda::CudaModel::Create(model));
-  CudaTargetOptions target_options;
-  target_options.storage = storage;
-  ASSIGN_OR_RETURN(auto target, CudaTarget::Create(*p.gpu_model, capacity, target_options));
-  if (draft == "lookup") p.drafter = std::make_unique<LookupDrafter>(lookup);
-  if (draft == "mtp" || draft == "hybrid") {
-    ASSIGN_OR_RETURN(auto mtp_drafter, CreateCudaMtpDrafter(*target, capacity, mtp));
-    p.drafter = std::move(mtp_drafter);
-    if (draft == "hybrid") {
-      p.drafter = std::make_unique<HybridDrafter>(std::make_unique<LookupDrafter>(lookup), std::move(p.drafter));
-    }
-  }
-  p.target = std::move(target);
-  return p;
-#else
-  return absl::FailedPreconditionError(
-      "--device cuda: this mtpspec was built without the CUDA backend (configure with nvcc and "
-      "-DMTPSPEC_ENABLE_CUDA=ON); use --device cpu");
-#endif
-}
 
 struct PromptLine {
   int64_t number;  // 1-based line number in the file
@@ -137,6 +67,47 @@ nlohmann::json PrintResult(const GenerateResult& result, const std::vector<int32
   return j;
 }
 
+// The request options of the command line (pipeline/request.h), validated.
+absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
+  constexpr Frontend kCli = Frontend::kCli;
+  RequestOptions r;
+  ASSIGN_OR_RETURN(r.draft, ParseDraftKind(args.Get("draft", "mtp"), kCli));
+  RETURN_IF_ERROR(ParseK(args.Get("k", "3"), kCli, r));
+  ASSIGN_OR_RETURN(r.max_new_tokens, args.GetInt("max-new", 32));
+  ASSIGN_OR_RETURN(r.accept.rule, ParseAcceptRule(args.Get("accept", "sampler-equality")));
+  SamplingParams& s = r.accept.sampling;
+  ASSIGN_OR_RETURN(s.temperature, args.GetDouble("temperature", 0.0));
+  ASSIGN_OR_RETURN(s.top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(s.top_p, args.GetDouble("top-p", 1.0));
+  ASSIGN_OR_RETURN(s.min_p, args.GetDouble("min-p", 0.0));
+  ASSIGN_OR_RETURN(s.seed, args.GetUint64("seed", 0));
+  ASSIGN_OR_RETURN(r.accept.relaxed_top_n, args.GetInt("relaxed-top-n", 3));
+  ASSIGN_OR_RETURN(r.accept.relaxed_delta, args.GetDouble("relaxed-delta", 0.1));
+  if (args.Has("synthetic-rates")) {
+    for (absl::string_view piece : absl::StrSplit(args.Get("synthetic-rates"), ',')) {
+      double v;
+      if (!absl::SimpleAtod(piece, &v)) {
+        return absl::InvalidArgumentError("--synthetic-rates must be comma-separated numbers");
+      }
+      r.accept.synthetic_rates.push_back(v);
+    }
+  }
+  ASSIGN_OR_RETURN(r.sample_drafts, ParseBool(args.Get("sample-drafts", "false"), "--sample-drafts"));
+  ASSIGN_OR_RETURN(r.mtp.hidden, ParseMtpHidden(args.Get("mtp-hidden", "post"), "--mtp-hidden"));
+  ASSIGN_OR_RETURN(r.mtp.chain, ParseMtpChain(args.Get("mtp-chain", "normed"), "--mtp-chain"));
+  ASSIGN_OR_RETURN(r.mtp.index_share, ParseMtpIndexShare(args.Get("mtp-index-share", "exact"), "--mtp-index-share"));
+  ASSIGN_OR_RETURN(r.lookup.max_ngram, args.GetInt("ngram", 3));
+  ASSIGN_OR_RETURN(r.kv_cache, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
+  ASSIGN_OR_RETURN(r.device, ParseDevice(args.Get("device", "cpu"), "--device"));
+  RETURN_IF_ERROR(ValidateRequest(r, kCli));
+  if (r.device == Device::kCuda && !BuiltWithCuda()) {
+    return absl::FailedPreconditionError(
+        "--device cuda: this mtpspec was built without the CUDA backend (configure with nvcc and "
+        "-DMTPSPEC_ENABLE_CUDA=ON); use --device cpu");
+  }
+  return r;
+}
+
 }  // namespace
 
 absl::Status RunGenerate(const CliArgs& args) {
@@ -145,73 +116,26 @@ absl::Status RunGenerate(const CliArgs& args) {
           static_cast<int>(args.Has("prompts-file")) != 1) {
     return absl::InvalidArgumentError("generate needs exactly one of --ids, --prompt and --prompts-file");
   }
-  GenerateOptions options;
-  ASSIGN_OR_RETURN(options.max_new_tokens, args.GetInt("max-new", 32));
-  const std::string k_text = args.Get("k", "3");
-  if (k_text == "auto") {
-    options.adaptive_k = true;
-    options.k = kMaxDraftTokens / 2;
-  } else {
-    ASSIGN_OR_RETURN(options.k, args.GetInt("k", 3));
+  ASSIGN_OR_RETURN(const RequestOptions request, ParseRequest(args));
+  for (const std::string& warning : RequestWarnings(request, Frontend::kCli)) {
+    std::cerr << "mtpspec generate: warning: " << warning << "\n";
   }
-  ASSIGN_OR_RETURN(options.accept.rule, ParseAcceptRule(args.Get("accept", "sampler-equality")));
-  SamplingParams& s = options.accept.sampling;
-  ASSIGN_OR_RETURN(s.temperature, args.GetDouble("temperature", 0.0));
-  ASSIGN_OR_RETURN(s.top_k, args.GetInt("top-k", 0));
-  ASSIGN_OR_RETURN(s.top_p, args.GetDouble("top-p", 1.0));
-  ASSIGN_OR_RETURN(s.min_p, args.GetDouble("min-p", 0.0));
-  ASSIGN_OR_RETURN(s.seed, args.GetUint64("seed", 0));
-  ASSIGN_OR_RETURN(options.accept.relaxed_top_n, args.GetInt("relaxed-top-n", 3));
-  ASSIGN_OR_RETURN(options.accept.relaxed_delta, args.GetDouble("relaxed-delta", 0.1));
-  if (args.Has("synthetic-rates")) {
-    for (absl::string_view piece : absl::StrSplit(args.Get("synthetic-rates"), ',')) {
-      double v;
-      if (!absl::SimpleAtod(piece, &v)) {
-        return absl::InvalidArgumentError("--synthetic-rates must be comma-separated numbers");
-      }
-      options.accept.synthetic_rates.push_back(v);
-    }
+  LoadOptions load;
+  ASSIGN_OR_RETURN(load.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
+  std::vector<PromptLine> lines;
+  if (args.Has("prompts-file")) {
+    ASSIGN_OR_RETURN(lines, ReadPromptLines(args.Get("prompts-file")));
+  } else if (args.Has("prompt")) {
+    lines.push_back({0, args.Get("prompt")});
   }
-  options.sample_drafts = args.Get("sample-drafts", "false") == "true";
-  RETURN_IF_ERROR(ValidateGenerateOptions(options));
-  // Where the model runs, chosen before anything is loaded (default cpu).
-  ASSIGN_OR_RETURN(const Device device, ParseDevice(args.Get("device", "cpu"), "--device"));
-  if (device == Device::kCuda && !BuiltWithCuda()) {
-    return absl::FailedPreconditionError(
-        "--device cuda: this mtpspec was built without the CUDA backend (configure with nvcc and "
-        "-DMTPSPEC_ENABLE_CUDA=ON); use --device cpu");
-  }
-#ifdef MTPSPEC_HAVE_CUDA
-  if (device == Device::kCuda) {
-    const absl::Status gpu = cuda::DeviceStatus();
-    if (!gpu.ok()) return absl::Status(gpu.code(), absl::StrCat("--device cuda: ", gpu.message()));
-  }
-#endif
-
-  MtpOptions mtp;
-  ASSIGN_OR_RETURN(mtp.hidden, ParseMtpHidden(args.Get("mtp-hidden", "post")));
-  ASSIGN_OR_RETURN(mtp.chain, ParseMtpChain(args.Get("mtp-chain", "normed")));
-  const std::string share = args.Get("mtp-index-share", "exact");
-  if (share != "exact" && share != "shared") {
-    return absl::InvalidArgumentError(absl::StrCat("--mtp-index-share must be exact or shared, got \"", share, "\""));
-  }
-  mtp.index_share = share == "shared" ? MtpIndexShare::kShared : MtpIndexShare::kExact;
-  LookupOptions lookup;
-  ASSIGN_OR_RETURN(lookup.max_ngram, args.GetInt("ngram", 3));
-  if (lookup.max_ngram < 1) return absl::InvalidArgumentError("--ngram must be >= 1");
+  ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load));
 
   // --prompt TEXT and --prompts-file (a prompt text per line) are encoded with DIR/tokenizer.json,
   // which also decodes the generated tokens.
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<std::vector<int64_t>> requests64;  // [requests][prompt tokens]
   std::vector<std::string> names;                // [requests] "--prompt", "--prompts-file line N" or "--ids"
-  if (args.Has("prompt") || args.Has("prompts-file")) {
-    std::vector<PromptLine> lines;
-    if (args.Has("prompts-file")) {
-      ASSIGN_OR_RETURN(lines, ReadPromptLines(args.Get("prompts-file")));
-    } else {
-      lines.push_back({0, args.Get("prompt")});
-    }
+  if (!lines.empty()) {
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(args.positional()[0] + "/tokenizer.json"));
     for (const PromptLine& line : lines) {
       names.push_back(args.Has("prompt") ? "--prompt" : absl::StrCat("--prompts-file line ", line.number));
@@ -224,10 +148,6 @@ absl::Status RunGenerate(const CliArgs& args) {
     requests64.push_back(std::move(ids64));
     names.push_back("--ids");
   }
-  LoadOptions load;
-  const std::string w = args.Get("weights", "stored");
-  load.weight_dtype = w == "f32" ? WeightDType::kF32 : w == "bf16" ? WeightDType::kBF16 : WeightDType::kAsStored;
-  ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load));
   std::vector<std::vector<int32_t>> prompts;  // [requests][prompt tokens]
   int64_t longest = 0;
   for (size_t r = 0; r < requests64.size(); ++r) {
@@ -243,18 +163,13 @@ absl::Status RunGenerate(const CliArgs& args) {
     }
     longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
   }
-  const int64_t wanted = longest + options.max_new_tokens + kMaxDraftTokens + 1;
-  ASSIGN_OR_RETURN(int64_t capacity,
-                   args.GetInt("capacity", std::min(wanted, model->config().max_position_embeddings)));
-  ASSIGN_OR_RETURN(const LatentStorage storage, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
-  Pipeline pipeline;
-  if (device == Device::kCuda) {
-    ASSIGN_OR_RETURN(pipeline, MakeCudaPipeline(*model, capacity, args.Get("draft", "mtp"), mtp, lookup, storage,
-                                                options));
-  } else {
-    ASSIGN_OR_RETURN(pipeline.target, ModelTarget::Create(*model, capacity, {}, storage));
-    ASSIGN_OR_RETURN(pipeline.drafter, MakeDrafter(args.Get("draft", "mtp"), *model, capacity, mtp, lookup));
+  ASSIGN_OR_RETURN(const int64_t capacity, args.GetInt("capacity", RequiredCapacity(*model, longest, request)));
+  if (capacity < 1 || capacity > model->config().max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("--capacity must be in [1, ", model->config().max_position_embeddings,
+                                                   "] (max_position_embeddings), got ", capacity));
   }
+  ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(*model, request, capacity, Frontend::kCli));
+  GenerateOptions options = ToGenerateOptions(request);
   // A series of requests (--prompts-file) shares the loaded model, the caches and, with --k auto,
   // one adaptive-k controller, so later requests start from what earlier ones measured.
   if (options.adaptive_k && prompts.size() > 1) {

@@ -10,12 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "io/npy.h"
-#include "core/parallel.h"
-#include "model/model.h"
-#include "model/tensor_table.h"
 #include "cli/cli_args.h"
 #include "cli/generate_command.h"
+#include "core/parallel.h"
+#include "io/npy.h"
+#include "model/model.h"
+#include "model/tensor_table.h"
+#include "pipeline/request.h"
 
 namespace mtpspec {
 namespace {
@@ -42,16 +43,7 @@ absl::Status SetThreads(const CliArgs& args) {
 
 absl::StatusOr<LoadOptions> ParseLoadOptions(const CliArgs& args) {
   LoadOptions options;
-  const std::string w = args.Get("weights", "stored");
-  if (w == "stored") {
-    options.weight_dtype = WeightDType::kAsStored;
-  } else if (w == "f32") {
-    options.weight_dtype = WeightDType::kF32;
-  } else if (w == "bf16") {
-    options.weight_dtype = WeightDType::kBF16;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--weights must be stored, f32 or bf16, got \"", w, "\""));
-  }
+  ASSIGN_OR_RETURN(options.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
   return options;
 }
 
@@ -93,7 +85,8 @@ absl::Status RunInfo(const CliArgs& args) {
             << c.routed_scaling_factor << "\n"
             << "rope           theta " << c.rope.theta << ", type " << c.rope.type << ", main "
             << (c.rope_interleave ? "interleaved" : "half-split") << ", indexer "
-            << (c.indexer_rope_interleave ? "interleaved" : "half-split") << ", softmax scale "
+            << (c.indexer_rope_interleave ? "interleaved" : "half-split") << " (" << c.indexer_rope_source
+            << "), softmax scale "
             << c.softmax_scale() << "\n"
             << "indexer        " << c.index_n_heads << " heads x " << c.index_head_dim << ", top-k " << c.index_topk
             << ", schedule from " << c.index_schedule_source << "\n"

@@ -254,7 +254,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   ASSIGN_OR_RETURN(c.index_n_heads, r.Int("index_n_heads", glm ? 32 : 64));
   ASSIGN_OR_RETURN(c.index_head_dim, r.Int("index_head_dim", 128));
   ASSIGN_OR_RETURN(c.index_topk, r.Int("index_topk", 2048));
-  ASSIGN_OR_RETURN(c.indexer_rope_interleave, r.Bool("indexer_rope_interleave", false));
+  // The GLM indexer is interleaved (transformers' GlmMoeDsa runs it so and writes no key); the
+  // DeepSeek-V3.2 indexer is half-split (docs/models.md, "The DSA lightning indexer").
+  ASSIGN_OR_RETURN(c.indexer_rope_interleave, r.Bool("indexer_rope_interleave", glm));
+  c.indexer_rope_source = r.Has("indexer_rope_interleave")
+                              ? "config"
+                              : absl::StrCat(c.model_type_name, " default (the config has no indexer_rope_interleave)");
   ASSIGN_OR_RETURN(c.index_share_for_mtp_iteration, r.Bool("index_share_for_mtp_iteration", false));
   ASSIGN_OR_RETURN(c.num_nextn_predict_layers, r.Int("num_nextn_predict_layers", 0));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));

@@ -49,6 +49,7 @@ struct ModelConfig {
   int64_t index_head_dim = 0;        // d_I
   int64_t index_topk = 2048;         // K
   bool indexer_rope_interleave = false;
+  std::string indexer_rope_source;       // "config", or the model type's default when the key is absent
   bool index_share_for_mtp_iteration = false;
   int64_t num_nextn_predict_layers = 0;
   bool tie_word_embeddings = false;

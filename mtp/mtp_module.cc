@@ -14,29 +14,28 @@ const char* MtpChainName(MtpChain v) { return v == MtpChain::kNormed ? "normed" 
 
 const char* MtpIndexShareName(MtpIndexShare v) { return v == MtpIndexShare::kExact ? "exact" : "shared"; }
 
-absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name) {
+absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name, const std::string& what) {
   if (name == "exact") return MtpIndexShare::kExact;
   if (name == "shared") return MtpIndexShare::kShared;
-  return absl::InvalidArgumentError(absl::StrCat("mtp index share must be exact or shared, got \"", name, "\""));
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be exact or shared, got \"", name, "\""));
 }
 
-absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name) {
+absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name, const std::string& what) {
   if (name == "post") return MtpHidden::kPostNorm;
   if (name == "pre") return MtpHidden::kPreNorm;
-  return absl::InvalidArgumentError(absl::StrCat("mtp hidden must be post or pre, got \"", name, "\""));
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be post or pre, got \"", name, "\""));
 }
 
-absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name) {
+absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name, const std::string& what) {
   if (name == "normed") return MtpChain::kNormed;
   if (name == "raw") return MtpChain::kRaw;
-  return absl::InvalidArgumentError(absl::StrCat("mtp chain must be normed or raw, got \"", name, "\""));
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be normed or raw, got \"", name, "\""));
 }
 
 absl::StatusOr<std::unique_ptr<MtpModule>> MtpModule::Create(const Model& model, int64_t layer) {
   if (!model.has_mtp()) {
     return absl::FailedPreconditionError(absl::StrCat(model.dir(), ": model has no MTP weights (",
-                                                      model.load_report().mtp_note,
-                                                      "); use --draft lookup or --draft none"));
+                                                      model.load_report().mtp_note, ")"));
   }
   if (layer < 0 || layer >= static_cast<int64_t>(model.weights().mtp.size())) {
     return absl::InvalidArgumentError(absl::StrCat("MTP layer ", layer, " does not exist"));

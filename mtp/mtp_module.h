@@ -28,10 +28,11 @@ enum class MtpIndexShare { kExact, kShared };
 const char* MtpHiddenName(MtpHidden v);
 const char* MtpChainName(MtpChain v);
 const char* MtpIndexShareName(MtpIndexShare v);
-// "post" / "pre", "normed" / "raw", "exact" / "shared"; errors name the value.
-absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name);
-absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name);
-absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name);
+// "post" / "pre", "normed" / "raw", "exact" / "shared"; errors name `what` (the option) and the value.
+absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name, const std::string& what = "mtp hidden");
+absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name, const std::string& what = "mtp chain");
+absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name,
+                                                 const std::string& what = "mtp index share");
 
 struct MtpOptions {
   MtpHidden hidden = MtpHidden::kPostNorm;

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs every C++ unit test, the Python
-# bindings' tests (in a fresh virtual environment under build/), then the fuzzers
+# The whole test suite: installs what is missing, builds, runs every C++ unit test (with the
+# reference Python environment build/pyenv for the cross-checks), the Python bindings' tests in
+# that environment, then the fuzzers
 # for a bounded time, and last the README's demo (scripts/demo.sh), which fails unless MTP speculative
 # output equals plain output. Usage: scripts/test.sh   (FUZZ_SECONDS=N to change the fuzz budget; 0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh release
-ctest --preset release -j"$(nproc)"
+# The reference Python (numpy, safetensors) exists before ctest, so its cross-checks run, never skip.
+reference_python=$(scripts/python_env.sh | tail -n 1)
+MTPSPEC_PYTHON=$reference_python ctest --preset release -j"$(nproc)"
 scripts/test_python.sh
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 if [ "$FUZZ_SECONDS" -gt 0 ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The Python bindings' tests: creates the virtual environment build/pyenv (reused when it is
-# already there; MTPSPEC_PY_FRESH=1 starts over), installs the test requirements and `./python`
+# The Python bindings' tests: makes the virtual environment build/pyenv (scripts/python_env.sh:
+# reused when it is already there; MTPSPEC_PY_FRESH=1 starts over), installs `./python`
 # (which builds mtpspec._ext with the top-level CMakeLists in build/pybuild, incrementally), and
 # runs tests/python with pytest inside it.
 #
@@ -10,7 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-python=${PYTHON:-python3}
 venv=build/pyenv
 build_type=${MTPSPEC_PY_BUILD_TYPE:-Release}
 build_dir=$root/build/pybuild
@@ -19,10 +18,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 start=$(date +%s)
-if [ "${MTPSPEC_PY_FRESH:-0}" = 1 ] || [ ! -x "$venv/bin/python" ]; then
-  "$python" -m venv --clear "$venv"
-fi
-"$venv/bin/python" -m pip install -q -r tests/python/requirements.txt
+scripts/python_env.sh >/dev/null
 # The build requirements are already in the environment, so pip builds without isolation and the
 # CMake tree in $build_dir keeps pointing at the same pybind11: reruns only rebuild what changed.
 "$venv/bin/python" -m pip install -q --no-build-isolation ./python \

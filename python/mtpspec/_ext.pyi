@@ -102,9 +102,10 @@ class GenerateResult:
 def generate(
     model: Model,
     prompt: Sequence[int],
-    max_new_tokens: int,
+    *,
+    max_new_tokens: int = 32,
     draft: str = "mtp",
-    k: int = 3,
+    k: Union[int, str] = 3,
     accept: str = "sampler-equality",
     temperature: float = 0.0,
     top_k: int = 0,
@@ -126,6 +127,7 @@ def generate(
     relaxed_top_n: int = 3,
     relaxed_delta: float = 0.1,
     kv_cache: str = "f32",
+    device: str = "cpu",
     adaptive_controller: Optional[AdaptiveController] = None,
 ) -> GenerateResult: ...
 

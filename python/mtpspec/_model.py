@@ -178,9 +178,10 @@ class Model:
     def generate(
         self,
         prompt_or_ids: Union[str, TokenIds],
-        max_new_tokens: int,
+        max_new_tokens: int = 64,
+        *,
         draft: str = "mtp",
-        k: int = 3,
+        k: Union[int, str] = 3,
         accept: str = "sampler-equality",
         temperature: float = 0.0,
         top_k: int = 0,
@@ -194,22 +195,26 @@ class Model:
         adaptive_k: bool = False,
         synthetic_rates: Optional[Sequence[float]] = None,
         acceptance_hook: Optional[AcceptanceHook] = None,
-        *,
         stop_at_eos: bool = True,
         ngram: int = 3,
         relaxed_top_n: int = 3,
         relaxed_delta: float = 0.1,
         on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
         kv_cache: str = "f32",
+        device: str = "cpu",
         adaptive_controller: Optional[_ext.AdaptiveController] = None,
     ) -> GenerateResult:
         """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
+        Every option but the prompt and ``max_new_tokens`` is keyword-only; the C++ request builder
+        (pipeline/request.h) checks them all, and each error names the parameter.
 
         draft: "mtp", "lookup" (prompt n-gram), "hybrid" (lookup, else MTP) or "none" (plain).
-        k: drafts per cycle, 0..16 (the maximum when ``adaptive_k``).
+        k: drafts per cycle, 0..15, or "auto": adaptive k up to 8 (``adaptive_k=True`` makes ``k``
+            the maximum instead).
         accept: "sampler-equality" (lossless: output identical to plain decoding with the same
             sampling parameters and seed), "rejection", "relaxed" (lossy) or "synthetic"
-            (benchmark only: position i accepted with probability ``synthetic_rates[i]``).
+            (benchmark only: position i accepted with probability ``synthetic_rates[i]``; one rate
+            per draft position).
         acceptance_hook: a Python acceptance rule, replacing ``accept`` for every verify block
             with drafts: ``hook(target_probs, draft_tokens, draft_probs) -> (accepted, token)``
             where target_probs is float64 [k+1, V], the target sampler's distribution at each
@@ -219,29 +224,32 @@ class Model:
         on_tokens: called with each batch of committed tokens; returning False stops generation
             (stop_reason "cancelled").
         kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
-            token (rope and indexer keys stay f32; docs/results/2026-11-30-kv-int8.md has its cost).
-        adaptive_controller: with ``adaptive_k``, a :class:`mtpspec.AdaptiveController` made with
+            token (rope and indexer keys stay f32).
+        device: "cpu", or "cuda" in an extension built with the CUDA backend (no CPU fallback).
+        adaptive_controller: with adaptive k, a :class:`mtpspec.AdaptiveController` made with
             ``k_max = k`` to carry across calls: the draft and verify costs and the acceptance it
             learned price the next request, which then needs no exploration burst of its own (see
             spec/adaptive_k.h). One request at a time; None gives each call a fresh controller, which
             probes drafting only in requests long enough to pay for it (~200 tokens at the default 1%
             exploration budget; ``AdaptiveController(k, exploration_budget=...)`` sets another).
 
-        Ctrl-C (KeyboardInterrupt) stops generation within one verify step; the model stays usable.
+        Ctrl-C (KeyboardInterrupt) stops generation within one verify step when called from the
+        main thread; the model stays usable. From another thread, stop it with ``on_tokens``
+        returning False (``stream()`` does this when closed).
         """
         r = _ext.generate(
-            self._m, self._prompt(prompt_or_ids), int(max_new_tokens), draft, int(k), accept, float(temperature),
-            int(top_k), float(top_p), float(min_p), int(seed), mtp_hidden, mtp_chain, mtp_index_share,
-            bool(sample_drafts), bool(adaptive_k),
-            None if synthetic_rates is None else [float(x) for x in synthetic_rates],
-            acceptance_hook, on_tokens, bool(stop_at_eos), int(ngram), int(relaxed_top_n), float(relaxed_delta),
-            kv_cache, adaptive_controller)
+            self._m, self._prompt(prompt_or_ids), max_new_tokens=max_new_tokens, draft=draft, k=k, accept=accept,
+            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, mtp_hidden=mtp_hidden,
+            mtp_chain=mtp_chain, mtp_index_share=mtp_index_share, sample_drafts=sample_drafts, adaptive_k=adaptive_k,
+            synthetic_rates=synthetic_rates, acceptance_hook=acceptance_hook, on_tokens=on_tokens,
+            stop_at_eos=stop_at_eos, ngram=ngram, relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta,
+            kv_cache=kv_cache, device=device, adaptive_controller=adaptive_controller)
         return self._result(r)
 
     def stream(
         self,
         prompt_or_ids: Union[str, TokenIds],
-        max_new_tokens: int,
+        max_new_tokens: int = 64,
         *,
         text: Optional[bool] = None,
         **options: Any,

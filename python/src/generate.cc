@@ -13,36 +13,14 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/request.h"
 #include "python/src/adaptive.h"
 #include "python/src/bindings.h"
+#include "python/src/kwargs.h"
 #include "spec/generator.h"
-#include "spec/lookup_drafter.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
 
 namespace mtpspec::python {
 namespace {
-
-absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& kind, const Model& model, int64_t capacity,
-                                                     const MtpOptions& mtp, const LookupOptions& lookup) {
-  if (kind == "none") return std::unique_ptr<Drafter>();
-  if (kind == "lookup") return std::unique_ptr<Drafter>(std::make_unique<LookupDrafter>(lookup));
-  if (kind == "mtp" || kind == "hybrid") {
-    ASSIGN_OR_RETURN(auto mtp_drafter, MtpDrafter::Create(model, capacity, mtp));
-    if (kind == "mtp") return std::unique_ptr<Drafter>(std::move(mtp_drafter));
-    return std::unique_ptr<Drafter>(
-        std::make_unique<HybridDrafter>(std::make_unique<LookupDrafter>(lookup), std::move(mtp_drafter)));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("draft must be \"mtp\", \"lookup\", \"hybrid\" or \"none\", got \"", kind, "\""));
-}
-
-absl::StatusOr<MtpIndexShare> ParseIndexShare(const std::string& name) {
-  if (name == "exact") return MtpIndexShare::kExact;
-  if (name == "shared") return MtpIndexShare::kShared;
-  return absl::InvalidArgumentError(
-      absl::StrCat("mtp_index_share must be \"exact\" or \"shared\", got \"", name, "\""));
-}
 
 // Copies rows of doubles into a new [rows, V] float64 array.
 py::array_t<double> Rows(const std::vector<std::vector<double>>& rows, int64_t vocab) {
@@ -96,40 +74,67 @@ absl::StatusOr<AcceptResult> CallHook(const py::object& hook, const VerifyBlock&
   return absl::CancelledError("the acceptance hook raised");
 }
 
-GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt, int64_t max_new_tokens,
-                   const std::string& draft, int64_t k, const std::string& accept, double temperature, int64_t top_k,
-                   double top_p, double min_p, uint64_t seed, const std::string& mtp_hidden,
-                   const std::string& mtp_chain, const std::string& mtp_index_share, bool sample_drafts,
-                   bool adaptive_k, std::optional<std::vector<double>> synthetic_rates, py::object acceptance_hook,
-                   py::object on_tokens, bool stop_at_eos, int64_t ngram, int64_t relaxed_top_n, double relaxed_delta,
-                   const std::string& kv_cache, std::shared_ptr<ControllerHandle> adaptive_controller) {
+// The request options of generate()'s keyword arguments (pipeline/request.h), validated.
+RequestOptions ParseRequest(Kwargs& kw) {
+  constexpr Frontend kPy = Frontend::kPython;
+  RequestOptions r;
+  r.max_new_tokens = kw.Int("max_new_tokens", 32);
+  r.draft = ValueOrThrow(ParseDraftKind(kw.Str("draft", "mtp"), kPy));
+  py::object k = kw.Object("k");
+  if (py::isinstance<py::str>(k)) {
+    ThrowIfError(ParseK(k.cast<std::string>(), kPy, r));
+  } else if (!k.is_none()) {
+    r.k = IntArgument(k, "k");
+  }
+  if (kw.Bool("adaptive_k", false)) r.adaptive_k = true;
+  r.accept.rule = ValueOrThrow(ParseAcceptRule(kw.Str("accept", "sampler-equality")));
+  SamplingParams& s = r.accept.sampling;
+  s.temperature = kw.Float("temperature", 0.0);
+  s.top_k = kw.Int("top_k", 0);
+  s.top_p = kw.Float("top_p", 1.0);
+  s.min_p = kw.Float("min_p", 0.0);
+  s.seed = kw.Uint64("seed", 0);
+  r.accept.relaxed_top_n = kw.Int("relaxed_top_n", 3);
+  r.accept.relaxed_delta = kw.Float("relaxed_delta", 0.1);
+  if (auto rates = kw.FloatList("synthetic_rates")) r.accept.synthetic_rates = *rates;
+  r.sample_drafts = kw.Bool("sample_drafts", false);
+  r.stop_at_eos = kw.Bool("stop_at_eos", true);
+  r.mtp.hidden = ValueOrThrow(ParseMtpHidden(kw.Str("mtp_hidden", "post"), "mtp_hidden"));
+  r.mtp.chain = ValueOrThrow(ParseMtpChain(kw.Str("mtp_chain", "normed"), "mtp_chain"));
+  r.mtp.index_share = ValueOrThrow(ParseMtpIndexShare(kw.Str("mtp_index_share", "exact"), "mtp_index_share"));
+  r.lookup.max_ngram = kw.Int("ngram", 3);
+  r.kv_cache = ValueOrThrow(ParseLatentStorage(kw.Str("kv_cache", "f32"), "kv_cache"));
+  r.device = ValueOrThrow(ParseDevice(kw.Str("device", "cpu"), "device"));
+  ThrowIfError(ValidateRequest(r, kPy));
+  return r;
+}
+
+GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py::kwargs kwargs) {
   const Model& model = *handle.model;
-  GenerateOptions options;
-  options.max_new_tokens = max_new_tokens;
-  options.k = k;
-  options.adaptive_k = adaptive_k;
+  std::vector<int32_t> prompt;  // [prompt tokens]
+  for (size_t i = 0; i < py::len(prompt_ids); ++i) {
+    const std::string name = absl::StrCat("prompt[", i, "]");
+    prompt.push_back(static_cast<int32_t>(IntArgument(prompt_ids[i], name.c_str(), INT32_MIN, INT32_MAX)));
+  }
+  Kwargs kw(std::move(kwargs), "generate");
+  RequestOptions request = ParseRequest(kw);
+  py::object acceptance_hook = kw.Object("acceptance_hook");
+  request.custom_accept = !acceptance_hook.is_none();
+  py::object on_tokens = kw.Object("on_tokens");
+  std::shared_ptr<ControllerHandle> adaptive_controller;
+  if (py::object c = kw.Object("adaptive_controller"); !c.is_none()) {
+    if (!py::isinstance<ControllerHandle>(c)) {
+      throw py::type_error("adaptive_controller must be an mtpspec.AdaptiveController or None");
+    }
+    adaptive_controller = c.cast<std::shared_ptr<ControllerHandle>>();
+  }
+  kw.CheckAllUsed();
+  for (const std::string& warning : RequestWarnings(request, Frontend::kPython)) {
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 2) != 0) throw py::error_already_set();
+  }
+  GenerateOptions options = ToGenerateOptions(request);
   if (adaptive_controller) options.adaptive_controller = adaptive_controller->controller;
-  options.accept.rule = ValueOrThrow(ParseAcceptRule(accept));
-  SamplingParams& s = options.accept.sampling;
-  s.temperature = temperature;
-  s.top_k = top_k;
-  s.top_p = top_p;
-  s.min_p = min_p;
-  s.seed = seed;
-  options.accept.relaxed_top_n = relaxed_top_n;
-  options.accept.relaxed_delta = relaxed_delta;
-  if (synthetic_rates) options.accept.synthetic_rates = *synthetic_rates;
-  options.sample_drafts = sample_drafts;
-  options.stop_at_eos = stop_at_eos;
   ThrowIfError(ValidateGenerateOptions(options));
-  MtpOptions mtp;
-  mtp.hidden = ValueOrThrow(ParseMtpHidden(mtp_hidden));
-  mtp.chain = ValueOrThrow(ParseMtpChain(mtp_chain));
-  mtp.index_share = ValueOrThrow(ParseIndexShare(mtp_index_share));
-  const LatentStorage storage = ValueOrThrow(ParseLatentStorage(kv_cache, "kv_cache"));
-  LookupOptions lookup;
-  lookup.max_ngram = ngram;
-  if (ngram < 1) ThrowIfError(absl::InvalidArgumentError(absl::StrCat("ngram must be >= 1, got ", ngram)));
   if (!acceptance_hook.is_none() && !PyCallable_Check(acceptance_hook.ptr())) {
     ThrowIfError(absl::InvalidArgumentError("acceptance_hook must be callable or None"));
   }
@@ -169,11 +174,10 @@ GenerateResult Run(const ModelHandle& handle, const std::vector<int32_t>& prompt
   {
     py::gil_scoped_release release;
     result = [&]() -> absl::StatusOr<GenerateResult> {
-      const int64_t wanted = static_cast<int64_t>(prompt.size()) + max_new_tokens + kMaxDraftTokens + 1;
-      const int64_t capacity = CacheCapacityFor(handle, wanted);
-      ASSIGN_OR_RETURN(auto target, ModelTarget::Create(model, capacity, {}, storage));
-      ASSIGN_OR_RETURN(auto drafter, MakeDrafter(draft, model, capacity, mtp, lookup));
-      return Generate(*target, drafter.get(), prompt, options);
+      const int64_t wanted = RequiredCapacity(model, static_cast<int64_t>(prompt.size()), request);
+      ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(model, request, CacheCapacityFor(handle, wanted),
+                                                        Frontend::kPython));
+      return Generate(*pipeline.target, pipeline.drafter.get(), prompt, options);
     }();
   }
   if (pending) throw std::move(*pending);
@@ -187,14 +191,8 @@ void RegisterGenerate(py::module_& m) {
       .def_readonly("tokens", &GenerateResult::tokens)
       .def_readonly("stats", &GenerateResult::stats)
       .def_readonly("stop_reason", &GenerateResult::stop_reason);
-  m.def("generate", &Run, py::arg("model"), py::arg("prompt"), py::arg("max_new_tokens"), py::arg("draft") = "mtp",
-        py::arg("k") = 3, py::arg("accept") = "sampler-equality", py::arg("temperature") = 0.0, py::arg("top_k") = 0,
-        py::arg("top_p") = 1.0, py::arg("min_p") = 0.0, py::arg("seed") = 0, py::arg("mtp_hidden") = "post",
-        py::arg("mtp_chain") = "normed", py::arg("mtp_index_share") = "exact", py::arg("sample_drafts") = false,
-        py::arg("adaptive_k") = false, py::arg("synthetic_rates") = py::none(),
-        py::arg("acceptance_hook") = py::none(), py::arg("on_tokens") = py::none(), py::arg("stop_at_eos") = true,
-        py::arg("ngram") = 3, py::arg("relaxed_top_n") = 3, py::arg("relaxed_delta") = 0.1,
-        py::arg("kv_cache") = "f32", py::arg("adaptive_controller") = py::none());
+  m.def("generate", &Run, py::arg("model"), py::arg("prompt"),
+        "One request; every option is a keyword argument (mtpspec.Model.generate documents them).");
 }
 
 }  // namespace mtpspec::python

@@ -110,6 +110,7 @@ py::dict ConfigDict(const ModelHandle& h) {
   d["index_head_dim"] = c.index_head_dim;
   d["index_topk"] = c.index_topk;
   d["indexer_rope_interleave"] = c.indexer_rope_interleave;
+  d["indexer_rope_source"] = c.indexer_rope_source;
   d["index_share_for_mtp_iteration"] = c.index_share_for_mtp_iteration;
   d["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
   d["tie_word_embeddings"] = c.tie_word_embeddings;

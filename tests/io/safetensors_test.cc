@@ -169,7 +169,10 @@ TEST(SafetensorsTest, CopiesMisalignedTensorsToAlignedMemory) {
 }
 
 TEST(SafetensorsTest, ReferencePythonLoadsOurFile) {
-  if (!testing_util::PythonCanImport("numpy, safetensors")) GTEST_SKIP() << "no python safetensors";
+  if (!testing_util::PythonCanImport("numpy, safetensors")) {
+    ASSERT_FALSE(testing_util::ReferencePythonRequired()) << "MTPSPEC_PYTHON cannot import numpy, safetensors";
+    GTEST_SKIP() << "no python safetensors (scripts/test.sh provides it)";
+  }
   Tensor f32 = Tensor::Empty(DType::kF32, {2, 3});  // [2, 3]
   std::iota(f32.data<float>(), f32.data<float>() + 6, 0.5f);
   Tensor i64 = Tensor::Empty(DType::kI64, {});  // []
@@ -198,7 +201,10 @@ TEST(SafetensorsTest, ReferencePythonLoadsOurFile) {
 }
 
 TEST(SafetensorsTest, ReadsAFileWrittenByReferencePython) {
-  if (!testing_util::PythonCanImport("numpy, safetensors")) GTEST_SKIP() << "no python safetensors";
+  if (!testing_util::PythonCanImport("numpy, safetensors")) {
+    ASSERT_FALSE(testing_util::ReferencePythonRequired()) << "MTPSPEC_PYTHON cannot import numpy, safetensors";
+    GTEST_SKIP() << "no python safetensors (scripts/test.sh provides it)";
+  }
   ScopedTempDir dir;
   const std::string path = dir.File("theirs.safetensors");
   ASSERT_TRUE(testing_util::RunPython(

@@ -107,6 +107,24 @@ TEST(ConfigTest, Glm52Fields) {
   EXPECT_EQ(dense, 3);
 }
 
+// transformers' GlmMoeDsaConfig writes no indexer_rope_interleave and its indexer is interleaved;
+// DeepSeek-V3.2's indexer is half-split. An explicit key wins either way.
+TEST(ConfigTest, IndexerRopeDefaultsPerModelType) {
+  json glm = Glm52();
+  auto c = ParseModelConfig(glm, "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->indexer_rope_source, "config");
+  glm.erase("indexer_rope_interleave");
+  c = ParseModelConfig(glm, "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->indexer_rope_interleave);
+  EXPECT_EQ(c->indexer_rope_source, "glm_moe_dsa default (the config has no indexer_rope_interleave)");
+  glm["indexer_rope_interleave"] = false;
+  c = ParseModelConfig(glm, "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->indexer_rope_interleave);
+}
+
 json DeepSeekV32() {
   // The published DeepSeek-V3.2 config, schedule-relevant and dimension fields.
   return json{{"model_type", "deepseek_v32"},
@@ -153,6 +171,7 @@ TEST(ConfigTest, DeepSeekV32Defaults) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_type, ModelType::kDeepseekV32);
   EXPECT_FALSE(c->indexer_rope_interleave);  // absent → half-split
+  EXPECT_EQ(c->indexer_rope_source, "deepseek_v32 default (the config has no indexer_rope_interleave)");
   EXPECT_TRUE(c->rope_interleave);
   EXPECT_EQ(FullLayers(*c).size(), 61u);
   EXPECT_EQ(c->rope.type, "yarn");

@@ -1,13 +1,16 @@
 // The independent oracle: logits, hidden states and indexer selections of Hugging Face
 // transformers (fp32 eager) on tiny random models, written by research/golden/make_golden.py.
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "io/safetensors.h"
 #include "gtest/gtest.h"
+#include "io/safetensors.h"
 #include "model/model.h"
+#include "nlohmann/json.hpp"
 #include "tests/model/model_test_util.h"
 
 namespace mtpspec {
@@ -88,6 +91,47 @@ void CheckPrefillAndDecode(const std::string& name, const std::string& logits_ke
 
 TEST(GoldenTest, GlmPrefillAndDecodeMatchTransformers) {
   CheckPrefillAndDecode("glm_a", "prefill_logits", "decode_logits", {1e-4, 1e-4});
+}
+
+// transformers' GLM indexer is interleaved and reads no indexer_rope_interleave key (the fixture's
+// indexer_rope_probe records both). The same checkpoint with the key deleted from its config must
+// still match transformers; with the key set to false (half-split) it must not, from the rows
+// that see more than K keys on: the oracle tells the two pairings apart.
+TEST(GoldenTest, GlmConfigWithoutIndexerRopeKeyRunsInterleaved) {
+  const std::string source = absl::StrCat(MTPSPEC_GOLDEN_DIR, "/glm_a");
+  Golden g = LoadGolden("glm_a");
+  ASSERT_TRUE(g.model && g.fixture);
+  const auto ids = g.Ids("input_ids");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t K = g.model->config().index_topk;
+  const int64_t V = g.model->config().vocab_size;
+  const TensorView theirs = g.Get("prefill_logits");
+  auto run_with = [&](const std::optional<bool>& key) -> std::vector<double> {  // [T] row errors
+    testing_util::ScopedTempDir dir;
+    nlohmann::json config = nlohmann::json::parse(testing_util::ReadBytes(source + "/config.json"));
+    config.erase("indexer_rope_interleave");
+    if (key.has_value()) config["indexer_rope_interleave"] = *key;
+    testing_util::WriteBytes(dir.path() + "/config.json", config.dump());
+    std::filesystem::copy_file(source + "/model.safetensors", dir.path() + "/model.safetensors");
+    auto model = Model::Load(dir.path());
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return {};
+    auto cache = *(*model)->NewCache(T);
+    auto out = (*model)->Forward(*cache, ids, Range(0, T));
+    EXPECT_TRUE(out.ok()) << out.status();
+    std::vector<double> errors;
+    for (int64_t r = 0; r < T; ++r) {
+      errors.push_back(RelativeMaxDiff(out->logits.data<float>() + r * V, theirs.as<float>() + r * V, V));
+    }
+    return errors;
+  };
+  const std::vector<double> absent = run_with(std::nullopt);
+  const std::vector<double> half_split = run_with(false);
+  ASSERT_EQ(static_cast<int64_t>(absent.size()), T);
+  ASSERT_EQ(static_cast<int64_t>(half_split.size()), T);
+  for (int64_t r = 0; r < T; ++r) EXPECT_LT(absent[r], 1e-4) << "row " << r;
+  EXPECT_GT(*std::max_element(half_split.begin() + K, half_split.end()), 1e-2)
+      << "half-split should leave transformers past K keys";
 }
 
 TEST(GoldenTest, DeepSeekV32PrefillAndDecodeMatchTransformers) {

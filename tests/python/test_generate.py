@@ -256,3 +256,55 @@ def test_adaptive_controller_errors(model: mtpspec.Model) -> None:
     assert controller.requests == 1  # the refused request never began
     model.generate(PROMPT, 10, k=2, adaptive_k=True, adaptive_controller=controller)  # released again
     assert controller.requests == 2
+
+
+def test_k_auto_and_keyword_only_options(model: mtpspec.Model) -> None:
+    plain = model.generate(PROMPT, 24, draft="none", stop_at_eos=False)
+    auto = model.generate(PROMPT, 24, k="auto", stop_at_eos=False)
+    assert auto.tokens == plain.tokens
+    assert auto.stats.adaptive_k
+    with pytest.raises(TypeError):
+        model.generate(PROMPT, 24, "mtp")  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        (dict(k=2.7), TypeError, "k must be an int"),
+        (dict(k="many"), ValueError, "k must be an integer or auto"),
+        (dict(seed=1.5), TypeError, "seed must be an int"),
+        (dict(seed=-1), ValueError, "seed = -1 is outside"),
+        (dict(seed=2**64), ValueError, "seed = 18446744073709551616 is outside"),
+        (dict(top_k=2**70), ValueError, "top_k = "),
+        (dict(max_new_tokens=True), TypeError, "max_new_tokens must be an int"),
+        (dict(sample_drafts="yes"), TypeError, "sample_drafts must be True or False"),
+        (dict(relaxed_delta=float("nan")), ValueError, "relaxed_delta must be a finite number"),
+        (dict(accept="synthetic"), ValueError, "synthetic_rates is needed"),
+        (dict(accept="synthetic", synthetic_rates=[0.5]), ValueError, "synthetic_rates has 1 rates for k = 3"),
+        (dict(device="tpu"), ValueError, "device"),
+        (dict(mtp_hidden="middle"), ValueError, "mtp_hidden must be post or pre"),
+    ],
+)
+def test_options_are_checked_by_type_and_range(model: mtpspec.Model, options: dict, error: type,
+                                               message: str) -> None:
+    with pytest.raises(error, match=message):
+        model.generate(PROMPT, **{"max_new_tokens": 8, **options})
+
+
+def test_unknown_keyword_and_bad_prompt_ids(model: mtpspec.Model) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'temprature'"):
+        mtpspec._ext.generate(model._m, [1, 2, 3], temprature=0.5)
+    with pytest.raises(ValueError, match=r"prompt\[1\] = 4294967296 is outside"):
+        model.generate([1, 2**32, 3], 4)
+    with pytest.raises(TypeError, match=r"prompt\[0\] must be an int"):
+        model.generate([1.5, 2], 4)
+
+
+def test_pointless_combinations_warn(model: mtpspec.Model) -> None:
+    with pytest.warns(UserWarning, match="sample_drafts with accept sampler-equality"):
+        model.generate(PROMPT, 4, sample_drafts=True, temperature=0.7)
+
+
+def test_device_cuda_without_the_backend_says_so(model: mtpspec.Model) -> None:
+    with pytest.raises(mtpspec.Error, match="device cuda"):
+        model.generate(PROMPT, 4, device="cuda")

@@ -1,4 +1,4 @@
-// Helpers shared by the core tests: scratch directories, raw file I/O, optional Python checks.
+// Helpers shared by the C++ tests: scratch directories, raw file I/O, optional Python checks.
 #pragma once
 
 #include <stdlib.h>
@@ -49,15 +49,25 @@ inline std::string ReadBytes(const std::string& path) {
   return contents.str();
 }
 
-// True if `python3 -c "import <modules>"` succeeds, e.g. PythonCanImport("numpy, safetensors").
+// The reference interpreter: $MTPSPEC_PYTHON (scripts/test.sh points it at the environment it
+// made, with numpy and safetensors installed), else python3.
+inline std::string ReferencePython() {
+  const char* python = std::getenv("MTPSPEC_PYTHON");
+  return python != nullptr && *python != '\0' ? python : "python3";
+}
+
+// Whether the reference Python can import `modules` (e.g. "numpy, safetensors"). A test that needs
+// them skips without them, unless MTPSPEC_PYTHON names the interpreter: then a missing module is a
+// failure (the caller asserts on the result), never a skip.
 inline bool PythonCanImport(const std::string& modules) {
-  const std::string command = "python3 -c 'import " + modules + "' >/dev/null 2>&1";
+  const std::string command = ReferencePython() + " -c 'import " + modules + "' >/dev/null 2>&1";
   return std::system(command.c_str()) == 0;
 }
+inline bool ReferencePythonRequired() { return std::getenv("MTPSPEC_PYTHON") != nullptr; }
 
 // Runs a Python snippet (single-quote free); returns true if it exits with status 0.
 inline bool RunPython(const std::string& code) {
-  const std::string command = "python3 -c '" + code + "'";
+  const std::string command = ReferencePython() + " -c '" + code + "'";
   return std::system(command.c_str()) == 0;
 }
 

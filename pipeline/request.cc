@@ -1,0 +1,205 @@
+#include "pipeline/request.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "spec/model_target.h"
+#include "spec/mtp_drafter.h"
+#ifdef MTPSPEC_HAVE_CUDA
+#include "spec/cuda_mtp_drafter.h"
+#include "spec/cuda_target.h"
+#endif
+
+namespace mtpspec {
+namespace {
+
+absl::Status Invalid(Frontend f, const std::string& option, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(OptionName(f, option), " ", what));
+}
+
+}  // namespace
+
+const char* DraftKindName(DraftKind kind) {
+  switch (kind) {
+    case DraftKind::kNone: return "none";
+    case DraftKind::kMtp: return "mtp";
+    case DraftKind::kLookup: return "lookup";
+    case DraftKind::kHybrid: return "hybrid";
+  }
+  return "?";
+}
+
+std::string OptionName(Frontend frontend, const std::string& python_name) {
+  if (frontend == Frontend::kPython) return python_name;
+  if (python_name == "max_new_tokens") return "--max-new";
+  if (python_name == "dtype") return "--weights";
+  if (python_name == "cache_capacity") return "--capacity";
+  return absl::StrCat("--", absl::StrReplaceAll(python_name, {{"_", "-"}}));
+}
+
+absl::StatusOr<DraftKind> ParseDraftKind(const std::string& text, Frontend frontend) {
+  for (DraftKind kind : {DraftKind::kMtp, DraftKind::kLookup, DraftKind::kHybrid, DraftKind::kNone}) {
+    if (text == DraftKindName(kind)) return kind;
+  }
+  return Invalid(frontend, "draft", absl::StrCat("must be mtp, lookup, hybrid or none, got \"", text, "\""));
+}
+
+absl::Status ParseK(const std::string& text, Frontend frontend, RequestOptions& options) {
+  if (text == "auto") {
+    options.adaptive_k = true;
+    options.k = kDefaultAdaptiveKMax;
+    return absl::OkStatus();
+  }
+  int64_t k = 0;
+  if (!absl::SimpleAtoi(text, &k)) {
+    return Invalid(frontend, "k", absl::StrCat("must be an integer or auto, got \"", text, "\""));
+  }
+  options.adaptive_k = false;
+  options.k = k;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ParseBool(const std::string& text, const std::string& option_name) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return absl::InvalidArgumentError(absl::StrCat(option_name, " must be true or false, got \"", text, "\""));
+}
+
+absl::StatusOr<WeightDType> ParseWeightDType(const std::string& text, Frontend frontend) {
+  if (text == "stored") return WeightDType::kAsStored;
+  if (text == "f32") return WeightDType::kF32;
+  if (text == "bf16") return WeightDType::kBF16;
+  return Invalid(frontend, "dtype", absl::StrCat("must be stored, f32 or bf16, got \"", text, "\""));
+}
+
+absl::Status ValidateRequest(const RequestOptions& o, Frontend f) {
+  const int64_t k_min = o.adaptive_k ? 1 : 0;
+  if (o.k < k_min || o.k > kMaxDraftTokens) {
+    return Invalid(f, "k", absl::StrCat("must be in [", k_min, ", ", kMaxDraftTokens, "]", o.adaptive_k ? " with adaptive k" : "",
+                                        " (a verify of k + 1 <= ", kMaxVerifyRows,
+                                        " rows keeps speculative output identical to plain decoding), got ", o.k));
+  }
+  if (o.max_new_tokens < 0) return Invalid(f, "max_new_tokens", absl::StrCat("must be >= 0, got ", o.max_new_tokens));
+  const SamplingParams& s = o.accept.sampling;
+  if (!(s.temperature >= 0.0) || !std::isfinite(s.temperature)) {
+    return Invalid(f, "temperature", absl::StrCat("must be a finite number >= 0, got ", s.temperature));
+  }
+  if (s.top_k < 0) return Invalid(f, "top_k", absl::StrCat("must be >= 0, got ", s.top_k));
+  if (!(s.top_p > 0.0 && s.top_p <= 1.0)) return Invalid(f, "top_p", absl::StrCat("must be in (0, 1], got ", s.top_p));
+  if (!(s.min_p >= 0.0 && s.min_p <= 1.0)) return Invalid(f, "min_p", absl::StrCat("must be in [0, 1], got ", s.min_p));
+  if (o.accept.relaxed_top_n < 1) {
+    return Invalid(f, "relaxed_top_n", absl::StrCat("must be >= 1, got ", o.accept.relaxed_top_n));
+  }
+  if (!(o.accept.relaxed_delta >= 0.0) || !std::isfinite(o.accept.relaxed_delta)) {
+    return Invalid(f, "relaxed_delta", absl::StrCat("must be a finite number >= 0, got ", o.accept.relaxed_delta));
+  }
+  const std::vector<double>& rates = o.accept.synthetic_rates;
+  if (o.accept.rule == AcceptRule::kSynthetic) {
+    if (rates.empty()) {
+      return Invalid(f, "synthetic_rates", absl::StrCat("is needed with ", OptionName(f, "accept"), " synthetic: one ",
+                                                        "acceptance probability per draft position (", o.k, ")"));
+    }
+    if (static_cast<int64_t>(rates.size()) != o.k) {
+      return Invalid(f, "synthetic_rates", absl::StrCat("has ", rates.size(), " rates for k = ", o.k,
+                                                        ": give one per draft position"));
+    }
+  }
+  for (size_t i = 0; i < rates.size(); ++i) {
+    if (!(rates[i] >= 0.0 && rates[i] <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(OptionName(f, "synthetic_rates"), "[", i, "] = ", rates[i], " is outside [0, 1]"));
+    }
+  }
+  if (o.lookup.max_ngram < 1) return Invalid(f, "ngram", absl::StrCat("must be >= 1, got ", o.lookup.max_ngram));
+  if (o.mtp.extend_chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP extend_chunk must be >= 1, got ", o.mtp.extend_chunk));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> RequestWarnings(const RequestOptions& o, Frontend f) {
+  std::vector<std::string> warnings;
+  if (o.sample_drafts && o.accept.rule == AcceptRule::kSamplerEquality && !o.custom_accept) {
+    warnings.push_back(absl::StrCat(OptionName(f, "sample_drafts"), " with ", OptionName(f, "accept"),
+                                    " sampler-equality draws the drafts from q, which the rule accepts less often than "
+                                    "argmax drafts; use rejection to gain from sampled drafts"));
+  }
+  if (!o.accept.synthetic_rates.empty() && o.accept.rule != AcceptRule::kSynthetic) {
+    warnings.push_back(absl::StrCat(OptionName(f, "synthetic_rates"), " is unused unless ", OptionName(f, "accept"),
+                                    " is synthetic"));
+  }
+  return warnings;
+}
+
+GenerateOptions ToGenerateOptions(const RequestOptions& o) {
+  GenerateOptions g;
+  g.max_new_tokens = o.max_new_tokens;
+  g.k = o.k;
+  g.adaptive_k = o.adaptive_k;
+  g.accept = o.accept;
+  g.sample_drafts = o.sample_drafts;
+  g.stop_at_eos = o.stop_at_eos;
+  return g;
+}
+
+int64_t RequiredCapacity(const Model& model, int64_t prompt_tokens, const RequestOptions& options) {
+  const int64_t limit = model.config().max_position_embeddings;
+  const int64_t extra = kMaxDraftTokens + 1;  // one verify block past the last new token
+  if (prompt_tokens >= limit || options.max_new_tokens >= limit - prompt_tokens) return limit;
+  return std::min(limit, prompt_tokens + options.max_new_tokens + extra);
+}
+
+absl::StatusOr<Pipeline> BuildPipeline(const Model& model, const RequestOptions& options, int64_t capacity,
+                                       Frontend frontend) {
+  RETURN_IF_ERROR(ValidateRequest(options, frontend));
+  Pipeline p;
+  if (options.device == Device::kCpu) {
+    ASSIGN_OR_RETURN(p.target, ModelTarget::Create(model, capacity, {}, options.kv_cache));
+  } else {
+#ifdef MTPSPEC_HAVE_CUDA
+    const absl::Status gpu = cuda::DeviceStatus();
+    if (!gpu.ok()) return absl::Status(gpu.code(), absl::StrCat(OptionName(frontend, "device"), " cuda: ", gpu.message()));
+    ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModel> uploaded, cuda::CudaModel::Create(model));
+    std::shared_ptr<cuda::CudaModel> gpu_model(std::move(uploaded));
+    p.device_model = gpu_model;
+    CudaTargetOptions target_options;
+    target_options.storage = options.kv_cache;
+    ASSIGN_OR_RETURN(p.target, CudaTarget::Create(*gpu_model, capacity, target_options));
+#else
+    return absl::FailedPreconditionError(absl::StrCat(
+        OptionName(frontend, "device"), " cuda: this mtpspec was built without the CUDA backend (configure with nvcc ",
+        "and -DMTPSPEC_ENABLE_CUDA=ON); use the CPU"));
+#endif
+  }
+  if (options.draft == DraftKind::kNone) return p;
+  if (options.draft == DraftKind::kLookup) {
+    p.drafter = std::make_unique<LookupDrafter>(options.lookup);
+    return p;
+  }
+  absl::StatusOr<std::unique_ptr<MtpDrafter>> mtp = absl::InternalError("no MTP drafter");
+  if (options.device == Device::kCpu) {
+    mtp = MtpDrafter::Create(model, capacity, options.mtp);
+  } else {
+#ifdef MTPSPEC_HAVE_CUDA
+    mtp = CreateCudaMtpDrafter(static_cast<CudaTarget&>(*p.target), capacity, options.mtp);
+#endif
+  }
+  if (!mtp.ok()) {
+    if (mtp.status().code() != absl::StatusCode::kFailedPrecondition) return mtp.status();
+    const bool cli = frontend == Frontend::kCli;
+    return absl::Status(mtp.status().code(),
+                        absl::StrCat(mtp.status().message(), cli ? "; use --draft lookup or --draft none"
+                                                                 : "; use draft=\"lookup\" or draft=\"none\""));
+  }
+  if (options.draft == DraftKind::kMtp) {
+    p.drafter = *std::move(mtp);
+  } else {
+    p.drafter = std::make_unique<HybridDrafter>(std::make_unique<LookupDrafter>(options.lookup), *std::move(mtp));
+  }
+  return p;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,151 @@
+// The request builder (pipeline/request.h): every rule of a request, named in each front end's
+// spelling; the capacity a request needs, without overflow; and the pipeline it builds.
+#include "pipeline/request.h"
+
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/random_checkpoint.h"
+
+namespace mtpspec {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Error(const RequestOptions& r, Frontend f) { return std::string(ValidateRequest(r, f).message()); }
+
+TEST(RequestTest, ErrorsNameTheOptionInEachFrontEndsSpelling) {
+  struct Case {
+    const char* label;
+    void (*edit)(RequestOptions&);
+    const char* cli;
+    const char* python;
+  };
+  const Case cases[] = {
+      {"k too large", [](RequestOptions& r) { r.k = kMaxDraftTokens + 1; }, "--k must be in [0, 15]", "k must be in [0, 15]"},
+      {"k negative", [](RequestOptions& r) { r.k = -1; }, "--k must be in", "k must be in"},
+      {"auto k zero", [](RequestOptions& r) { r.adaptive_k = true; r.k = 0; }, "--k must be in [1, 15]", "k must be in [1, 15]"},
+      {"max new", [](RequestOptions& r) { r.max_new_tokens = -2; }, "--max-new must be >= 0", "max_new_tokens must be >= 0"},
+      {"temperature nan", [](RequestOptions& r) { r.accept.sampling.temperature = std::nan(""); }, "--temperature", "temperature"},
+      {"top p", [](RequestOptions& r) { r.accept.sampling.top_p = 0; }, "--top-p must be in (0, 1]", "top_p must be in (0, 1]"},
+      {"relaxed delta inf", [](RequestOptions& r) { r.accept.relaxed_delta = std::numeric_limits<double>::infinity(); },
+       "--relaxed-delta must be a finite number", "relaxed_delta must be a finite number"},
+      {"relaxed delta nan", [](RequestOptions& r) { r.accept.relaxed_delta = std::nan(""); }, "--relaxed-delta", "relaxed_delta"},
+      {"synthetic without rates", [](RequestOptions& r) { r.accept.rule = AcceptRule::kSynthetic; },
+       "--synthetic-rates is needed with --accept synthetic", "synthetic_rates is needed with accept synthetic"},
+      {"synthetic rates of the wrong length",
+       [](RequestOptions& r) {
+         r.accept.rule = AcceptRule::kSynthetic;
+         r.accept.synthetic_rates = {0.5, 0.5};
+       },
+       "--synthetic-rates has 2 rates for k = 3", "synthetic_rates has 2 rates for k = 3"},
+      {"rate out of range", [](RequestOptions& r) { r.accept.synthetic_rates = {0.5, 1.5, 0.5}; },
+       "--synthetic-rates[1] = 1.5 is outside [0, 1]", "synthetic_rates[1] = 1.5"},
+      {"ngram", [](RequestOptions& r) { r.lookup.max_ngram = 0; }, "--ngram must be >= 1", "ngram must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    RequestOptions r;
+    c.edit(r);
+    EXPECT_THAT(Error(r, Frontend::kCli), HasSubstr(c.cli)) << c.label;
+    EXPECT_THAT(Error(r, Frontend::kPython), HasSubstr(c.python)) << c.label;
+  }
+  RequestOptions ok;
+  EXPECT_TRUE(ValidateRequest(ok, Frontend::kCli).ok());
+  ok.k = kMaxDraftTokens;
+  ok.accept.rule = AcceptRule::kSynthetic;
+  ok.accept.synthetic_rates.assign(kMaxDraftTokens, 0.5);
+  EXPECT_TRUE(ValidateRequest(ok, Frontend::kPython).ok());
+}
+
+TEST(RequestTest, ParsersAreStrict) {
+  RequestOptions r;
+  ASSERT_TRUE(ParseK("auto", Frontend::kCli, r).ok());
+  EXPECT_TRUE(r.adaptive_k);
+  EXPECT_EQ(r.k, kDefaultAdaptiveKMax);
+  ASSERT_TRUE(ParseK("5", Frontend::kCli, r).ok());
+  EXPECT_FALSE(r.adaptive_k);
+  EXPECT_EQ(r.k, 5);
+  EXPECT_THAT(std::string(ParseK("2.7", Frontend::kCli, r).message()), HasSubstr("--k must be an integer or auto"));
+  for (const char* bad : {"yes", "1", "True", ""}) {
+    EXPECT_THAT(std::string(ParseBool(bad, "--sample-drafts").status().message()),
+                HasSubstr("--sample-drafts must be true or false")) << bad;
+  }
+  EXPECT_TRUE(*ParseBool("true", "x"));
+  EXPECT_FALSE(*ParseBool("false", "x"));
+  EXPECT_THAT(std::string(ParseWeightDType("f16", Frontend::kCli).status().message()),
+              HasSubstr("--weights must be stored, f32 or bf16, got \"f16\""));
+  EXPECT_THAT(std::string(ParseWeightDType("f16", Frontend::kPython).status().message()), HasSubstr("dtype must be"));
+  EXPECT_THAT(std::string(ParseDraftKind("medusa", Frontend::kPython).status().message()),
+              HasSubstr("draft must be mtp, lookup, hybrid or none"));
+  EXPECT_EQ(OptionName(Frontend::kCli, "mtp_index_share"), "--mtp-index-share");
+  EXPECT_EQ(OptionName(Frontend::kPython, "mtp_index_share"), "mtp_index_share");
+}
+
+TEST(RequestTest, PointlessCombinationsWarn) {
+  RequestOptions r;
+  EXPECT_TRUE(RequestWarnings(r, Frontend::kCli).empty());
+  r.sample_drafts = true;
+  ASSERT_EQ(RequestWarnings(r, Frontend::kCli).size(), 1u);
+  EXPECT_THAT(RequestWarnings(r, Frontend::kCli)[0], HasSubstr("--sample-drafts with --accept sampler-equality"));
+  r.accept.rule = AcceptRule::kRejection;
+  EXPECT_TRUE(RequestWarnings(r, Frontend::kCli).empty());
+  r.accept.synthetic_rates = {0.5, 0.5, 0.5};
+  ASSERT_EQ(RequestWarnings(r, Frontend::kPython).size(), 1u);
+  EXPECT_THAT(RequestWarnings(r, Frontend::kPython)[0], HasSubstr("synthetic_rates is unused"));
+}
+
+class RequestModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "request_test_model";
+    RandomCheckpointOptions options;
+    ASSERT_TRUE(WriteRandomCheckpoint(dir_, TinyGlmConfig(), options).ok());
+    auto model = Model::Load(dir_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+  }
+  std::string dir_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(RequestModelTest, RequiredCapacitySaturatesInsteadOfOverflowing) {
+  const int64_t limit = model_->config().max_position_embeddings;
+  RequestOptions r;
+  r.max_new_tokens = 10;
+  EXPECT_EQ(RequiredCapacity(*model_, 5, r), std::min<int64_t>(limit, 5 + 10 + kMaxDraftTokens + 1));
+  r.max_new_tokens = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(RequiredCapacity(*model_, 5, r), limit);
+  r.max_new_tokens = limit - 5;
+  EXPECT_EQ(RequiredCapacity(*model_, 5, r), limit);
+}
+
+TEST_F(RequestModelTest, BuildsEachDrafterAndRefusesAMissingBackend) {
+  for (DraftKind kind : {DraftKind::kNone, DraftKind::kMtp, DraftKind::kLookup, DraftKind::kHybrid}) {
+    RequestOptions r;
+    r.draft = kind;
+    auto p = BuildPipeline(*model_, r, 64, Frontend::kCli);
+    ASSERT_TRUE(p.ok()) << DraftKindName(kind) << ": " << p.status();
+    ASSERT_NE(p->target, nullptr);
+    if (kind == DraftKind::kNone) {
+      EXPECT_EQ(p->drafter, nullptr);
+    } else {
+      ASSERT_NE(p->drafter, nullptr);
+      EXPECT_EQ(p->drafter->name(), DraftKindName(kind));
+    }
+  }
+  RequestOptions bad;
+  bad.k = 99;
+  EXPECT_THAT(std::string(BuildPipeline(*model_, bad, 64, Frontend::kPython).status().message()),
+              HasSubstr("k must be in"));
+  if (!BuiltWithCuda()) {
+    RequestOptions gpu;
+    gpu.device = Device::kCuda;
+    EXPECT_THAT(std::string(BuildPipeline(*model_, gpu, 64, Frontend::kPython).status().message()),
+                HasSubstr("device cuda: this mtpspec was built without the CUDA backend"));
+  }
+}
+
+}  // namespace
+}  // namespace mtpspec
