@@ -49,7 +49,7 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
   for (int64_t r = 0; r < rows; ++r) {  // q: [rows, N_I, d_I]
     for (int64_t h = 0; h < nh; ++h) rope.Apply(q + (r * nh + h) * d, positions[r], dims.rope_style);
   }
-  // head_weights: [rows, N_I], fp32 end to end (model-spec §10 #12)
+  // head_weights: [rows, N_I], fp32 end to end (docs/models.md, "The DSA lightning indexer")
   const float head_scale = 1.0f / std::sqrt(static_cast<float>(nh));
   const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (int64_t i = 0; i < rows * nh; ++i) head_weights[i] *= head_scale;

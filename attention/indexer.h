@@ -1,4 +1,4 @@
-// DSA lightning indexer (model-spec §4): scores every cached key for each query row and keeps the
+// DSA lightning indexer (docs/models.md, "The DSA lightning indexer"): scores every cached key for each query row and keeps the
 // top-K. Only "full" layers own one; "shared" layers reuse the nearest full layer's selection
 // (IndexShare, §5).
 #pragma once

@@ -1,4 +1,4 @@
-// The per-sequence attention cache of an MLA + DSA model (model-spec §3.4, §4.4).
+// The per-sequence attention cache of an MLA + DSA model (docs/models.md, "Attention: MLA", "The DSA lightning indexer").
 //
 // Per token and layer it holds only the compressed latent c_j (kv_lora_rank values, after
 // kv_a_layernorm) and the rotated rope key k_r_j (qk_rope_head_dim values). Full (indexer) layers

@@ -1,4 +1,4 @@
-// Multi-head latent attention with DSA sparse selection (model-spec §3, §4.6, §9).
+// Multi-head latent attention with DSA sparse selection (docs/models.md, "Attention: MLA", "Key-selection paths").
 //
 // One call processes L query rows of one layer: it projects q and the latent, appends the new
 // latents/rope keys (and indexer keys on full layers) to the cache, selects keys, and attends.
@@ -56,7 +56,7 @@ struct AttentionOptions {
   AttentionForm form = AttentionForm::kAuto;  // dense and mask paths only; gather is absorbed
   int64_t gather_max_rows = kMaxVerifyRows;  // auto: gather when L ≤ this and T > K
   // Full layers skip indexer scoring and attend over the selection already in *topk (its rows must
-  // match this call's). Used by `index_share_for_mtp_iteration` (model-spec §7.5); the new
+  // match this call's). Used by `index_share_for_mtp_iteration` (docs/models.md, "The MTP layer as a drafter"); the new
   // tokens' indexer keys are still written to the cache.
   bool reuse_topk = false;
   ForwardProfile* profile = nullptr;  // optional per-component timing (benchmarks)

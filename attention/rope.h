@@ -1,5 +1,5 @@
 // Rotary position embedding: plain RoPE and YaRN, in the interleaved (GPT-J) and half-split
-// (NeoX) pairings. model-spec §1.2 and §3.3.
+// (NeoX) pairings (docs/models.md, "RoPE").
 #pragma once
 
 #include <cstdint>

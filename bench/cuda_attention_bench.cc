@@ -1,4 +1,4 @@
-// Gathered sparse MLA decode on the GPU at GLM-5.2 dimensions (issue #6, GPU goal 1).
+// Gathered sparse MLA decode on the GPU at GLM-5.2 dimensions (bench/README_cuda.md).
 //
 //   build/<dir>/bench/cuda_attention_bench [--json PATH] [--contexts 8192,32768,131072]
 //       [--rows 1,2,3,4,5,6,7,8] [--reps 50] [--warmup 10] [--overlap 0.9] [--storage f32,int8]
@@ -33,7 +33,7 @@
 namespace mtpspec::cuda::bench {
 namespace {
 
-// GLM-5.2 attention (model-spec §1): 64 heads, latent 512, rope 64, nope 192, v 256, top-k 2048.
+// GLM-5.2 attention (docs/models.md, "Notation and configuration"): 64 heads, latent 512, rope 64, nope 192, v 256, top-k 2048.
 constexpr int64_t kHeads = 64, kLatent = 512, kRope = 64, kNope = 192, kValue = 256, kTopK = 2048;
 constexpr float kSoftmaxScale = 0.0625f;  // 256^-½
 

@@ -1,13 +1,13 @@
-// GPU benchmark goal 3 (issue #6): a truncated GLM-5.2 with random weights at real dimensions,
+// The GPU end to end (bench/README_cuda.md): a truncated GLM-5.2 with random weights at real dimensions,
 // decode tokens/s plain against MTP k = 1..3 with synthetic acceptance at the trained model's
 // measured rates, and measured ÷ predicted speedup, predicted = E[L] / (r_k + k·c) with
 //   r_k = T_verify(k + 1 rows) / T_1,  c = T_draft_step / T_1,  E[L] = 1 + Σ_{i≤k} Π_{j≤i} a_j,
 // all measured in the same run at the same context.
 //
-// The model: GLM-5.2's config (model-spec §1: H 6144, 64 heads, r_q 2048, r_kv 512, d_n 192,
+// The model: GLM-5.2's config (docs/models.md, "Notation and configuration": H 6144, 64 heads, r_q 2048, r_kv 512, d_n 192,
 // d_r 64, d_v 256, vocab 154880, dense width 12288, expert width 2048, top-8, indexer 32 × 128 with
 // K = 2048) truncated to 4 layers (1 dense + 3 MoE; IndexShare full/full/shared/shared: GLM-5.2
-// has 21 full layers of 78, but goal 4 needs a full MoE layer) plus the MTP layer. FEWER EXPERTS than the real 256 (default 32): 256 would
+// has 21 full layers of 78, but the one-layer comparison needs a full MoE layer) plus the MTP layer. FEWER EXPERTS than the real 256 (default 32): 256 would
 // be ~80 GB of bf16 on a 64 GB disk; a token still reads 8 experts per MoE layer, but a verify block
 // of L rows touches E·(1 − (1 − 8/E)^L) distinct experts, fewer than with 256 (22 vs 31 at L = 4),
 // so verify is somewhat cheaper than in the full model. The checkpoint is written once into
@@ -47,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Conditional acceptance a_1..a_3 of models/glm-tiny-mtp at context 480, k = 5, normed/post/exact,
-// sampler-equality, T = 0 (docs/results/2026-11-30-acceptance.md, the rates the CPU trade-off
+// sampler-equality, T = 0 (docs/results/acceptance.md, the rates the CPU trade-off
 // benchmark used).
 const std::vector<double> kTrainedRates = {0.64, 0.68, 0.54};
 
@@ -280,7 +280,7 @@ absl::Status Run(const Settings& s) {
   out["reps"] = s.reps;
   out["load_seconds"] = load_seconds;
   out["rates"] = s.rates;
-  out["rates_source"] = "docs/results/2026-11-30-acceptance.md: glm-tiny-mtp, N=480, k=5, sampler-equality T=0";
+  out["rates_source"] = "docs/results/acceptance.md: glm-tiny-mtp, N=480, k=5, sampler-equality T=0";
   out["t1_seconds"] = costs.t1;
   out["draft_step_seconds"] = costs.draft_step;
   out["c"] = costs.draft_step / costs.t1;

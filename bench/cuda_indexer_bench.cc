@@ -1,4 +1,4 @@
-// Lightning-indexer scoring and top-k on the GPU (issue #6, GPU goal 2), GLM-5.2 indexer shape.
+// Lightning-indexer scoring and top-k on the GPU (bench/README_cuda.md), GLM-5.2 indexer shape.
 //
 //   build/<dir>/bench/cuda_indexer_bench [--json PATH] [--keys 8192,32768,65536,131072]
 //       [--rows 1,4,8,16] [--topk 2048] [--heads 32] [--head_dim 128] [--reps 50] [--warmup 10]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch.topk against our CUDA indexer top-k (issue #6, GPU goal 2).
+"""torch.topk against our CUDA indexer top-k (bench/README_cuda.md).
 
 Usage (after the C++ benchmark has written its JSON):
     build/<dir>/bench/cuda_indexer_bench                      # writes $OUT/cuda_indexer_bench.json

@@ -1,5 +1,5 @@
 // Runs ONE decoder layer of a checkpoint on fixed inputs and dumps what bench/cuda_layer_vs_torch.py
-// compares with its plain-PyTorch twin (goal 4 of issue #6):
+// compares with its plain-PyTorch twin (bench/README_cuda.md):
 //   x [T + 1, H]: deterministic pseudo-random layer inputs (the residual stream entering the layer);
 //   rows 0 … T − 1 are run through the layer first (prefill chunks: they fill the layer's cache);
 //   row T is then the decode step (one row at position T: the absorbed gather path once T > K),

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Goal 4 of issue #6: one decoder layer (MLA absorbed decode with the DSA indexer + MoE) in plain
+"""One decoder layer (MLA absorbed decode with the DSA indexer + MoE) in plain
 PyTorch on the device, with the same weights, against our forward: max abs error and time ratio.
 
 bench/cuda_layer_dump (C++) runs layer L of the checkpoint on deterministic inputs x [T + 1, H]:
 rows 0 .. T-1 fill the layer's cache, row T is the timed decode step; it writes x.npy, out.npy
 (row T's layer output) and layer.json (median time). This script reads the layer's weights from
-the safetensors files and computes row T again from x with model-spec §2-§6:
+the safetensors files and computes row T again from x with docs/models.md ("The trunk" to "MoE"):
   h = x_T;  n = RMSNorm(h)                                     (input_layernorm, rms_norm_eps)
   cache rows j ≤ T: c_j = RMSNorm_kv(W_kva n_j)[:r_kv], k_r,j = RoPE(W_kva n_j [r_kv:])
   indexer: k^I_j = RoPE_first_d_r(LayerNorm(W_k n_j)); q^I = RoPE(W_qb^I c_q); w = W_w n / sqrt(N_I);

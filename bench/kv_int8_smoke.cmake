@@ -1,6 +1,6 @@
 # ctest bench.kv_int8_smoke: runs kv_int8_bench on a golden model with seeded random ids and checks
 # what it reports: a real but bounded accuracy cost, and the GLM-5.2 memory figures worked out by
-# hand from model-spec §1 and §5 (78 layers of r_kv 512 + d_r 64, d_I 128 on the 21 full layers):
+# hand from docs/models.md, "Notation and configuration", "IndexShare" (78 layers of r_kv 512 + d_r 64, d_I 128 on the 21 full layers):
 #   f32  78·(512 + 64)·4 + 21·128·4 = 190464 bytes/token
 #   bf16 (78·(512 + 64) + 21·128)·2 =  95232
 #   int8 78·(512 + 4 + 64·4) + 21·128·4 = 70968

@@ -8,9 +8,9 @@
 //   auto       the same drafter under --k auto with a fresh controller per request (k_max --k-max):
 //              its warm-up, its first probe and the catch-up that probe pays.
 // It prints the mean time of each decode cycle by its index and the tokens/s over the cycles after
-// the first (the window tradeoff_bench's end-to-end runs time) against plain's. Session 8 found the
-// prompt's MTP extend makes the next few target steps slower (the trunk's weights leave the 32 MB
-// L3); session 9 found a fresh controller's first probe lost more than it was priced at.
+// the first (the window tradeoff_bench's end-to-end runs time) against plain's. On a CPU with an L3
+// smaller than the trunk, the prompt's MTP extend makes the next few target steps slower (the
+// trunk's weights leave the L3); the auto column shows what a fresh controller's first probe costs.
 //
 //   build/release/bench/observe_ab --model models/glm-tiny-mtp --tokens build/heldout/prose.npy --reps 300
 #include <cstdio>

@@ -196,8 +196,7 @@ absl::Status Run(int argc, char** argv) {
   }
 
   // The trained model and its held-out windows load before any measurement, so that a missing file
-  // fails in seconds rather than after the bench model's runs (session 8 lost a 45-minute run to a
-  // missing build/heldout).
+  // fails in seconds rather than after the bench model's runs (which take most of an hour).
   std::unique_ptr<Model> tmodel;
   std::string dir;
   int64_t tn = 0, windows = 0;

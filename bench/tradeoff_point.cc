@@ -238,9 +238,9 @@ namespace {
 // from the caches (weights, KV rows, TLB) that decoding leaves it: before a plain step (L = 1), the
 // previous plain step; before a verify of L rows, the previous cycle's verify of L rows on the same
 // path, then the drafter's extend and head and its L − 2 chained steps. Same position, other tokens.
-// Timing every piece after an eviction instead, as before session 5, made T1 a cold step: on a
-// contended host its gather at 32K took 11.9 ms against 4.7 ms for L = 2 in the same rounds, and
-// T1 exceeded the plain decode step by 2x (19-34 ms against 16-18 ms).
+// Timing every piece after an eviction instead makes T1 a cold step: on a contended host its gather
+// at 32K took 11.9 ms against 4.7 ms for L = 2 in the same rounds, and T1 exceeded the plain decode
+// step by 2x (19-34 ms against 16-18 ms).
 absl::Status RunPredecessor(PointState& p, int64_t L, AttentionPath path) {
   CostSamples scratch, scratch_head;
   const auto tokens = std::span<const int32_t>(p.predecessor_block).first(L);

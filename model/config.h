@@ -1,6 +1,6 @@
 // ModelConfig: everything mtpspec reads from a Hugging Face `config.json` of a `glm_moe_dsa`
 // (GLM-5.x) or `deepseek_v32` (DeepSeek-V3.2) checkpoint. Field meanings, defaults and the
-// IndexShare priority rule follow ../shared/docs/model-spec.md §1 and §5.
+// IndexShare priority rule follow docs/models.md, "Notation and configuration" and "IndexShare".
 #pragma once
 
 #include <cstdint>
@@ -63,7 +63,7 @@ struct ModelConfig {
   std::string index_schedule_source;     // which rule produced layer_has_indexer
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
-  // Softmax scale of the main attention, with YaRN mscale folded in (model-spec §1.2).
+  // Softmax scale of the main attention, with YaRN mscale folded in (docs/models.md, "RoPE").
   double softmax_scale() const;
   // For shared layer l, the full layer whose top-k it reuses (l itself when full).
   int64_t IndexDonor(int64_t layer) const;
@@ -74,7 +74,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
 absl::StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 
-// The per-layer IndexShare schedule by the priority rule of model-spec §5, exposed for tests.
+// The per-layer IndexShare schedule by the priority rule of docs/models.md, "IndexShare", exposed for tests.
 // `file` names the config in errors; `*rule` receives which rule produced the schedule.
 absl::StatusOr<std::vector<bool>> DeriveIndexSchedule(const nlohmann::json& json, int64_t num_layers,
                                                       const std::string& file, std::string* rule);

@@ -19,7 +19,7 @@ LayerContext MakeLayerContext(const ModelConfig& c) {
   d.rope_dim = c.qk_rope_head_dim;
   d.v_dim = c.v_head_dim;
   d.softmax_scale = static_cast<float>(c.softmax_scale());
-  d.latent_norm_eps = 1e-6;  // transformers' q_a/kv_a RMSNorm eps (model-spec §3.2; vLLM uses rms_norm_eps)
+  d.latent_norm_eps = 1e-6;  // transformers' q_a/kv_a RMSNorm eps (docs/models.md, "Attention: MLA"; vLLM uses rms_norm_eps)
   d.rope_style = c.rope_interleave ? RopeStyle::kInterleaved : RopeStyle::kHalfSplit;
   d.indexer.n_heads = c.index_n_heads;
   d.indexer.head_dim = c.index_head_dim;

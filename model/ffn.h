@@ -1,5 +1,5 @@
 // Feed-forward blocks: the dense SwiGLU MLP and the sigmoid-routed MoE with shared experts
-// (model-spec §6).
+// (docs/models.md, "MoE").
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Feed-forward blocks on the GPU: the dense SwiGLU MLP and the sigmoid-routed MoE with shared
-// experts, twins of model/ffn.h (model-spec §6).
+// experts, twins of model/ffn.h (docs/models.md, "MoE").
 //
 // Weights are bf16 on the device. An MLP's gate and up projections are fused at upload into one
 // [2I, H] matrix (gate rows, then up rows) so one GEMV/GEMM computes both.

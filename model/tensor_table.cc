@@ -76,7 +76,7 @@ std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& c, int64_t layer)
   specs.push_back({p + "shared_head.norm.weight", {H}, TensorKind::kVector});
   specs.push_back({p + "embed_tokens.weight", {c.vocab_size, H}, TensorKind::kEmbedding, /*optional=*/true});
   specs.push_back({p + "shared_head.head.weight", {c.vocab_size, H}, TensorKind::kMatrix, /*optional=*/true});
-  // MTP blocks are sparse (MoE) and always own an indexer (model-spec §5, §7.1).
+  // MTP blocks are sparse (MoE) and always own an indexer (docs/models.md, "IndexShare", "The MTP layer as a drafter").
   AddBlock(specs, c, layer, /*dense_mlp=*/false, /*indexer=*/true);
   return specs;
 }

@@ -37,7 +37,7 @@ struct DecoderLayerWeights {
   MoeWeights moe;  // MoE layers
 };
 
-// The MTP module's extra tensors around its decoder block (model-spec §7.1).
+// The MTP module's extra tensors around its decoder block (docs/models.md, "The MTP layer as a drafter").
 struct MtpLayerWeights {
   Tensor enorm;             // [H] f32
   Tensor hnorm;             // [H] f32

@@ -1,5 +1,5 @@
 // The MTP module: the checkpoint's extra decoder layer (index num_hidden_layers) restored as a
-// draft head (model-spec §7).
+// draft head (docs/models.md, "The MTP layer as a drafter").
 //
 // One step over the pair (h_t, x_{t+1}) at position t:
 //   e = Emb(x_{t+1});  u = W_eh [enorm(e); hnorm(h_t)]   (embedding first)
@@ -18,7 +18,7 @@
 
 namespace mtpspec {
 
-// Which target hidden feeds step 1 (model-spec §7.3).
+// Which target hidden feeds step 1 (docs/models.md, "The MTP layer as a drafter").
 enum class MtpHidden { kPostNorm, kPreNorm };
 // Which MTP output feeds the next chained step (§7.4).
 enum class MtpChain { kNormed, kRaw };

@@ -1,4 +1,4 @@
-// The MTP module on the GPU, the twin of mtp/mtp_module.h (model-spec §7).
+// The MTP module on the GPU, the twin of mtp/mtp_module.h (docs/models.md, "The MTP layer as a drafter").
 //
 // One step over the pairs (h_t, x_{t+1}) at positions t:
 //   e = Emb(x_{t+1});  u = W_eh [enorm(e); hnorm(h_t)]   (embedding first)

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# All GPU work of issue #6 in one call, sized for the lent H200 (about 8 minutes):
+# Every GPU check in one call, sized for one H200 (about 8 minutes):
 #   1. configure (release, MTPSPEC_ENABLE_CUDA=ON) and build the GPU targets with -j$JOBS;
 #   2. run `ctest -L cuda` and count passed / failed / skipped — the GPU is present here, so a
 #      skipped test fails the check like a failed one;
-#   3. run the GPU benchmarks with short settings: cuda_attention_bench (goal 1), cuda_indexer_bench
-#      + bench/cuda_indexer_vs_torch.py (goal 2), cuda_e2e_bench (goal 3), and
-#      bench/cuda_layer_vs_torch.py (goal 4);
+#   3. run the GPU benchmarks with short settings: cuda_attention_bench, cuda_indexer_bench
+#      + bench/cuda_indexer_vs_torch.py, cuda_e2e_bench, and bench/cuda_layer_vs_torch.py
+#      (bench/README_cuda.md says what each measures and its goal);
 #   4. print a short table last. Every JSON goes to $OUT (default build/device_check).
 # It stops at the first error and says which stage failed.
 #
-# The GPU machine has no network. Besides nvcc, CMake, ninja, g++ and python3 with torch it needs
-# the C++ libraries that scripts/install_deps.sh installs on CI (absl, Eigen, nlohmann-json, GTest,
-# Google Benchmark, PCRE2 + pkg-config). If they are missing there, fetch their Debian packages
-# once on a networked machine and carry them:
+# Run it from the repository root on a machine with an NVIDIA GPU. Besides nvcc, CMake, ninja, g++
+# and python3 with torch it needs the C++ libraries that scripts/install_deps.sh installs (absl,
+# Eigen, nlohmann-json, GTest, Google Benchmark, PCRE2 + pkg-config). On a GPU machine without a
+# network, fetch their Debian packages once on a networked machine:
 #     scripts/device_check.sh --fetch-deps          # writes .devdeps/*.deb (about 5 MB, git-ignored)
-# then, through the device tool, from the repository root:
-#     run(command="scripts/device_check.sh", carry=[".devdeps"], timeout_s=600)
+# copy the repository with its .devdeps/ folder to the GPU machine, and run scripts/device_check.sh
+# there; it installs the carried packages when the system lacks them.
 # The packages are unpacked under $DEPS_DIR (default /tmp/mtpspec-deps), never into /.
 #
 # Environment: OUT, BUILD_DIR (build/device), JOBS (16), E2E_EXPERTS (32), E2E_CONTEXT (4096),
@@ -90,7 +90,7 @@ else
   if [ ${#debs[@]} -eq 0 ]; then
     die "the C++ dependencies (absl, Eigen, nlohmann-json, GTest, benchmark, PCRE2, pkg-config) are not \
 installed and no .devdeps/*.deb were carried: run 'scripts/device_check.sh --fetch-deps' on a networked \
-machine, then call the device tool with carry=[\".devdeps\"]"
+machine and copy the repository with its .devdeps/ folder here"
   fi
   echo "C++ dependencies: unpacking ${#debs[@]} carried packages into $DEPS_DIR"
   mkdir -p "$DEPS_DIR"
@@ -175,22 +175,22 @@ def load(name):
     path = os.path.join(out, name)
     return json.load(open(path)) if os.path.exists(path) else None
 att = load("cuda_attention_bench.json")
-if att:  # goal 1: L = 1 core GB/s over the copy bandwidth (>= 0.7), L = 4 over L = 1 time (<= 1.3)
+if att:  # gathered attention: L = 1 core GB/s over the copy bandwidth (>= 0.7), L = 4 over L = 1 time (<= 1.3)
     summary["attention"] = {"%s N=%d L=%d" % (r["storage"], r["context"], r["rows"]):
                             "vs_copy %.2f, L/L1 %.2f" % (r["core_ratio_to_copy"], r["core_vs_rows1"])
                             for r in att["results"] if r["rows"] in (1, 4)}
 idx = load("cuda_indexer_vs_torch.json")
-if idx:  # goal 2: torch.topk / our select >= 3
+if idx:  # indexer top-k: torch.topk / our select >= 3
     summary["indexer_vs_torch"] = {"N=%d L=%d" % (r["keys"], r["rows"]):
                                    "select x%.2f, total x%.2f" % (r["torch_over_ours_select"],
                                                                   r["torch_over_ours_total"])
                                    for r in idx["results"]}
 e2e = load("cuda_e2e_bench.json")
-if e2e:  # goal 3
+if e2e:  # truncated model end to end
     summary["e2e"] = [{k: r.get(k) for k in ("label", "tokens_per_second", "speedup", "predicted_speedup",
                                             "measured_over_predicted")} for r in e2e["runs"]]
 layer = load("cuda_layer_vs_torch.json")
-if layer:  # goal 4
+if layer:  # one layer against PyTorch
     summary["layer_vs_torch"] = layer.get("summary", layer)
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 print("\n=== device_check summary (%d s)" % seconds)
@@ -218,20 +218,20 @@ if [ "${SKIP_BENCH:-0}" = "1" ]; then
 fi
 
 export OUT
-stage "bench: gathered sparse MLA (goal 1)"
+stage "bench: gathered sparse MLA"
 "$BUILD_DIR/bench/cuda_attention_bench" --contexts 8192,131072 --rows 1,4,8 --reps 20 \
   --json "$OUT/cuda_attention_bench.json"
 
-stage "bench: indexer + top-k vs torch.topk (goal 2)"
+stage "bench: indexer + top-k vs torch.topk"
 "$BUILD_DIR/bench/cuda_indexer_bench" --keys 8192,131072 --rows 1,4 --reps 20 --json "$OUT/cuda_indexer_bench.json"
 python3 bench/cuda_indexer_vs_torch.py
 
-stage "bench: truncated GLM-5.2, plain vs MTP k=1..3 (goal 3)"
+stage "bench: truncated GLM-5.2, plain vs MTP k=1..3"
 df -h "$BUILD_DIR" | tail -1
 "$BUILD_DIR/bench/cuda_e2e_bench" --model-dir "$BUILD_DIR/e2e_model" --experts "$E2E_EXPERTS" \
   --context "$E2E_CONTEXT" --new-tokens 64 --reps 2 --json "$OUT/cuda_e2e_bench.json"
 
-stage "bench: one decoder layer vs PyTorch (goal 4)"
+stage "bench: one decoder layer vs PyTorch"
 python3 bench/cuda_layer_vs_torch.py --model-dir "$BUILD_DIR/e2e_model" \
   --tool "$BUILD_DIR/bench/cuda_layer_dump" --json "$OUT/cuda_layer_vs_torch.json"
 

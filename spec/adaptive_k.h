@@ -1,6 +1,5 @@
 // Adaptive k: each cycle, pick the draft length (0 = plain decoding) that maximises the expected
-// tokens per second, from online estimates of per-position acceptance and of the measured costs
-// (model-spec / anchors §5):
+// tokens per second, from online estimates of per-position acceptance and of the measured costs:
 //   E[tokens](k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j
 //   cost(0) = Tv(1),   cost(k ≥ 1) = Tv(k + 1) + k · c + x
 // where Tv(L) is a verify of L rows, c one draft step and x the drafter's per-cycle extend of the
@@ -38,8 +37,8 @@
 // right after the warm-up (while the drafter has only the warm-up rows to catch up on) in a request
 // with ≥ 197 tokens left, and not at all in a shorter one. The priors are set above the dearest
 // first probe measured: on models/glm-tiny-mtp, whose MTP layer and head are a large share of a
-// step, it lost 1.3 plain steps (bench/observe_ab, session 9), and priced at 1 (as before session 9)
-// it came in 128-token requests and lost them 1-2.5% against their 1% budget. A fresh controller
+// step, it lost 1.3 plain steps (bench/observe_ab); priced at 1 it would come in 128-token requests
+// and lose them 1-2.5% against their 1% budget. A fresh controller
 // whose request is too short for it lets the drafter defer the prompt (DeferPrompt). (Without
 // SetTokensLeft the budget grows with the decoded time only, and the first probe comes after ~200
 // plain steps.)
@@ -67,7 +66,7 @@
 // short request) lets the drafter skip the prompt's extend at the prefill (Drafter::DeferPrompt).
 // That extend runs the MTP layer over every prompt row and evicts the trunk from the cache: on the
 // trained model it made the next decode steps' forward 2-5% slower over a 128-token request
-// (bench/observe_ab, session 8). Requests where a re-check is due, and the request's budget can pay
+// (bench/observe_ab, on a CPU with a 32 MB L3). Requests where a re-check is due, and the request's budget can pay
 // for it at the warm-up's end, extend the prompt as before.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Acceptance rules for a verify block (model-spec §8).
+// Acceptance rules for a verify block (docs/models.md, "Speculative verification").
 //
 // Row j of the target logits (j = 0..k) is the target's distribution for the token after the j-th
 // verified input, i.e. for absolute position first_position + j. Drafts d_1..d_k are proposals for

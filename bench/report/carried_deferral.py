@@ -1,6 +1,6 @@
 """One carried adaptive-k controller over 24 held-out prompts of the trained model: per request, the
 k decisions, the probes, whether the drafter deferred the prompt (Stats.prompts_deferred), and the
-controller's expected tokens/s for k = 0, 1, 2. Session 8 used it to count prompt deferrals.
+controller's expected tokens/s for k = 0, 1, 2.
 
 Usage (with the bindings installed, e.g. by scripts/test_python.sh, and build/heldout made):
   build/pyenv/bin/python bench/report/carried_deferral.py [--model models/glm-tiny-mtp] [--tokens build/heldout/prose.npy]

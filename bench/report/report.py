@@ -4,8 +4,8 @@
   python bench/report/report.py --accept build/results/accept.json --tradeoff build/results/tradeoff.json \
       [--out docs/results] [--date YYYY-MM-DD] [--accept-cmd "..."] [--tradeoff-cmd "..."]
 
-Writes <out>/<date>-acceptance.md, <out>/<date>-tradeoff.md, and under <out>/<date>-data/ the CSV
-tables and PNG plots (acceptance vs context per position, r_k vs N per path, k x N speedup heat
+Writes <out>/acceptance.md and <out>/tradeoff.md, the current report of each benchmark, and under
+<out>/acceptance-data/ and <out>/tradeoff-data/ their JSON, CSV tables and PNG plots (acceptance vs context per position, r_k vs N per path, k x N speedup heat
 map, component stacks). Either input may be omitted. Goal checks live in report_goals.py.
 """
 
@@ -116,7 +116,7 @@ def acceptance_report(data: dict, out: Path, data_dir: Path, date: str, command:
     fig.savefig(data_dir / "acceptance_vs_context.png", dpi=110)
     plt.close(fig)
 
-    md = [f"# MTP acceptance on held-out text ({date})", ""]
+    md = [f"# MTP acceptance on held-out text (run of {date})", ""]
     md += machine_lines(data["run"], [f"- Model: `{data['model']['dir']}` (vocab {data['model']['vocab_size']}, "
                                       f"index_topk {topk}, max_position_embeddings "
                                       f"{data['model']['max_position_embeddings']})",
@@ -201,21 +201,24 @@ def main() -> None:
     parser.add_argument("--tradeoff-notes", type=Path, help="Markdown file appended to the trade-off report")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    data_dir = args.out / f"{args.date}-data"
-    data_dir.mkdir(exist_ok=True)
-    if args.accept:
-        text = acceptance_report(json.loads(args.accept.read_text()), args.out, data_dir, args.date, args.accept_cmd)
-        if args.accept_notes:
-            text += "\n" + args.accept_notes.read_text()
-        (args.out / f"{args.date}-acceptance.md").write_text(text)
-        print(f"wrote {args.out / f'{args.date}-acceptance.md'}")
-    if args.tradeoff:
-        text = report_goals.tradeoff_report(json.loads(args.tradeoff.read_text()), args.out, data_dir, args.date,
-                                            args.tradeoff_cmd, machine_lines, write_csv)
-        if args.tradeoff_notes:
-            text += "\n" + args.tradeoff_notes.read_text()
-        (args.out / f"{args.date}-tradeoff.md").write_text(text)
-        print(f"wrote {args.out / f'{args.date}-tradeoff.md'}")
+    for name, source, notes in (("acceptance", args.accept, args.accept_notes),
+                                ("tradeoff", args.tradeoff, args.tradeoff_notes)):
+        if source is None:
+            continue
+        data_dir = args.out / f"{name}-data"
+        data_dir.mkdir(exist_ok=True)
+        data = json.loads(source.read_text())
+        if source.resolve() != (data_dir / f"{name}.json").resolve():
+            (data_dir / f"{name}.json").write_text(source.read_text())
+        if name == "acceptance":
+            text = acceptance_report(data, args.out, data_dir, args.date, args.accept_cmd)
+        else:
+            text = report_goals.tradeoff_report(data, args.out, data_dir, args.date, args.tradeoff_cmd, machine_lines,
+                                                write_csv)
+        if notes:
+            text += "\n" + notes.read_text()
+        (args.out / f"{name}.md").write_text(text)
+        print(f"wrote {args.out / f'{name}.md'}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ EXPLORATION_BUDGET = 0.01
 
 
 def timing_note(trained: dict) -> str:
-    """The trained model's run length (absent from JSON before session 5)."""
+    """The trained model's run length (absent from older JSON)."""
     if "new_tokens" not in trained:
         return ""
     return f" End-to-end runs of {trained['new_tokens']} tokens from N, {trained['e2e_reps']} per window."
@@ -269,23 +269,23 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
     plots(points, data_dir)
 
     rel = data_dir.relative_to(out)
-    md = [f"# Verify cost, draft cost and speedup vs context ({date})", ""]
+    md = [f"# Verify cost, draft cost and speedup vs context (run of {date})", ""]
     md += machine_lines(data["run"], [
         f"- Load average at end: {', '.join(f'{x:.2f}' for x in data.get('loadavg_end', []))} (per-context load: "
         + ", ".join(f"N={p['context']}: {p['loadavg_start'][0]:.2f}-{p['loadavg_end'][0]:.2f}" for p in data["points"])
-        + "). The 2 cores are shared with other jobs, so absolute times are noisy; the cost repetitions are "
+        + "). Absolute times move with the machine's load; the cost repetitions are "
         "interleaved over every (N, path, L) and reported as medians, so ratios are measured side by side.",
         f"- Read bandwidth (StreamSum over {data['read_bandwidth_start']['buffer_mib']} MiB, "
         f"{data['read_bandwidth_start']['threads']} threads): {bw / 1e9:.2f} GB/s at start, {bw_end / 1e9:.2f} GB/s "
         "at end; the bound uses the start value." + bandwidth_warning(bw, bw_end),
-        f"- Bench model: `{data['bench_model']['dir']}` viewed through `{data['bench_model']['long_context_view']}` "
-        f"(max_position_embeddings raised to {cfg['max_position_embeddings']}, weights symlinked): hidden "
+        f"- Bench model: `bench/bench_model.cc`'s checkpoint (written to build/bench_model), run through a view "
+        f"with max_position_embeddings raised to {cfg['max_position_embeddings']}: hidden "
         f"{cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, {cfg['n_routed_experts']} experts top-"
         f"{cfg['num_experts_per_tok']}, index_topk K={k_top}, vocab {cfg['vocab_size']}, bf16; f32 cache "
         f"{data['bench_model']['cache_bytes_per_token']} B/token ({data['bench_model']['cache_bytes_per_token'] * 32784 / 2**20:.0f} MiB at 32K+16).",
         f"- Acceptance for predictions and the SYNTHETIC end-to-end runs: {data['acceptance_source']}",
         *memory_lines(data["points"]),
-        f"- Timing: {data['points'][0].get('timing', 'the extend and head of the draft after an eviction of the caches (before session 5)')}.",
+        f"- Timing: {data['points'][0].get('timing', 'the extend and head of the draft after an eviction of the caches')}.",
         f"- Elapsed {data['elapsed_seconds']:.0f} s."])
     md += ["", "Command:", "", "```", command or data["run"]["command"], "```", "",
            f"![r_k]({rel}/rk_vs_n.png)", "", f"![speedup]({rel}/speedup_heatmap.png)", "",
@@ -329,7 +329,7 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
 
 
 def memory_lines(points: list[dict]) -> list[str]:
-    """The process's memory while every context's caches were alive (JSON from session 7 on)."""
+    """The process's memory while every context's caches were alive (absent from older JSON)."""
     memory = points[0].get("memory_after_cost_rounds") if points else None
     if not memory or "rss_mib" not in memory:
         return []
@@ -420,7 +420,7 @@ def goal_section(data: dict, points: list[dict], k_top: int) -> list[str]:
     with_simple = [r for r in ratios if r[6]]
     if with_simple:
         bad_simple = [r for r in with_simple if r[2] / r[6] < 0.9]
-        md.append(f"  - against the issue's simpler formula E[L] / (r_k + k c) (one MTP step per draft): "
+        md.append(f"  - against the simpler formula E[L] / (r_k + k c) (one MTP step per draft): "
                   f"{verdict(not bad_simple)} ({len(with_simple) - len(bad_simple)}/{len(with_simple)} pass, worst "
                   f"{min(r[2] / r[6] for r in with_simple):.2f}).")
     trained = data.get("trained")

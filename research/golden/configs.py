@@ -113,7 +113,7 @@ class Family:
         if model_type == "glm_moe_dsa":
             self.model_cls = GlmMoeDsaForCausalLM
             self.config_cls = GlmMoeDsaConfig
-            self.expected_indexer_rope = "interleaved"  # model-spec §0.1
+            self.expected_indexer_rope = "interleaved"  # docs/models.md, "The DSA lightning indexer"
             self.mtp_has_copies = False  # GLM-5.2 layer 78: no embed_tokens / shared_head.head
         elif model_type == "deepseek_v32":
             self.model_cls = DeepseekV32ForCausalLM
@@ -138,7 +138,7 @@ def indexer_types_of(config) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# MTP layer config: the trunk's family, one sparse layer with its own indexer (model-spec §7)
+# MTP layer config: the trunk's family, one sparse layer with its own indexer (docs/models.md, "The MTP layer as a drafter")
 # --------------------------------------------------------------------------------------------
 
 

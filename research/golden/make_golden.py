@@ -38,7 +38,7 @@ Besides recording HF's numbers the script checks them (and fails loudly if a che
     DeepSeek-V3.2 half-split), probed by running the indexer module on crafted inputs;
   * checkpoint round trip (per-expert names load back into HF with no missing keys);
   * prefill == two-chunk prefill through the HF cache; cached decode == longer prefill;
-  * a from-scratch float64 re-implementation of model-spec.md (MLA, indexer, IndexShare, MoE
+  * a from-scratch float64 re-implementation of docs/models.md (MLA, indexer, IndexShare, MoE
     router, YaRN, MTP) reproduces HF's logits and top-k sets;
   * MTP batched prefill == token-by-token MTP calls.
 """
@@ -53,7 +53,7 @@ from __future__ import annotations
 #   rope_probe.py      the indexer RoPE style probe and the legacy YaRN spelling check
 #   hf_runs.py         load-back, prefill / decode through HF's cache, the cache self-checks
 #   mtp_head.py        the MTP layer assembled from HF's decoder layer, and the MTP reference logits
-#   spec_reference.py  the float64 re-implementation of model-spec.md and the cross-check against HF
+#   spec_reference.py  the float64 re-implementation of docs/models.md and the cross-check against HF
 #   checks.py          error measures, robustness margins, tolerances
 #   write_fixtures.py  one config end to end: checkpoint, config.json, fixture.safetensors, summary
 

@@ -1,4 +1,4 @@
-"""MTP layer: HF's own decoder-layer class + enorm / hnorm / eh_proj / shared_head (model-spec §7).
+"""MTP layer: HF's own decoder-layer class + enorm / hnorm / eh_proj / shared_head (docs/models.md, "The MTP layer as a drafter").
 
 HF has no MTP module; `MtpHead` assembles one step of it and `mtp_fixture` records the MTP reference logits."""
 
@@ -16,7 +16,7 @@ from hf_runs import sorted_valid_topk
 
 
 class MtpHead(torch.nn.Module):
-    """One MTP step: logits(x_{t+2}) from (h_t, x_{t+1}) at RoPE position t (model-spec §7.2)."""
+    """One MTP step: logits(x_{t+2}) from (h_t, x_{t+1}) at RoPE position t (docs/models.md, "The MTP layer as a drafter")."""
 
     def __init__(self, family: Family, trunk_config, ckpt: dict[str, torch.Tensor], dtype: torch.dtype):
         super().__init__()

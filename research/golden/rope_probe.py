@@ -1,6 +1,6 @@
 """Indexer RoPE style probe (behavioural: run HF's indexer module, compare against both styles).
 
-GLM must be interleaved and DeepSeek-V3.2 half-split (model-spec §0.1); the script refuses to write
+GLM must be interleaved and DeepSeek-V3.2 half-split (docs/models.md, "The DSA lightning indexer"); the script refuses to write
 fixtures otherwise."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def indexer_scores_spec(
     style: str,
     d_rope: int,
 ) -> torch.Tensor:
-    """model-spec §4.2 steps 1-4 (no mask). x [T, H], c_q [T, r_q], cos/sin [T, d_r/2]. Returns [T, T] (query, key)."""
+    """docs/models.md, "The DSA lightning indexer", steps 1-4 (no mask). x [T, H], c_q [T, r_q], cos/sin [T, d_r/2]. Returns [T, T] (query, key)."""
     n_heads, head_dim = indexer.n_heads, indexer.head_dim
     dt = x.dtype
     wq_b = indexer.wq_b.weight.to(dt)  # [N_I*d_I, r_q]
@@ -74,7 +74,7 @@ def probe_indexer_rope_style(family: Family, config, seed: int = 7) -> str:
 
 
 def assert_indexer_rope_styles() -> dict[str, dict]:
-    """GLM must be interleaved, DeepSeek-V3.2 half-split (model-spec §0.1). Also record whether the GLM
+    """GLM must be interleaved, DeepSeek-V3.2 half-split (docs/models.md, "The DSA lightning indexer"). Also record whether the GLM
     indexer honours `indexer_rope_interleave` (probe with the flag flipped to false)."""
     result = {}
     for make_config in (glm_a_config, dsv32_b_config):
@@ -84,7 +84,7 @@ def assert_indexer_rope_styles() -> dict[str, dict]:
         if style != family.expected_indexer_rope:
             raise AssertionError(
                 f"transformers {transformers.__version__}: {family.model_type} indexer uses {style} RoPE, "
-                f"expected {family.expected_indexer_rope} (model-spec §0.1). Refusing to write fixtures."
+                f"expected {family.expected_indexer_rope} (docs/models.md, 'The DSA lightning indexer'). Refusing to write fixtures."
             )
         entry = {"indexer_rope_style": style}
         if family.model_type == "glm_moe_dsa":

@@ -1,4 +1,4 @@
-"""Independent float64 re-implementation of model-spec.md (§1.2, §2, §3, §4, §5, §6, §7).
+"""Independent float64 re-implementation of docs/models.md (the trunk, MLA, the indexer, IndexShare, MoE, MTP).
 
 It reads the checkpoint tensors only, never HF's modules, and `spec_cross_check` compares it with what HF
 computed (logits, MTP logits, top-k sets) and records the robustness margins."""
@@ -35,7 +35,7 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: s
 
 
 class SpecReference:
-    """Written from model-spec.md only, on checkpoint-named tensors, in float64, no cache (full sequences)."""
+    """Written from docs/models.md only, on checkpoint-named tensors, in float64, no cache (full sequences)."""
 
     def __init__(self, config, ckpt: dict[str, torch.Tensor], indexer_style: str):
         self.c = config

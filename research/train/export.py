@@ -1,7 +1,7 @@
 """Export the tiny model to the Hugging Face `glm_moe_dsa` layout and verify it with transformers.
 
 Written files (in --out):
-  config.json            model_type glm_moe_dsa, every applicable field of model-spec §1
+  config.json            model_type glm_moe_dsa, every applicable field of docs/models.md, "Notation and configuration"
   model.safetensors      bf16 tensors with checkpoint names; `mlp.gate.e_score_correction_bias` fp32.
                          Routed experts per expert (`mlp.experts.{e}.{gate,up,down}_proj.weight`);
                          indexer tensors only on "full" layers; the MTP layer is layer

@@ -1,4 +1,4 @@
-// RoPE invariants and the YaRN numbers of DeepSeek-V3.2 (model-spec §1.2, §11).
+// RoPE invariants and the YaRN numbers of DeepSeek-V3.2 (docs/models.md, "RoPE", "Pitfalls").
 #include "attention/rope.h"
 
 #include <cmath>

@@ -221,7 +221,7 @@ namespace mtpspec {
 namespace {
 
 // For T ≤ K every causal key is selected, so the indexer weights cannot matter: a model whose
-// indexers are replaced by different random ones gives bit-identical logits (model-spec §11).
+// indexers are replaced by different random ones gives bit-identical logits (docs/models.md, "IndexShare").
 TEST(DenseEquivalenceTest, IndexerWeightsDoNotMatterWhileTFitsTopK) {
   ScopedTempDir tmp;
   WriteEdited(tmp.File("other_indexers"), [](auto& tensors, auto& storage) {

@@ -1,5 +1,5 @@
 // The MTP module against the oracle: research/golden/make_golden.py assembles the MTP layer from
-// transformers' own decoder-layer class and follows model-spec §7.2.
+// transformers' own decoder-layer class and follows docs/models.md, "The MTP layer as a drafter".
 #include <cstring>
 #include <string>
 #include <utility>

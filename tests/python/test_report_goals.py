@@ -68,7 +68,7 @@ def test_memory_line_reports_the_huge_page_share(goals) -> None:
     points = [{"memory_after_cost_rounds": {"rss_mib": 1000.0, "anon_huge_mib": 250.0}}, {}]
     (line,) = goals.memory_lines(points)
     assert "1000 MiB resident, 250 MiB of it (25%)" in line
-    assert goals.memory_lines([{"context": 512}]) == []  # JSON from before session 7
+    assert goals.memory_lines([{"context": 512}]) == []  # older JSON without the field
     assert goals.memory_lines([{"memory_after_cost_rounds": {}}]) == []  # /proc unreadable
 
 
@@ -90,7 +90,7 @@ def test_the_carried_controller_is_read_from_its_own_runs(goals) -> None:
 
 
 def test_speedup_ceiling_is_the_acceptance_over_a_free_verify_plus_the_drafts(goals) -> None:
-    # The session-9 trained model: E[L] = 1.88 at k = 2 with a draft step of 0.378 plain steps.
+    # The trained model as one run measured it: E[L] = 1.88 at k = 2 with a draft step of 0.378 plain steps.
     assert goals.speedup_ceiling(1.88, 2, 0.378) == pytest.approx(1.88 / 1.756)
     assert goals.speedup_ceiling(1.88, 2, 0.378) < 1.2
     assert goals.speedup_ceiling(3.0, 2, 0.0) == 3.0  # free drafts: the acceptance length itself

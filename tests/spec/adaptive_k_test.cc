@@ -547,7 +547,7 @@ SimResult Simulate(const Regime& regime, AdaptiveK& controller, int64_t cycles, 
   return r;
 }
 
-// The bench model at 8K context (docs/results/2026-11-30-tradeoff.md): every fixed k loses.
+// The bench model at 8K context (as tradeoff_bench measured it): every fixed k loses.
 Regime DraftingLoses() {
   Regime r;
   r.verify = {1.0, 1.54, 2.14, 2.53, 3.14, 3.58};
@@ -737,7 +737,7 @@ TEST(AdaptiveKSimulationTest, StaysPlainNearATie) {
   EXPECT_GT(plain_share, 0.97);
 }
 
-// The bench model's costs (docs/results/2026-11-30-session3-tradeoff.md, in plain steps) at
+// The bench model's costs (measured by tradeoff_bench on a quiet host, in plain steps) at
 // N = 512, where k = 1 ties with plain decoding, and at 32K, where it runs at 0.94x, with the
 // trained head's acceptance and ±3% timing noise. Requests of 256 tokens, the length of the
 // benchmark's end-to-end runs: the first probe burst comes right after the warm-up, and on average
@@ -851,7 +851,7 @@ TEST(AdaptiveKSimulationTest, ACarriedControllerLetsTheDrafterDeferThePromptOnly
   // The trained model's regime (TrainedModel: drafting cannot pay): after the first request a
   // carried controller expects plain decoding, so the drafter may skip the prompt's MTP extend,
   // whose cache pollution costs ~2% of a 128-token request on models/glm-tiny-mtp
-  // (bench/observe_ab, session 8). Where it lets the drafter defer, the request must not probe
+  // (bench/observe_ab). Where it lets the drafter defer, the request must not probe
   // (a probe would pay the catch-up over the whole prompt); the due re-checks still happen, in
   // requests that extend the prompt as before.
   const Regime trained = TrainedModel();

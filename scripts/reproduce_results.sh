@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs every benchmark that docs/results/ reports and rewrites the reports from their JSON:
+#   docs/results/decode.md      decode_bench     (about 5 min)
+#   docs/results/acceptance.md  accept_bench     (about 5 min on 2 cores)
+#   docs/results/kv-int8.md     kv_int8_bench    (under a minute)
+#   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
+# The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
+# downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
+#
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff ...]   (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh release
+python=$(scripts/python_env.sh | tail -n 1)
+"$python" -m pip install -q tokenizers
+mkdir -p build/results
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff)
+bench=build/release/bench
+
+heldout() {
+  if [ ! -f build/heldout/prose.npy ]; then
+    "$python" research/train/corpus.py
+    "$python" bench/report/make_heldout.py
+  fi
+}
+
+for target in "${targets[@]}"; do
+  case "$target" in
+    decode)
+      runs=()
+      for i in 1 2 3; do
+        $bench/decode_bench --benchmark_filter='StreamRead/1024|BM_Decode/' --benchmark_format=json \
+          >build/results/decode_$i.json
+        runs+=(build/results/decode_$i.json)
+      done
+      "$python" bench/report/decode_report.py --runs "${runs[@]}" ;;
+    acceptance)
+      heldout
+      $bench/accept_bench --model models/glm-tiny-mtp --json build/results/accept.json --csv build/results/accept.csv
+      "$python" bench/report/report.py --accept build/results/accept.json --out docs/results \
+        --accept-cmd "$bench/accept_bench --model models/glm-tiny-mtp --json build/results/accept.json --csv build/results/accept.csv" ;;
+    kv-int8)
+      heldout
+      [ -f build/bench_model/config.json ] || $bench/decode_bench --benchmark_filter='StreamRead/256' >/dev/null
+      $bench/kv_int8_bench --model models/glm-tiny-mtp --windows 8 --context 512 --eval-tokens 256 --new-tokens 128 \
+        --k 2 --memory-configs build/bench_model/config.json,tests/model/testdata/glm52_config.json \
+        --json build/results/kv_int8_trained.json
+      for m in glm_a dsv32_b; do
+        $bench/kv_int8_bench --model tests/golden/$m --random-tokens 4000 --windows 8 --context 64 --eval-tokens 48 \
+          --new-tokens 12 --json build/results/kv_int8_$m.json
+      done
+      "$python" bench/report/kv_int8_report.py --trained build/results/kv_int8_trained.json \
+        --golden build/results/kv_int8_glm_a.json build/results/kv_int8_dsv32_b.json ;;
+    tradeoff)
+      heldout
+      cmd=(--contexts 512,2048,8192,32768 --dense-context 0 --new-tokens 256 --reps 11 --e2e-reps 5 --g5-reps 9
+           --trained-dir models/glm-tiny-mtp --json build/results/tradeoff.json --csv build/results/tradeoff.csv)
+      if [ -f build/results/accept.json ]; then cmd+=(--accept-json build/results/accept.json); fi
+      $bench/tradeoff_bench "${cmd[@]}"
+      "$python" bench/report/report.py --tradeoff build/results/tradeoff.json --out docs/results \
+        --tradeoff-cmd "$bench/tradeoff_bench ${cmd[*]}" ;;
+    *)
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff)" >&2
+      exit 2 ;;
+  esac
+done
