@@ -92,6 +92,23 @@ uint16_t F32ToF16(float f) {
   return sign | static_cast<uint16_t>(half);
 }
 
+uint8_t F32ToF8E4M3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  // The non-negative codes 0x00 … 0x7e increase with their value: binary-search the two neighbours.
+  int lo = 0, hi = 0x7e;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (F8E4M3ToF32(static_cast<uint8_t>(mid)) <= a ? lo : hi) = mid;
+  }
+  const float below = F8E4M3ToF32(static_cast<uint8_t>(lo)), above = F8E4M3ToF32(static_cast<uint8_t>(hi));
+  int code = a - below < above - a ? lo : (a - below > above - a ? hi : (lo % 2 == 0 ? lo : hi));
+  if (a <= below) code = lo;
+  return sign | static_cast<uint8_t>(code);
+}
+
 float F8E4M3ToF32(uint8_t b) {
   const uint32_t sign = (b >> 7) & 1u;
   const int exp = (b >> 3) & 0xf;

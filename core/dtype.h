@@ -49,5 +49,7 @@ float F16ToF32(uint16_t bits);
 uint16_t F32ToF16(float f);
 // float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa, no infinities, 0x7f/0xff are NaN.
 float F8E4M3ToF32(uint8_t bits);
+// The float8_e4m3fn nearest to f (ties to the even code); beyond ±448 saturates to ±448, NaN → 0x7f.
+uint8_t F32ToF8E4M3(float f);
 
 }  // namespace mtpspec

@@ -20,6 +20,8 @@
 namespace mtpspec {
 
 inline constexpr int kMaxDims = 4;
+// Rows and columns of one FP8 scale block (`weight_scale_inv`, docs/models.md, "FP8 checkpoints").
+inline constexpr int64_t kFp8Block = 128;
 
 // Non-owning view of an element array. Copying a view never copies data. The memory belongs to a
 // Tensor, an mmap'd file or a caller; the view must not outlive it.
@@ -29,6 +31,10 @@ struct TensorView {
   int ndim = 0;
   std::array<int64_t, kMaxDims> shape{};
   std::array<int64_t, kMaxDims> stride{};  // in elements
+  // F8_E4M3 matrices only: the f32 block scales, [⌈rows/128⌉, ⌈cols/128⌉] with row stride
+  // `scale_stride`. Element (i, j) stands for data[i, j] · block_scale[(i/128)·scale_stride + j/128].
+  const float* block_scale = nullptr;
+  int64_t scale_stride = 0;
 
   static TensorView Contiguous(DType dtype, void* data, std::initializer_list<int64_t> shape);
   static TensorView Contiguous(DType dtype, void* data, const std::vector<int64_t>& shape);

@@ -73,42 +73,82 @@ inline void WidenRow(const uint16_t* src, int64_t n, float* dst) {
 
 inline void WidenRow(const float* src, int64_t n, float* dst) { std::copy_n(src, n, dst); }
 
+// The rows of a weight matrix as the tiles read them. Dense f32 or bf16 rows:
+template <typename W>
+struct DenseRows {
+  const W* w;
+  int64_t stride;  // elements between rows
+  int64_t row_bytes(int64_t in) const { return in * static_cast<int64_t>(sizeof(W)); }
+  // out[r][k] for rows x[0 … NR) and weight rows o … o + NK − 1; prefetches kPrefetchTiles tiles ahead.
+  template <int NR, int NK>
+  void Dot(const float* const* x, int64_t in, int64_t o, float (*out)[kRowBlock]) const {
+    const W* wr[NK];
+    uintptr_t ahead[NK];
+    for (int k = 0; k < NK; ++k) {
+      wr[k] = w + (o + k) * stride;
+      ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + kPrefetchTiles * NK * stride * sizeof(W);
+    }
+    DotTile<NR, NK>(x, wr, in, ahead, out);
+  }
+  void Widen(int64_t o, int64_t in, float* dst) const { WidenRow(w + o * stride, in, dst); }
+};
+
+// FP8 rows with their 128 × 128 block scales (TensorView::block_scale), widened and scaled in
+// registers.
+struct Fp8Rows {
+  const uint8_t* w;
+  int64_t stride;            // bytes between rows
+  const float* scale;        // [⌈out/128⌉, ⌈in/128⌉]
+  int64_t scale_stride;
+  int64_t row_bytes(int64_t in) const { return in; }
+  const float* ScaleRow(int64_t o) const { return scale + (o / kFp8Block) * scale_stride; }
+  template <int NR, int NK>
+  void Dot(const float* const* x, int64_t in, int64_t o, float (*out)[kRowBlock]) const {
+    const uint8_t* wr[NK];
+    const float* sr[NK];
+    uintptr_t ahead[NK];
+    for (int k = 0; k < NK; ++k) {
+      wr[k] = w + (o + k) * stride;
+      sr[k] = ScaleRow(o + k);
+      ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + 2 * kPrefetchTiles * NK * stride;  // half the bytes of bf16: twice the tiles
+    }
+    tiles::DotTileFp8<NR, NK>(x, wr, sr, in, ahead, out);
+  }
+  void Widen(int64_t o, int64_t in, float* dst) const {
+    const uint8_t* src = w + o * stride;
+    const float* sr = ScaleRow(o);
+    for (int64_t i = 0; i < in; ++i) dst[i] = F8E4M3ToF32(src[i]) * sr[i / kFp8Block];
+  }
+};
+
 // Output rows [o_begin, o_end) for NR input rows starting at x.
-template <int NR, typename W>
-void LinearRowGroup(const float* x, int64_t in, const W* w, int64_t w_stride, int64_t o_begin, int64_t o_end,
-                    float* y, int64_t y_stride, int64_t y_col0) {
+template <int NR, typename Rows>
+void LinearRowGroup(const float* x, int64_t in, const Rows& w, int64_t o_begin, int64_t o_end, float* y,
+                    int64_t y_stride, int64_t y_col0) {
   const float* xr[NR];
   for (int r = 0; r < NR; ++r) xr[r] = x + r * in;
   float out[kRowBlock][kWeightBlock];
-  const W* wr[kWeightBlock];
-  uintptr_t ahead[kWeightBlock];  // the same row kPrefetchTiles tiles further on
   int64_t o = o_begin;
   for (; o + kWeightBlock <= o_end; o += kWeightBlock) {
-    for (int k = 0; k < kWeightBlock; ++k) {
-      wr[k] = w + (o + k) * w_stride;
-      ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + kPrefetchTiles * kWeightBlock * w_stride * sizeof(W);
-    }
-    DotTile<NR, kWeightBlock>(xr, wr, in, ahead, out);
+    w.template Dot<NR, kWeightBlock>(xr, in, o, out);
     for (int r = 0; r < NR; ++r) {
       for (int k = 0; k < kWeightBlock; ++k) y[r * y_stride + (o + k - y_col0)] = out[r][k];
     }
   }
   for (; o < o_end; ++o) {
-    wr[0] = w + o * w_stride;
-    ahead[0] = reinterpret_cast<uintptr_t>(wr[0]) + kPrefetchTiles * w_stride * sizeof(W);
-    DotTile<NR, 1>(xr, wr, in, ahead, out);
+    w.template Dot<NR, 1>(xr, in, o, out);
     for (int r = 0; r < NR; ++r) y[r * y_stride + (o - y_col0)] = out[r][0];
   }
 }
 
-template <typename W>
-void LinearRowBlock(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
-                    int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
+template <typename Rows>
+void LinearRowBlock(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t o_begin, int64_t o_end,
+                    int64_t y_stride, int64_t y_col0, float* y) {
   switch (rows) {
-    case 1: LinearRowGroup<1>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
-    case 2: LinearRowGroup<2>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
-    case 3: LinearRowGroup<3>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
-    default: LinearRowGroup<4>(x, in, w, w_stride, o_begin, o_end, y, y_stride, y_col0); break;
+    case 1: LinearRowGroup<1>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    case 2: LinearRowGroup<2>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    case 3: LinearRowGroup<3>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    default: LinearRowGroup<4>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
   }
 }
 
@@ -116,25 +156,24 @@ void LinearRowBlock(const float* x, int64_t rows, const W* w, int64_t w_stride, 
 // memory and the others find it in L2 (2 MiB per core here).
 constexpr int64_t kReuseChunkBytes = 256 << 10;
 
-template <typename W>
-void LinearSmallRows(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
-                     int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
+template <typename Rows>
+void LinearSmallRows(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t o_begin, int64_t o_end,
+                     int64_t y_stride, int64_t y_col0, float* y) {
   if (rows <= kRowBlock) {
-    LinearRowBlock(x, rows, w, w_stride, in, o_begin, o_end, y_stride, y_col0, y);
+    LinearRowBlock(x, rows, w, in, o_begin, o_end, y_stride, y_col0, y);
     return;
   }
   // More than one row group (a verify of k + 1 >= 5 rows): walk the weights once, in chunks, and
   // run every row group over a chunk before the next, so a matrix is read from DRAM once rather
   // than once per group. Only the order of the tiles changes, so every row's result keeps its bits.
-  // Measured on the bench model's decode matrices: 5 rows -8%, 8 rows -4% (bench/README.md).
-  const int64_t row_bytes = std::max<int64_t>(in * static_cast<int64_t>(sizeof(W)), 1);
+  const int64_t row_bytes = std::max<int64_t>(w.row_bytes(in), 1);
   const int64_t chunk =
       std::max<int64_t>(kWeightBlock, kReuseChunkBytes / row_bytes / kWeightBlock * kWeightBlock);
   for (int64_t c0 = o_begin; c0 < o_end; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, o_end);
     for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
-      LinearRowBlock(x + r0 * in, std::min<int64_t>(kRowBlock, rows - r0), w, w_stride, in, c0, c1, y_stride,
-                     y_col0, y + r0 * y_stride);
+      LinearRowBlock(x + r0 * in, std::min<int64_t>(kRowBlock, rows - r0), w, in, c0, c1, y_stride, y_col0,
+                     y + r0 * y_stride);
     }
   }
 }
@@ -142,17 +181,15 @@ void LinearSmallRows(const float* x, int64_t rows, const W* w, int64_t w_stride,
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // Many rows: widen a block of weight rows to f32 and let Eigen's GEMM do the work.
-template <typename W>
-void LinearManyRows(const float* x, int64_t rows, const W* w, int64_t w_stride, int64_t in, int64_t o_begin,
-                    int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
+template <typename Rows>
+void LinearManyRows(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t o_begin, int64_t o_end,
+                    int64_t y_stride, int64_t y_col0, float* y) {
   constexpr int64_t kBlock = 64;
   RowMatrix wblock(kBlock, in);
   Eigen::Map<const RowMatrix> xm(x, rows, in);
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kBlock) {
     const int64_t nb = std::min(kBlock, o_end - o0);
-    for (int64_t b = 0; b < nb; ++b) {
-      WidenRow(w + (o0 + b) * w_stride, in, wblock.row(b).data());
-    }
+    for (int64_t b = 0; b < nb; ++b) w.Widen(o0 + b, in, wblock.row(b).data());
     Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> ym(y + (o0 - y_col0), rows, nb, Eigen::OuterStride<>(y_stride));
     ym.noalias() = xm * wblock.topRows(nb).transpose();
   }
@@ -160,27 +197,32 @@ void LinearManyRows(const float* x, int64_t rows, const W* w, int64_t w_stride, 
 
 constexpr int64_t kManyRowsThreshold = 24;
 
+template <typename Rows>
+void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t ob, int64_t oe, float* y,
+                   int64_t y_stride, int64_t y_col0) {
+  if (rows >= kManyRowsThreshold) {
+    LinearManyRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
+  } else {
+    LinearSmallRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
+  }
+}
+
 // Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
 // calling thread.
 void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, int64_t oe, float* y,
                  int64_t y_stride, int64_t y_col0) {
   const int64_t in = w.shape[1];
-  const int64_t w_stride = w.stride[0];
-  if (w.dtype == DType::kBF16) {
-    const uint16_t* wp = w.as<uint16_t>();
-    if (rows >= kManyRowsThreshold) {
-      LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
-    } else {
-      LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
-    }
-  } else {
-    MTPSPEC_CHECK(w.dtype == DType::kF32);
-    const float* wp = w.as<float>();
-    if (rows >= kManyRowsThreshold) {
-      LinearManyRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
-    } else {
-      LinearSmallRows(x, rows, wp, w_stride, in, ob, oe, y_stride, y_col0, y);
-    }
+  switch (w.dtype) {
+    case DType::kBF16:
+      LinearRangeOf(x, rows, DenseRows<uint16_t>{w.as<uint16_t>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0);
+      break;
+    case DType::kF8E4M3:
+      LinearRangeOf(x, rows, Fp8Rows{w.as<uint8_t>(), w.stride[0], w.block_scale, w.scale_stride}, in, ob, oe, y,
+                    y_stride, y_col0);
+      break;
+    default:
+      MTPSPEC_CHECK(w.dtype == DType::kF32);
+      LinearRangeOf(x, rows, DenseRows<float>{w.as<float>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0);
   }
 }
 
@@ -192,6 +234,7 @@ int64_t MinChunk(int64_t in, int64_t rows) {
 void CheckWeight(const TensorView& w) {
   MTPSPEC_CHECK(w.ndim == 2);
   MTPSPEC_CHECK(w.stride[1] == 1);
+  MTPSPEC_CHECK(w.dtype != DType::kF8E4M3 || w.block_scale != nullptr);
 }
 
 }  // namespace

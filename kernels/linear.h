@@ -1,6 +1,7 @@
-// Dense kernels used by every layer: matrix-times-rows with f32 or bf16 weights, dot products,
-// RMSNorm, SiLU, softmax. Weights are read in place (from the mmap'd checkpoint when possible) and never
-// converted in the hot loop's memory traffic: bf16 rows are widened in registers.
+// Dense kernels used by every layer: matrix-times-rows with f32, bf16 or FP8 weights, dot products,
+// RMSNorm, SiLU, softmax. Weights are read in place (from the checkpoint's bytes) and never
+// converted in the hot loop's memory traffic: bf16 and FP8 rows are widened in registers, FP8 times
+// its 128 × 128 block scale (TensorView::block_scale).
 //
 // Convention: a weight W has shape [out, in] (PyTorch nn.Linear layout). Linear computes
 //   y[r, o] = Σ_i x[r, i] · W[o, i]      i.e. y = x · Wᵀ,
@@ -16,8 +17,10 @@ namespace mtpspec {
 
 class ThreadPool;
 
-// y[rows, out] = x[rows, in] · w[out, in]ᵀ. `w` is f32 or bf16, 2-D, rows contiguous (row stride
-// may exceed `in`). Parallel over output rows on `pool` (DefaultThreadPool() when null).
+// y[rows, out] = x[rows, in] · w[out, in]ᵀ. `w` is f32, bf16 or F8_E4M3 with its block scales, 2-D,
+// rows contiguous (row stride may exceed `in`). Parallel over output rows on `pool`
+// (DefaultThreadPool() when null). Below 24 rows every output is accumulated in one fixed order,
+// so a row's result does not depend on the other rows of the call.
 void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadPool* pool = nullptr);
 
 // Same, restricted to output rows [out_begin, out_end) of w; y has out_end - out_begin columns.
@@ -28,7 +31,7 @@ void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_b
 struct LinearJob {
   const float* x = nullptr;  // [rows, in]
   int64_t rows = 0;
-  TensorView w;              // [out, in] f32 or bf16
+  TensorView w;              // [out, in] f32, bf16 or F8_E4M3
   float* y = nullptr;        // [rows, out]
 };
 

@@ -18,11 +18,23 @@ absl::StatusOr<const void*> WeightArena::UploadBytes(const void* data, size_t by
   return device;
 }
 
+TensorView HostMatrixForUpload(const TensorView& w, Tensor& holder) {
+  if (w.dtype != DType::kF8E4M3 || w.block_scale == nullptr || w.ndim != 2) return w;
+  holder = Tensor::Empty(DType::kF32, {w.shape[0], w.shape[1]});
+  for (int64_t o = 0; o < w.shape[0]; ++o) {
+    const uint8_t* src = w.row<uint8_t>(o);
+    const float* scale = w.block_scale + (o / kFp8Block) * w.scale_stride;
+    float* dst = holder.data<float>() + o * w.shape[1];
+    for (int64_t i = 0; i < w.shape[1]; ++i) dst[i] = F8E4M3ToF32(src[i]) * scale[i / kFp8Block];
+  }
+  return holder.view();
+}
+
 absl::StatusOr<DeviceMatrix> WeightArena::UploadMatrix(const TensorView& w, const std::string& name) {
   if (w.ndim != 2) return absl::InvalidArgumentError(absl::StrCat(name, ": expected a 2-D weight, got ", w.ndim, "-D"));
-  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": GPU weights must be f32 or bf16 on the host (got ",
-                                                   DTypeName(w.dtype), ")"));
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && !(w.dtype == DType::kF8E4M3 && w.block_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": GPU weights must be f32, bf16 or FP8 with block scales on ",
+                                                   "the host (got ", DTypeName(w.dtype), ")"));
   }
   const int64_t out = w.shape[0];
   const int64_t in = w.shape[1];
@@ -32,6 +44,10 @@ absl::StatusOr<DeviceMatrix> WeightArena::UploadMatrix(const TensorView& w, cons
     if (w.dtype == DType::kBF16) {
       const uint16_t* src = w.row<uint16_t>(o);
       for (int64_t i = 0; i < in; ++i) dst[i] = src[i];
+    } else if (w.dtype == DType::kF8E4M3) {  // dequantised: W8 · its block scale, rounded to bf16
+      const uint8_t* src = w.row<uint8_t>(o);
+      const float* scale = w.block_scale + (o / kFp8Block) * w.scale_stride;
+      for (int64_t i = 0; i < in; ++i) dst[i] = F32ToBf16(F8E4M3ToF32(src[i]) * scale[i / kFp8Block]);
     } else {
       const float* src = w.row<float>(o);
       for (int64_t i = 0; i < in; ++i) dst[i] = F32ToBf16(src[i]);

@@ -35,10 +35,15 @@ struct DeviceMatrix {
   size_t bytes() const { return static_cast<size_t>(out * in) * sizeof(__nv_bfloat16); }
 };
 
+// A host matrix that upload code reads as f32 or bf16: `w` itself, or (FP8 with block scales) its
+// dequantised values widened to f32 into `holder`.
+TensorView HostMatrixForUpload(const TensorView& w, Tensor& holder);
+
 // Owns every weight uploaded for one model. Uploads are synchronous (load time only).
 class WeightArena {
  public:
-  // A 2-D f32 or bf16 host matrix → bf16 on the device (f32 rounded to nearest even). `name`
+  // A 2-D f32, bf16 or FP8 (with block scales) host matrix → bf16 on the device (f32 and dequantised
+  // FP8 rounded to nearest even). `name`
   // appears in errors (the tensor's checkpoint name).
   absl::StatusOr<DeviceMatrix> UploadMatrix(const TensorView& w, const std::string& name);
   // Any floating host tensor (1-D or more) → f32 on the device, contiguous.

@@ -12,6 +12,7 @@
 #endif
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace mtpspec::tiles {
 
@@ -31,6 +32,106 @@ inline __m512 LoadWeights(const uint16_t* p, __mmask16 mask) {
 inline __m512 LoadWeights(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 
 inline void Prefetch(uintptr_t address) { _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T0); }
+
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#define MTPSPEC_FP8_SIMD 1
+// FP8 values come out of the conversion below scaled by 2^-8; the block scale is multiplied by this
+// (a power of two, so exactly) before it meets them.
+inline constexpr float kFp8Unscale = 256.0f;
+
+// 16 float8_e4m3fn weights widened to f32 · 2^-8, exactly: each byte becomes the fp16 with the same
+// sign, exponent field and mantissa (e4m3's bias 7 against fp16's 15 makes the factor 2^-8, and
+// e4m3 subnormals land on fp16 subnormals), which vcvtph2ps widens. Fp8Careful also turns the NaN
+// encodings 0x7f and 0xff into NaN (the plain conversion would read them as ±480); `lanes` masks
+// the bytes read.
+inline __m256i Fp8BytesAsHalf(__m128i bytes) {
+  const __m256i wide = _mm256_cvtepi8_epi16(bytes);  // sign bits in 8..15
+  return _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+}
+inline __m256i Fp8AsHalf(const uint8_t* p, __mmask16 lanes) { return Fp8BytesAsHalf(_mm_maskz_loadu_epi8(lanes, p)); }
+inline __m512 Fp8Fast(const uint8_t* p) {
+  return _mm512_cvtph_ps(Fp8BytesAsHalf(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 Fp8Careful(const uint8_t* p, __mmask16 lanes = 0xFFFF) {
+  const __m256i half = Fp8AsHalf(p, lanes);
+  const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(half, _mm256_set1_epi16(0x7FFF)),
+                                                _mm256_set1_epi16(0x3F80));
+  return _mm512_cvtph_ps(_mm256_mask_mov_epi16(half, nan, _mm256_set1_epi16(0x7E00)));
+}
+// Whether the 64 bytes at p hold a NaN encoding.
+inline bool Fp8LineHasNan(const uint8_t* p) {
+  const __m512i line = _mm512_loadu_si512(p);
+  return _mm512_cmpeq_epi8_mask(_mm512_and_si512(line, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7F)) != 0;
+}
+
+// DotTile for FP8 weight rows: out[r][k] = Σ_i x[r][i] · w[k][i] · scale[k][i / 128]. Each weight
+// vector is widened and multiplied by its block's scale once, then used for every row; each (r, k)
+// accumulates in the same 16-lane order as DotTile. A 64-byte line of weights goes through the
+// plain conversion unless it holds a NaN encoding (checked per line, which costs a fraction of
+// checking per vector), so NaN weights still give NaN.
+template <int NR, int NK>
+inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
+                       const uintptr_t* prefetch, float (*out)[kMaxTile]) {
+  __m512 acc[NR][NK];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_setzero_ps();
+  }
+  __m512 s[NK];
+  auto step = [&](const __m512* wv, int64_t i, __mmask16 lanes) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const __m512 xv = _mm512_maskz_loadu_ps(lanes, x[r] + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
+    }
+  };
+  auto rescale = [&](int64_t i) {
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) s[k] = _mm512_set1_ps(scale[k][i / kFp8Block] * kFp8Unscale);
+  };
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    if (prefetch != nullptr) {
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i);
+    }
+    if (i % kFp8Block == 0) rescale(i);
+    bool nan = false;
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) nan |= Fp8LineHasNan(w[k] + i);
+    __m512 wv[NK];
+    if (__builtin_expect(!nan, 1)) {
+#pragma GCC unroll 4
+      for (int64_t c = 0; c < 64; c += 16) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Fp8Fast(w[k] + i + c), s[k]);
+        step(wv, i + c, 0xFFFF);
+      }
+    } else {
+      for (int64_t c = 0; c < 64; c += 16) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Fp8Careful(w[k] + i + c), s[k]);
+        step(wv, i + c, 0xFFFF);
+      }
+    }
+  }
+  for (; i < n; i += 16) {  // the last 1-63 weights, 16 at a time
+    const __mmask16 lanes = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    if (i % kFp8Block == 0) rescale(i);
+    __m512 wv[NK];
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Fp8Careful(w[k] + i, lanes), s[k]);
+    step(wv, i, lanes);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < NK; ++k) out[r][k] = _mm512_reduce_add_ps(acc[r][k]);
+  }
+}
+#endif
 
 // out[r][k] = Σ_{i<n} x[r][i] · w[k][i] for an NR × NK tile. Each (r, k) pair accumulates in
 // 16 lanes (lane l takes i ≡ l mod 16, in order), then a masked tail, then one reduction: the same
@@ -125,6 +226,23 @@ inline void CombineTile(const float* const* x, const W* const* w, int64_t n, int
 // product sums in plain index order (still independent of the tile shape).
 inline float WeightAt(const float* w, int64_t i) { return w[i]; }
 inline float WeightAt(const uint16_t* w, int64_t i) { return Bf16ToF32(w[i]); }
+#endif
+
+#if !defined(MTPSPEC_FP8_SIMD)
+// FP8 without AVX-512 BW/VL: each weight widened through the scalar conversion and scaled.
+template <int NR, int NK>
+inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
+                       const uintptr_t* /*prefetch*/, float (*out)[kMaxTile]) {
+  for (int r = 0; r < NR; ++r) {
+    for (int k = 0; k < NK; ++k) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n; ++i) acc += x[r][i] * (F8E4M3ToF32(w[k][i]) * scale[k][i / kFp8Block]);
+      out[r][k] = acc;
+    }
+  }
+}
+#endif
+#if !defined(__AVX512F__)
 
 template <int NR, int NK, typename W>
 inline void DotTile(const float* const* x, const W* const* w, int64_t n, const uintptr_t* /*prefetch*/,

@@ -213,7 +213,13 @@ absl::Status RoutedExpertsLarge(Context& ctx, const DeviceMoeWeights& w, const M
 
 }  // namespace
 
-absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpWeights& host, const std::string& name) {
+absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpWeights& stored,
+                                                  const std::string& name) {
+  Tensor gate_f32, up_f32, down_f32;  // FP8 matrices, dequantised for the upload
+  MlpWeights host;
+  host.gate = HostMatrixForUpload(stored.gate, gate_f32);
+  host.up = HostMatrixForUpload(stored.up, up_f32);
+  host.down = HostMatrixForUpload(stored.down, down_f32);
   if (host.gate.empty() || host.gate.ndim != 2) {
     return absl::InvalidArgumentError(absl::StrCat(name, ".gate_proj: expected a 2-D weight"));
   }
@@ -236,6 +242,8 @@ absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpW
 
 absl::StatusOr<DeviceMoeWeights> UploadMoeWeights(WeightArena& arena, const MoeWeights& host, const ModelConfig& c,
                                                   const std::string& name) {
+  Tensor router_f32;  // an FP8 router, dequantised for the upload
+  const TensorView router = HostMatrixForUpload(host.router, router_f32);
   const int64_t num_experts = c.n_routed_experts;
   const int64_t hidden = c.hidden_size;
   const int64_t width = c.moe_intermediate_size;
@@ -243,7 +251,7 @@ absl::StatusOr<DeviceMoeWeights> UploadMoeWeights(WeightArena& arena, const MoeW
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", host.experts.size(), " experts, config says ",
                                                    num_experts));
   }
-  RETURN_IF_ERROR(CheckFloatMatrix(host.router, num_experts, hidden, name + ".gate.weight"));
+  RETURN_IF_ERROR(CheckFloatMatrix(router, num_experts, hidden, name + ".gate.weight"));
   if (host.router_bias.empty() || host.router_bias.dtype() != DType::kF32 ||
       host.router_bias.numel() != num_experts) {
     return absl::InvalidArgumentError(absl::StrCat(name, ".gate.e_score_correction_bias: expected f32 [", num_experts,
@@ -252,13 +260,13 @@ absl::StatusOr<DeviceMoeWeights> UploadMoeWeights(WeightArena& arena, const MoeW
   DeviceMoeWeights device;
   device.hidden = hidden;
   device.expert_width = width;
-  if (host.router.dtype == DType::kBF16 || ExactlyBf16(host.router)) {
-    ASSIGN_OR_RETURN(device.router, arena.UploadMatrix(host.router, name + ".gate.weight"));
+  if (router.dtype == DType::kBF16 || ExactlyBf16(router)) {
+    ASSIGN_OR_RETURN(device.router, arena.UploadMatrix(router, name + ".gate.weight"));
   } else {
     std::vector<float> packed;  // [E, H] f32, rows contiguous
     packed.reserve(static_cast<size_t>(num_experts * hidden));
     for (int64_t e = 0; e < num_experts; ++e) {
-      const float* src = host.router.row<float>(e);
+      const float* src = router.row<float>(e);
       packed.insert(packed.end(), src, src + hidden);
     }
     ASSIGN_OR_RETURN(const void* router, arena.UploadBytes(packed.data(), packed.size() * sizeof(float),

@@ -1,5 +1,6 @@
 #include "model/loader.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -39,12 +40,22 @@ class WeightBuilder {
                 LoadReport& report)
       : store_(store), options_(options), weights_(weights), report_(report) {}
 
-  absl::StatusOr<TensorView> Matrix(const std::string& name) {
+  // A matmul weight. FP8 stays FP8 with its block scales attached (the Linear kernels widen it in
+  // registers) unless `fp8_in_place` is false (weights read by the row kernels, which take f32 and
+  // bf16 rows) or the options convert every matrix.
+  absl::StatusOr<TensorView> Matrix(const std::string& name, bool fp8_in_place = true) {
     ASSIGN_OR_RETURN(TensorView view, Raw(name));
     ++report_.tensors_loaded;
     const DType target = options_.weight_dtype == WeightDType::kBF16 ? DType::kBF16 : DType::kF32;
     if (view.dtype == DType::kF8E4M3) {
-      ASSIGN_OR_RETURN(TensorView scale, Raw(ScaleNameOf(name)));
+      ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
+      if (fp8_in_place && options_.weight_dtype == WeightDType::kAsStored) {
+        ++report_.fp8_tensors_in_place;
+        view.block_scale = scale.as<float>();
+        view.scale_stride = scale.stride[0];
+        weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
+        return Count(view);
+      }
       ++report_.fp8_tensors_dequantised;
       return Count(Dequantise(view, scale, target));
     }
@@ -60,6 +71,7 @@ class WeightBuilder {
                                    : target));
   }
 
+  // A norm weight, bias or other small tensor, widened to f32; every value must be finite.
   absl::StatusOr<Tensor> Vector(const std::string& name) {
     ASSIGN_OR_RETURN(TensorView view, Raw(name));
     ++report_.tensors_loaded;
@@ -68,7 +80,15 @@ class WeightBuilder {
       return BadDType(name, view.dtype, "a floating type");
     }
     weights_.weight_bytes += view.numel() * 4;
-    return ToF32(view);
+    ASSIGN_OR_RETURN(Tensor values, ToF32(view));
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      if (!std::isfinite(values.data<float>()[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(store_.FileOf(name), ": tensor ", name, " holds ",
+                                                       values.data<float>()[i], " at element ", i,
+                                                       "; every value must be finite"));
+      }
+    }
+    return values;
   }
 
   absl::StatusOr<TensorView> Embedding(const std::string& name) {
@@ -86,6 +106,32 @@ class WeightBuilder {
     absl::StatusOr<TensorView> view = store_.Get(name);
     if (!view.ok()) return absl::NotFoundError(absl::StrCat(store_.dir(), ": tensor ", name, ": ", view.status().message()));
     return view;
+  }
+  // The f32 block scales of FP8 weight `name`: in place when the file holds them as aligned f32,
+  // else widened. Every scale must be finite and positive (a NaN, infinite, zero or negative scale
+  // would turn a block of weights into garbage).
+  absl::StatusOr<TensorView> Scales(const std::string& name, const TensorView& weight) {
+    const std::string scale_name = ScaleNameOf(name);
+    ASSIGN_OR_RETURN(TensorView scale, Raw(scale_name));
+    const std::vector<int64_t> expected = ScaleShapeOf(weight.shape_vector());
+    if (scale.shape_vector() != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(store_.FileOf(scale_name), ": tensor ", scale_name, " has shape ",
+                                                     ShapeString(scale), "; the 128 x 128 blocks of ", name, " ",
+                                                     ShapeString(weight), " need ", ShapeString(expected)));
+    }
+    if (scale.dtype != DType::kF32 && scale.dtype != DType::kBF16 && scale.dtype != DType::kF16) {
+      return BadDType(scale_name, scale.dtype, "F32, BF16 or F16");
+    }
+    if (!(scale.dtype == DType::kF32 && Aligned(scale) && scale.is_contiguous())) scale = Convert(scale, DType::kF32);
+    const float* s = scale.as<float>();
+    for (int64_t i = 0; i < scale.numel(); ++i) {
+      if (!(std::isfinite(s[i]) && s[i] > 0.0f)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(store_.FileOf(scale_name), ": tensor ", scale_name, " holds ", s[i], " for block [",
+                         i / scale.shape[1], ", ", i % scale.shape[1], "]; FP8 block scales must be finite and > 0"));
+      }
+    }
+    return scale;
   }
   static bool Aligned(const TensorView& v) {
     return reinterpret_cast<uintptr_t>(v.data) % DTypeSize(v.dtype) == 0;
@@ -113,16 +159,15 @@ class WeightBuilder {
     return Keep(std::move(bf16));
   }
   // W[i, j] = W8[i, j] · scale_inv[i / 128, j / 128] (a multiply, despite the name).
-  TensorView Dequantise(const TensorView& w8, const TensorView& scale_view, DType target) {
-    absl::StatusOr<Tensor> scale = ToF32(scale_view);
-    MTPSPEC_CHECK(scale.ok());
-    const int64_t rows = w8.shape[0], cols = w8.shape[1], scale_cols = scale_view.shape[1];
+  TensorView Dequantise(const TensorView& w8, const TensorView& scale, DType target) {
+    const int64_t rows = w8.shape[0], cols = w8.shape[1], scale_stride = scale.stride[0];
     Tensor out = Tensor::Empty(DType::kF32, {rows, cols});
     const uint8_t* src = w8.as<uint8_t>();
+    const float* s = scale.as<float>();
     float* dst = out.data<float>();
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j) {
-        dst[i * cols + j] = F8E4M3ToF32(src[i * cols + j]) * scale->data<float>()[(i / 128) * scale_cols + j / 128];
+        dst[i * cols + j] = F8E4M3ToF32(src[i * w8.stride[0] + j]) * s[(i / kFp8Block) * scale_stride + j / kFp8Block];
       }
     }
     if (target == DType::kF32) return Keep(std::move(out));
@@ -216,7 +261,9 @@ absl::Status BuildBlock(const ModelConfig& c, int64_t layer, bool dense_mlp, boo
   ASSIGN_OR_RETURN(attn.q_b_proj, b.Matrix(a + "q_b_proj.weight"));
   ASSIGN_OR_RETURN(attn.kv_a_proj, b.Matrix(a + "kv_a_proj_with_mqa.weight"));
   ASSIGN_OR_RETURN(attn.kv_a_norm, b.Vector(a + "kv_a_layernorm.weight"));
-  ASSIGN_OR_RETURN(attn.kv_b_proj, b.Matrix(a + "kv_b_proj.weight"));
+  // kv_b_proj feeds the absorbed attention's row kernels, which read f32 or bf16 rows: an FP8
+  // kv_b_proj is widened to f32 at load (exactly, W8 times its block scale).
+  ASSIGN_OR_RETURN(attn.kv_b_proj, b.Matrix(a + "kv_b_proj.weight", /*fp8_in_place=*/false));
   ASSIGN_OR_RETURN(attn.o_proj, b.Matrix(a + "o_proj.weight"));
   if (indexer) {
     IndexerWeights iw;

@@ -12,7 +12,7 @@
 namespace mtpspec {
 
 enum class WeightDType {
-  kAsStored,  // f32 and bf16 used in place (zero copy); f16 and fp8 become f32
+  kAsStored,  // f32, bf16 and fp8 (with its block scales) used in place; f16 becomes f32
   kF32,       // every matrix converted to f32
   kBF16,      // every matrix converted to bf16 (fp8 dequantised to bf16)
 };
@@ -28,7 +28,8 @@ struct LoadOptions {
 
 struct LoadReport {
   int64_t tensors_loaded = 0;
-  int64_t fp8_tensors_dequantised = 0;
+  int64_t fp8_tensors_in_place = 0;     // FP8 matrices the kernels read as stored
+  int64_t fp8_tensors_dequantised = 0;  // FP8 matrices widened at load (kv_b_proj, or --weights f32/bf16)
   bool mtp_present = false;  // MTP weights were found in the checkpoint
   std::string mtp_note;      // why MTP is unavailable, when it is
 };

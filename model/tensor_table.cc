@@ -1,5 +1,6 @@
 #include "model/tensor_table.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -79,6 +80,14 @@ std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& c, int64_t layer)
   // MTP blocks are sparse (MoE) and always own an indexer (docs/models.md, "IndexShare", "The MTP layer as a drafter").
   AddBlock(specs, c, layer, /*dense_mlp=*/false, /*indexer=*/true);
   return specs;
+}
+
+bool ReleaseStoresFp8(const TensorSpec& spec) {
+  if (spec.kind != TensorKind::kMatrix) return false;
+  for (absl::string_view bf16 : {"mlp.gate.weight", "indexer.weights_proj.", "eh_proj.", "lm_head.", "shared_head.head."}) {
+    if (absl::StrContains(spec.name, bf16)) return false;
+  }
+  return true;
 }
 
 std::string ScaleNameOf(const std::string& weight_name) {

@@ -32,6 +32,11 @@ std::vector<TensorSpec> DecoderLayerTensorSpecs(const ModelConfig& config, int64
 // indexer plus enorm, hnorm, eh_proj, shared_head.norm and the optional embed/head copies.
 std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& config, int64_t layer);
 
+// Whether the released FP8 checkpoints store this tensor as F8_E4M3 with block scales: every
+// matmul weight except the router (`mlp.gate`), the indexer's `weights_proj`, the MTP layer's
+// `eh_proj` and the head, which stay bf16 like the embedding and the norms.
+bool ReleaseStoresFp8(const TensorSpec& spec);
+
 // The fp8 block-scale companion of a matrix weight: [ceil(out/128), ceil(in/128)] f32.
 std::string ScaleNameOf(const std::string& weight_name);
 std::vector<int64_t> ScaleShapeOf(const std::vector<int64_t>& weight_shape);

@@ -1,6 +1,6 @@
-// Typed weight structs of a loaded checkpoint. Matmul weights are views into the mmap'd
-// safetensors files when stored as f32/bf16 (zero copy); other dtypes (f16, fp8 with block scales)
-// are converted once at load into tensors the ModelWeights owns.
+// Typed weight structs of a loaded checkpoint. Matmul weights are views into the loaded safetensors
+// files when stored as f32, bf16 or fp8 (zero copy; fp8 with its block scales attached); other
+// dtypes (f16) are converted once at load into tensors the ModelWeights owns.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "testing/random_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -74,6 +75,35 @@ Tensor ParallelRandomTensor(const TensorSpec& spec, DType dtype, double scale, u
   return out;
 }
 
+// A matrix [out, in] quantised as the FP8 releases store it: per 128 x 128 block, scale = max|w| / 448
+// and each weight the e4m3 code nearest w / scale. Returns the codes and the [⌈out/128⌉, ⌈in/128⌉]
+// f32 scales (the `weight_scale_inv` tensor).
+std::pair<Tensor, Tensor> QuantiseFp8(const Tensor& f32) {
+  const int64_t out = f32.dim(0), in = f32.dim(1);
+  const int64_t rows = (out + kFp8Block - 1) / kFp8Block, cols = (in + kFp8Block - 1) / kFp8Block;
+  Tensor codes = Tensor::Empty(DType::kF8E4M3, {out, in});
+  Tensor scales = Tensor::Empty(DType::kF32, {rows, cols});
+  DefaultThreadPool().ParallelFor(rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t br = begin; br < end; ++br) {
+      for (int64_t bc = 0; bc < cols; ++bc) {
+        const int64_t r1 = std::min(out, (br + 1) * kFp8Block), c1 = std::min(in, (bc + 1) * kFp8Block);
+        float amax = 0.0f;
+        for (int64_t r = br * kFp8Block; r < r1; ++r) {
+          for (int64_t c = bc * kFp8Block; c < c1; ++c) amax = std::max(amax, std::fabs(f32.data<float>()[r * in + c]));
+        }
+        const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        scales.data<float>()[br * cols + bc] = scale;
+        for (int64_t r = br * kFp8Block; r < r1; ++r) {
+          for (int64_t c = bc * kFp8Block; c < c1; ++c) {
+            codes.data<uint8_t>()[r * in + c] = F32ToF8E4M3(f32.data<float>()[r * in + c] / scale);
+          }
+        }
+      }
+    }
+  });
+  return {std::move(codes), std::move(scales)};
+}
+
 }  // namespace
 
 absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json& config_json,
@@ -120,15 +150,27 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
     ++shard_index;
     return absl::OkStatus();
   };
-  shard_storage.reserve(specs.size());
+  shard_storage.reserve(2 * specs.size());
   for (size_t index = 0; index < specs.size(); ++index) {
     const TensorSpec& spec = specs[index];
-    Tensor t = options.parallel ? ParallelRandomTensor(spec, options.dtype, options.scale,
+    // FP8: the release's layout (ReleaseStoresFp8 tensors quantised with block scales, the rest bf16).
+    const bool fp8 = options.dtype == DType::kF8E4M3 && ReleaseStoresFp8(spec);
+    const DType dtype = options.dtype != DType::kF8E4M3 ? options.dtype : (fp8 ? DType::kF32 : DType::kBF16);
+    Tensor t = options.parallel ? ParallelRandomTensor(spec, dtype, options.scale,
                                                        options.seed * 0x100000001b3ull + index * 0x9e3779b97f4a7c15ull)
-                                : RandomTensor(spec, options.dtype, options.scale, rng);
-    shard_bytes += static_cast<int64_t>(t.view().nbytes());
-    shard_storage.push_back(std::move(t));
-    shard.push_back({spec.name, shard_storage.back().view()});
+                                : RandomTensor(spec, dtype, options.scale, rng);
+    if (fp8) {
+      auto [codes, scales] = QuantiseFp8(t);
+      shard_bytes += static_cast<int64_t>(codes.view().nbytes() + scales.view().nbytes());
+      shard_storage.push_back(std::move(codes));
+      shard.push_back({spec.name, shard_storage.back().view()});
+      shard_storage.push_back(std::move(scales));
+      shard.push_back({ScaleNameOf(spec.name), shard_storage.back().view()});
+    } else {
+      shard_bytes += static_cast<int64_t>(t.view().nbytes());
+      shard_storage.push_back(std::move(t));
+      shard.push_back({spec.name, shard_storage.back().view()});
+    }
     if (options.max_shard_bytes > 0 && shard_bytes >= options.max_shard_bytes) RETURN_IF_ERROR(flush(false));
   }
   RETURN_IF_ERROR(flush(true));

@@ -13,7 +13,9 @@ namespace mtpspec {
 
 struct RandomCheckpointOptions {
   uint64_t seed = 1;
-  DType dtype = DType::kF32;  // matrices and embeddings; norms stay f32
+  // Matrices and embeddings; norms stay f32. kF8E4M3 writes what the FP8 releases store: the
+  // matrices they quantise as F8_E4M3 with 128 x 128 `weight_scale_inv` scales, the rest bf16.
+  DType dtype = DType::kF32;
   // Matrix entries are uniform in ±scale/sqrt(in) so activations keep unit size through layers.
   double scale = 1.0;
   bool include_mtp = true;  // write layers num_hidden_layers … + num_nextn_predict_layers - 1

@@ -129,6 +129,7 @@ py::dict LoadReportDict(const ModelHandle& h) {
   const LoadReport& r = model.load_report();
   py::dict d;
   d["tensors_loaded"] = r.tensors_loaded;
+  d["fp8_tensors_in_place"] = r.fp8_tensors_in_place;
   d["fp8_tensors_dequantised"] = r.fp8_tensors_dequantised;
   d["mtp_present"] = r.mtp_present;
   d["mtp_note"] = r.mtp_note;

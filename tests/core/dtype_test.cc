@@ -188,6 +188,27 @@ TEST(F8E4M3Test, DecodesAll256Codes) {
   EXPECT_EQ(F8E4M3ToF32(0x78), 256.0f);  // exponent 15 is finite in e4m3fn
 }
 
+// The encoder the random FP8 checkpoints use: every finite code round-trips, values between two
+// codes go to the nearer one (ties to the even code), beyond ±448 saturates, NaN stays NaN.
+TEST(F8E4M3Test, EncodesToTheNearestCode) {
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7f) == 0x7f) continue;
+    const float value = F8E4M3ToF32(static_cast<uint8_t>(code));
+    EXPECT_EQ(F32ToF8E4M3(value), code == 0x80 ? 0x80 : code) << code;
+  }
+  for (int code = 0; code < 0x7e; ++code) {
+    const double lo = F8E4M3ToF32(static_cast<uint8_t>(code)), hi = F8E4M3ToF32(static_cast<uint8_t>(code + 1));
+    const double mid = (lo + hi) / 2;
+    EXPECT_EQ(F32ToF8E4M3(static_cast<float>(lo + (mid - lo) / 2)), code) << code;
+    EXPECT_EQ(F32ToF8E4M3(static_cast<float>(mid + (hi - mid) / 2)), code + 1) << code;
+    EXPECT_EQ(F32ToF8E4M3(static_cast<float>(mid)), code % 2 == 0 ? code : code + 1) << "tie at " << code;
+    EXPECT_EQ(F32ToF8E4M3(static_cast<float>(-mid)), 0x80 | (code % 2 == 0 ? code : code + 1)) << "tie at " << code;
+  }
+  EXPECT_EQ(F32ToF8E4M3(1000.0f), 0x7e);
+  EXPECT_EQ(F32ToF8E4M3(-1e30f), 0xfe);
+  EXPECT_EQ(F32ToF8E4M3(std::nanf("")), 0x7f);
+}
+
 TEST(DTypeTest, NamesRoundTripThroughTheParser) {
   for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kF8E4M3,
                       DType::kI8, DType::kU8, DType::kI32, DType::kI64, DType::kBool}) {

@@ -30,19 +30,55 @@ std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
   return v;
 }
 
-// A weight matrix [out, in] with row stride `stride` ≥ in, stored as f32 or bf16; `values` holds
-// the exact f32 value of each stored element (bf16-rounded when bf16), row-major [out, in].
+// A weight matrix [out, in] with row stride `stride` ≥ in, stored as f32, bf16 or F8_E4M3 with
+// 128 × 128 block scales; `values` holds the f32 value of each stored element (bf16-rounded when
+// bf16, the f32 product of the FP8 value and its block scale when FP8), row-major [out, in].
 struct TestWeight {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
+  std::vector<uint8_t> fp8;
+  std::vector<float> scales;  // [⌈out/128⌉, ⌈in/128⌉]
   std::vector<float> values;
   TensorView view;
 };
+
+// A random FP8 byte that is not a NaN encoding (0x7f, 0xff).
+uint8_t RandomFp8(std::mt19937& rng) {
+  for (;;) {
+    const auto b = static_cast<uint8_t>(rng() & 0xFF);
+    if ((b & 0x7F) != 0x7F) return b;
+  }
+}
+
+// The view of FP8 bytes [out, in] (row stride `stride`) with scales [⌈out/128⌉, ⌈in/128⌉].
+TensorView Fp8View(const uint8_t* bytes, int64_t out, int64_t in, int64_t stride, const float* scales) {
+  TensorView v = TensorView::Contiguous(DType::kF8E4M3, const_cast<uint8_t*>(bytes), {out, in});
+  v.stride[0] = stride;
+  v.block_scale = scales;
+  v.scale_stride = (in + kFp8Block - 1) / kFp8Block;
+  return v;
+}
 
 TestWeight MakeWeight(DType dtype, int64_t out, int64_t in, int64_t stride, uint32_t seed) {
   TestWeight w;
   const std::vector<float> raw = RandomFloats(out * stride, seed);
   w.values.resize(out * in);
+  if (dtype == DType::kF8E4M3) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+    const int64_t scale_cols = (in + kFp8Block - 1) / kFp8Block;
+    w.scales.resize(((out + kFp8Block - 1) / kFp8Block) * scale_cols);
+    for (float& v : w.scales) v = scale(rng);
+    w.fp8.resize(out * stride);
+    for (uint8_t& b : w.fp8) b = RandomFp8(rng);
+    w.view = Fp8View(w.fp8.data(), out, in, stride, w.scales.data());
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t i = 0; i < in; ++i) {
+        w.values[o * in + i] = F8E4M3ToF32(w.fp8[o * stride + i]) * w.scales[(o / kFp8Block) * scale_cols + i / kFp8Block];
+      }
+    }
+    return w;
+  }
   if (dtype == DType::kBF16) {
     w.bf16.resize(out * stride);
     for (int64_t i = 0; i < out * stride; ++i) w.bf16[i] = F32ToBf16(raw[i]);
@@ -172,7 +208,10 @@ TEST_P(LinearTest, BatchEqualsSeparateCalls) {
 }
 
 // DotRows and CombineRows: reference values, and each output independent of the row count.
-TEST_P(LinearTest, RowKernelsMatchReferenceAndDependOnlyOnTheRow) {
+// (The row kernels read f32 and bf16 rows only.)
+class RowKernelTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RowKernelTest, RowKernelsMatchReferenceAndDependOnlyOnTheRow) {
   for (int64_t n : {1, 16, 31, 64, 288}) {
     for (int64_t count : {1, 5, 17, 70}) {
       // DotRows: w holds `count` rows of length n.
@@ -289,8 +328,79 @@ TEST(ElementwiseTest, SiluMulMatchesDoubleReferenceAndIgnoresAlignment) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::kF32, DType::kBF16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
+                         [](const auto& info) {
+                           return info.param == DType::kF32 ? "f32" : info.param == DType::kBF16 ? "bf16" : "fp8";
+                         });
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RowKernelTest, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const auto& info) { return info.param == DType::kF32 ? "f32" : "bf16"; });
+
+// FP8 against a float64 reference of dequant(W8) · x: the exact products of the FP8 values and their
+// block scales, summed in double. Dimensions that are not multiples of 128 leave partial edge blocks
+// in both directions, and every row count from decode to prefill (1-40) is checked.
+TEST(LinearFp8Test, MatchesFloat64DequantReferenceWithPartialEdgeBlocks) {
+  ThreadPool pool(3);
+  const std::pair<int64_t, int64_t> kShapes[] = {{37, 100}, {129, 130}, {259, 300}, {300, 1024}, {5, 1}};
+  for (const auto& [out, in] : kShapes) {
+    const TestWeight w = MakeWeight(DType::kF8E4M3, out, in, in + 3, static_cast<uint32_t>(out * 7 + in));
+    const int64_t scale_cols = (in + kFp8Block - 1) / kFp8Block;
+    const std::vector<float> x = RandomFloats(40 * in, 77);
+    for (int64_t rows : {1, 2, 3, 4, 5, 8, 15, 16, 23, 24, 40}) {
+      std::vector<float> y(rows * out);
+      Linear(x.data(), rows, w.view, y.data(), &pool);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t o = 0; o < out; ++o) {
+          double exact = 0, magnitude = 0;
+          for (int64_t i = 0; i < in; ++i) {
+            const double dequant = static_cast<double>(F8E4M3ToF32(w.fp8[o * (in + 3) + i])) *
+                                   w.scales[(o / kFp8Block) * scale_cols + i / kFp8Block];
+            exact += x[r * in + i] * dequant;
+            magnitude += std::fabs(x[r * in + i] * dequant);
+          }
+          // The f32 product of weight and scale adds one rounding to each term.
+          ASSERT_NEAR(y[r * out + o], exact, (in + 17) * 0x1p-24 * magnitude + 1e-30)
+              << "out " << out << " in " << in << " rows " << rows << " at (" << r << ", " << o << ")";
+        }
+      }
+    }
+  }
+}
+
+// Every FP8 byte through the kernel: row o of a [256, 300] matrix holds byte o at column c_o and
+// zeros elsewhere (columns in different scale blocks), so output o is x[c_o] · value(o) · scale:
+// subnormals, ±0 and the largest values exactly, and the NaN encodings 0x7f and 0xff as NaN.
+TEST(LinearFp8Test, EveryByteWidensExactly) {
+  constexpr int64_t kOut = 256, kIn = 300;
+  const int64_t scale_cols = (kIn + kFp8Block - 1) / kFp8Block;
+  std::vector<uint8_t> bytes(kOut * kIn, 0);
+  std::vector<float> scales = {1.0f, 0.37f, 3.0f, 0.5f, 2.0f, 0.125f};  // [2, 3]
+  std::vector<float> x = RandomFloats(kIn, 3);
+  for (float& v : x) v = v == 0.0f ? 1.0f : v;
+  for (int64_t o = 0; o < kOut; ++o) bytes[o * kIn + (o * 37) % kIn] = static_cast<uint8_t>(o);
+  const TensorView view = Fp8View(bytes.data(), kOut, kIn, kIn, scales.data());
+  std::vector<float> y(kOut);
+  ThreadPool pool(2);
+  for (int64_t rows : {1, 3}) {
+    std::vector<float> xs(rows * kIn);
+    for (int64_t r = 0; r < rows; ++r) std::copy(x.begin(), x.end(), xs.begin() + r * kIn);
+    std::vector<float> ys(rows * kOut);
+    Linear(xs.data(), rows, view, ys.data(), &pool);
+    for (int64_t o = 0; o < kOut; ++o) {
+      const int64_t c = (o * 37) % kIn;
+      const float value = F8E4M3ToF32(static_cast<uint8_t>(o));
+      const float scale = scales[(o / kFp8Block) * scale_cols + c / kFp8Block];
+      for (int64_t r = 0; r < rows; ++r) {
+        const float got = ys[r * kOut + o];
+        if (std::isnan(value)) {
+          EXPECT_TRUE(std::isnan(got)) << "byte 0x" << std::hex << o;
+        } else {
+          EXPECT_EQ(got, (value * scale) * x[c]) << "byte 0x" << std::hex << o;
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace mtpspec

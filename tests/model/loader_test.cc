@@ -1,7 +1,9 @@
 // Strict loading: every missing, unexpected or misshapen tensor is reported by name; fp8 block
 // dequantisation; sharded checkpoints; MTP weights absent.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -164,9 +166,92 @@ TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
   auto f32 = Model::Load(tmp.File("f32"));
   ASSERT_TRUE(fp8.ok()) << fp8.status();
   ASSERT_TRUE(f32.ok()) << f32.status();
-  EXPECT_EQ((*fp8)->load_report().fp8_tensors_dequantised, 1);
+  EXPECT_EQ((*fp8)->load_report().fp8_tensors_in_place, 1);
+  EXPECT_EQ((*fp8)->load_report().fp8_tensors_dequantised, 0);
   const auto a = PrefillLogits(**fp8, 12), b = PrefillLogits(**f32, 12);
   EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+}
+
+// A checkpoint in the FP8 releases' layout, used in place, gives the same logits bit for bit as the
+// same checkpoint widened to f32 at load (W8 · scale in f32): the FP8 kernels widen and scale each
+// weight in registers to exactly that value and accumulate in the f32 kernels' order. Dimensions
+// that are not multiples of 128 leave partial scale blocks.
+TEST(LoaderTest, Fp8InPlaceEqualsDequantisedToF32) {
+  ScopedTempDir tmp;
+  nlohmann::json config = TinyGlmConfig();
+  config["hidden_size"] = 144;
+  config["intermediate_size"] = 200;
+  config["moe_intermediate_size"] = 136;
+  RandomCheckpointOptions options;
+  options.dtype = DType::kF8E4M3;
+  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("fp8"), config, options).ok());
+  auto in_place = Model::Load(tmp.File("fp8"));
+  LoadOptions widen;
+  widen.weight_dtype = WeightDType::kF32;
+  auto widened = Model::Load(tmp.File("fp8"), widen);
+  ASSERT_TRUE(in_place.ok()) << in_place.status();
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  EXPECT_GT((*in_place)->load_report().fp8_tensors_in_place, 30);
+  EXPECT_EQ((*widened)->load_report().fp8_tensors_in_place, 0);
+  // FP8 bytes: the in-place model holds about a quarter of the widened one's weight bytes.
+  EXPECT_LT((*in_place)->weights().weight_bytes, (*widened)->weights().weight_bytes / 2);
+  const auto a = PrefillLogits(**in_place, 40), b = PrefillLogits(**widened, 40);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
+}
+
+// Bad block scales are errors that name the tensor: NaN, infinite, zero, negative, misshapen.
+TEST(LoaderTest, BadFp8ScalesAreNamed) {
+  const std::string target = "model.layers.1.mlp.shared_experts.up_proj.weight";  // [32, 64]
+  const std::string scale_name = target + "_scale_inv";
+  struct Case {
+    const char* label;
+    std::vector<int64_t> shape;
+    float value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"nan", {1, 1}, std::nanf(""), "FP8 block scales must be finite and > 0"},
+      {"inf", {1, 1}, std::numeric_limits<float>::infinity(), "FP8 block scales must be finite and > 0"},
+      {"zero", {1, 1}, 0.0f, "FP8 block scales must be finite and > 0"},
+      {"negative", {1, 1}, -0.5f, "FP8 block scales must be finite and > 0"},
+      {"misshapen", {2, 1}, 0.5f, "has shape [2, 1]"},
+  };
+  for (const Case& c : cases) {
+    auto st = LoadError([&](auto& tensors, auto& storage) {
+      for (auto& [name, view] : tensors) {
+        if (name == target) {
+          storage.push_back(Tensor::Zeros(DType::kF8E4M3, {32, 64}));
+          view = storage.back().view();
+        }
+      }
+      Tensor scale = Tensor::Empty(DType::kF32, c.shape);
+      for (int64_t i = 0; i < scale.numel(); ++i) scale.data<float>()[i] = c.value;
+      storage.push_back(std::move(scale));
+      tensors.push_back({scale_name, storage.back().view()});
+    });
+    ASSERT_FALSE(st.ok()) << c.label;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(scale_name)) << c.label;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(c.message)) << c.label;
+  }
+}
+
+// A NaN or infinite norm weight is an error that names the tensor, not a model that emits NaN.
+TEST(LoaderTest, NonFiniteNormWeightIsNamed) {
+  const std::string target = "model.layers.2.post_attention_layernorm.weight";
+  auto st = LoadError([&](auto& tensors, auto& storage) {
+    for (auto& [name, view] : tensors) {
+      if (name == target) {
+        Tensor t = Tensor::Empty(DType::kF32, view.shape_vector());
+        for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = i == 5 ? std::nanf("") : 1.0f;
+        storage.push_back(std::move(t));
+        view = storage.back().view();
+      }
+    }
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr(target));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("at element 5; every value must be finite"));
 }
 
 TEST(LoaderTest, Fp8WithoutScaleIsMissingTheScale) {

@@ -18,11 +18,29 @@ namespace {
 using testing_util::ScopedTempDir;
 using testing_util::TestTokens;
 
+// "tiny_fp8": a random checkpoint in the FP8 releases' layout (F8_E4M3 matrices with 128 x 128
+// block scales, used in place), with dimensions that leave partial scale blocks.
+std::string WriteFp8Model() {
+  static const std::string dir = [] {
+    const std::string d = ::testing::TempDir() + "lossless_tiny_fp8";
+    nlohmann::json config = TinyGlmConfig();
+    config["hidden_size"] = 144;
+    config["intermediate_size"] = 200;
+    config["moe_intermediate_size"] = 136;
+    RandomCheckpointOptions options;
+    options.dtype = DType::kF8E4M3;
+    options.seed = 5;
+    EXPECT_TRUE(WriteRandomCheckpoint(d, config, options).ok());
+    return d;
+  }();
+  return dir;
+}
+
 const Model& Golden(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>>* models = new std::map<std::string, std::unique_ptr<Model>>();
   auto& slot = (*models)[name];
   if (!slot) {
-    auto m = Model::Load(absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name));
+    auto m = Model::Load(name == "tiny_fp8" ? WriteFp8Model() : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name));
     EXPECT_TRUE(m.ok()) << m.status();
     slot = std::move(*m);
   }
@@ -209,7 +227,7 @@ TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, LosslessTest, ::testing::Values("glm_a", "dsv32_b"));
+INSTANTIATE_TEST_SUITE_P(Models, LosslessTest, ::testing::Values("glm_a", "dsv32_b", "tiny_fp8"));
 
 // index_share_for_mtp_iteration: identical drafts to exact mode whenever the MTP cache ≤ K.
 TEST(MtpIndexShareTest, SharedEqualsExactWhileTheCacheFitsTopK) {
