@@ -3,7 +3,11 @@
 //   mtpspec info DIR
 //   mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|0,2]
 //                      [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]
+//   mtpspec generate DIR …                (cli/generate_command.h)
+//   mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E]
+//                      [--fill random|zeros] [--seed S] [--shard-gib G]
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -17,6 +21,7 @@
 #include "model/model.h"
 #include "model/tensor_table.h"
 #include "pipeline/request.h"
+#include "testing/release_checkpoint.h"
 
 namespace mtpspec {
 namespace {
@@ -30,7 +35,9 @@ constexpr char kUsage[] =
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
-    "                 [--stats-json FILE] [--device cpu|cuda]\n";
+    "                 [--stats-json FILE] [--device cpu|cuda]\n"
+    "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
+    "                 [--seed S] [--shard-gib G]\n";
 
 absl::Status SetThreads(const CliArgs& args) {
   if (!args.Has("threads")) return absl::OkStatus();
@@ -62,9 +69,33 @@ std::string HumanCount(int64_t n) {
   return absl::StrCat(n);
 }
 
+// Cache bytes per token of one full-indexer layer and of one shared layer (f32 latent).
+std::string CacheBytesPerLayerText(const KvCacheShape& shape, const ModelConfig& c) {
+  const int64_t shared = 4 * (shape.kv_lora_rank + shape.rope_dim);
+  return absl::StrCat(shared + 4 * shape.index_head_dim, " B on a full layer, ", shared, " B on a shared one (f32)");
+}
+
+// A checkpoint cut from a release (testing/release_checkpoint.h): the full model's counts beside
+// the cut one's, from the release's config.
+void PrintCutFrom(const Model& model) {
+  std::ifstream in(model.dir() + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.contains("mtpspec_cut_from")) return;
+  absl::StatusOr<ModelConfig> full = ParseModelConfig(UncutConfig(config), "the release config");
+  if (!full.ok()) return;
+  const ParameterCount p = CountConfigParameters(*full);
+  KvCache probe(CacheShapeFor(*full), 1);
+  std::cout << "cut from       " << config["mtpspec_cut_from"].value("release", "?") << ": " << full->num_hidden_layers
+            << " layers, " << full->n_routed_experts << " experts; full model: parameters trunk "
+            << HumanCount(p.trunk) << " (" << HumanCount(p.routed_experts) << " in routed experts), mtp "
+            << HumanCount(p.mtp) << ", cache/token " << probe.BytesPerToken() << " B f32, " << probe.Bf16BytesPerToken()
+            << " B bf16\n";
+}
+
 absl::Status RunInfo(const CliArgs& args) {
   if (args.positional().size() != 1) return absl::InvalidArgumentError("info takes one model directory");
   ASSIGN_OR_RETURN(LoadOptions options, ParseLoadOptions(args));
+  options.file_memory = FileMemory::kMapped;  // info reads shapes, scales and norms, not the weights
   ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], options));
   const ModelConfig& c = model->config();
   std::string schedule_mlp, schedule_index;
@@ -94,18 +125,57 @@ absl::Status RunInfo(const CliArgs& args) {
             << "layers (F/S)   " << schedule_index << "  (" << full_layers << " full)\n"
             << "parameters     trunk " << HumanCount(model->weights().parameter_count) << ", mtp "
             << HumanCount(model->weights().mtp_parameter_count) << "\n"
-            << "weights        " << HumanCount(model->weights().weight_bytes) << "B as used for compute\n";
+            << "weights        " << absl::StrFormat("%.2f GB", model->weights().weight_bytes / 1e9)
+            << " as used for compute\n";
+  const LoadReport& report = model->load_report();
+  if (c.quantization.fp8 || report.fp8_tensors_in_place + report.fp8_tensors_dequantised > 0) {
+    std::cout << "quantization   fp8 e4m3, 128x128 blocks"
+              << (c.quantization.scale_fmt == "ue8m0" ? " (ue8m0 scales)" : "") << "; " << report.fp8_tensors_in_place
+              << " matrices used as FP8, " << report.fp8_tensors_dequantised << " widened at load";
+    if (!c.quantization.modules_to_not_convert.empty()) {
+      std::cout << "; " << c.quantization.modules_to_not_convert.size() << " modules not converted";
+    }
+    std::cout << "\n";
+  }
   auto cache = model->CacheShape();
   KvCache probe(cache, 1);
   std::cout << "cache/token    " << probe.BytesPerToken() << " B (f32 as stored here), " << probe.Bf16BytesPerToken()
             << " B in bf16\n"
             << "attention      dense while T <= " << c.index_topk << "; beyond, gather for L <= 16 rows, else mask\n"
+            << "cache/layer    " << CacheBytesPerLayerText(cache, c) << "\n"
             << "mtp            "
             << (model->has_mtp() ? absl::StrCat(c.num_nextn_predict_layers, " layer(s) at index ", c.num_hidden_layers,
                                                 model->weights().mtp[0].own_embed ? ", own embed" : ", shares embed",
                                                 model->weights().mtp[0].own_head ? ", own head" : ", shares lm_head")
                                  : absl::StrCat("none (", model->load_report().mtp_note, ")"))
             << "\n";
+  if (model->dir().empty() == false) PrintCutFrom(*model);
+  return absl::OkStatus();
+}
+
+// A checkpoint in a release's exact format (testing/release_checkpoint.h), random or zero weights.
+absl::Status RunMakeCheckpoint(const CliArgs& args) {
+  if (args.positional().size() != 1) return absl::InvalidArgumentError("make-checkpoint takes one output directory");
+  if (!args.Has("like")) return absl::InvalidArgumentError("make-checkpoint needs --like glm-5.2 or --like deepseek-v3.2");
+  ReleaseCheckpointOptions options;
+  ASSIGN_OR_RETURN(options.release, ParseRelease(args.Get("like")));
+  ASSIGN_OR_RETURN(options.layers, args.GetInt("layers", 0));
+  ASSIGN_OR_RETURN(options.experts, args.GetInt("experts", 0));
+  ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 1));
+  if (seed < 0) return absl::InvalidArgumentError(absl::StrCat("--seed must be >= 0, got ", seed));
+  options.seed = static_cast<uint64_t>(seed);
+  const std::string fill = args.Get("fill", "random");
+  if (fill != "random" && fill != "zeros") {
+    return absl::InvalidArgumentError(absl::StrCat("--fill must be random or zeros, got \"", fill, "\""));
+  }
+  options.zeros = fill == "zeros";
+  ASSIGN_OR_RETURN(const double shard_gib, args.GetDouble("shard-gib", 4.0));
+  if (!(shard_gib > 0 && shard_gib <= 1024)) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard-gib must be in (0, 1024], got ", shard_gib));
+  }
+  options.shard_bytes = static_cast<int64_t>(shard_gib * (1 << 30));
+  RETURN_IF_ERROR(WriteReleaseCheckpoint(args.positional()[0], options));
+  std::cout << "wrote " << args.positional()[0] << " (" << ReleaseName(options.release) << ", " << fill << ")\n";
   return absl::OkStatus();
 }
 
@@ -168,6 +238,10 @@ int Main(int argc, char** argv) {
         CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache"});
     status = args.ok() ? SetThreads(*args) : args.status();
     if (status.ok()) status = RunLogits(*args);
+  } else if (command == "make-checkpoint") {
+    auto args = CliArgs::Parse(argc, argv, 2, {"like", "layers", "experts", "fill", "seed", "shard-gib", "threads"});
+    status = args.ok() ? SetThreads(*args) : args.status();
+    if (status.ok()) status = RunMakeCheckpoint(*args);
   } else if (command == "generate") {
     auto args = CliArgs::Parse(argc, argv, 2, GenerateOptionNames());
     status = args.ok() ? SetThreads(*args) : args.status();

@@ -83,6 +83,14 @@ absl::Status AtomicFileWriter::Append(const void* data, size_t size) {
   return absl::OkStatus();
 }
 
+absl::Status AtomicFileWriter::AppendZeros(size_t size) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer is closed"));
+  const off_t end = ::lseek(fd_, static_cast<off_t>(size), SEEK_CUR);
+  if (end < 0) return ErrnoError(path_, "lseek", errno);
+  if (::ftruncate(fd_, end) != 0) return ErrnoError(path_, "ftruncate", errno);
+  return absl::OkStatus();
+}
+
 absl::Status AtomicFileWriter::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer is closed"));
   if (::fsync(fd_) != 0) return ErrnoError(path_, "fsync", errno);

@@ -27,6 +27,8 @@ class AtomicFileWriter {
   ~AtomicFileWriter();
 
   absl::Status Append(const void* data, size_t size);
+  // Appends `size` zero bytes as a hole (the file stays sparse where the filesystem allows).
+  absl::Status AppendZeros(size_t size);
   // Flushes, closes and renames the temporary file to the final path.
   absl::Status Commit();
 

@@ -29,7 +29,6 @@ absl::Status CheckWritable(const std::string& path, const std::string& name,
     return TensorError(path, name,
                        absl::StrCat("view with shape ", ShapeString(view), " is not contiguous"));
   }
-  if (view.data == nullptr && view.nbytes() > 0) return TensorError(path, name, "data is null");
   return absl::OkStatus();
 }
 
@@ -75,7 +74,11 @@ absl::Status WriteSafetensors(const std::string& path,
   RETURN_IF_ERROR(out.Append(length_prefix, sizeof length_prefix));
   RETURN_IF_ERROR(out.Append(header_text.data(), header_text.size()));
   for (const auto* item : order) {
-    RETURN_IF_ERROR(out.Append(item->second.data, item->second.nbytes()));
+    if (item->second.data == nullptr) {
+      RETURN_IF_ERROR(out.AppendZeros(item->second.nbytes()));
+    } else {
+      RETURN_IF_ERROR(out.Append(item->second.data, item->second.nbytes()));
+    }
   }
   return out.Commit();
 }

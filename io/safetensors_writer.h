@@ -20,6 +20,8 @@ namespace mtpspec {
 //     first, then by name. Every tensor therefore starts at a multiple of its own element size,
 //     which is what typed access needs. A fixed 64-byte alignment per tensor would need padding
 //     between tensors, which the reference loader rejects as "invalid offset".
+// A view whose data is null stands for zeros, written as a hole (a sparse file where the filesystem
+// allows): structure-only checkpoints of real dimensions then cost no disk.
 // The file is written under a temporary name and renamed into place, so `path` is never left half
 // written. Errors (duplicate or empty names, non-contiguous views, I/O) name the path and tensor.
 absl::Status WriteSafetensors(const std::string& path,

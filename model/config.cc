@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/json_util.h"
+#include "core/tensor.h"
 #include "core/status.h"
 
 namespace mtpspec {
@@ -207,6 +208,60 @@ absl::StatusOr<std::vector<bool>> DeriveIndexSchedule(const json& root, int64_t 
   return full;
 }
 
+namespace {
+
+// quantization_config: only what the releases write (block FP8 e4m3 with 128 x 128 blocks and
+// dynamic activations) is accepted; anything else is an error naming the field.
+absl::Status ParseQuantization(const json& q, const std::string& source, ModelConfig& c) {
+  const std::string where = absl::StrCat(source, ": quantization_config");
+  if (!q.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, " must be an object"));
+  FieldReader r(q, where);
+  ASSIGN_OR_RETURN(const std::string method, r.String("quant_method", ""));
+  if (method != "fp8") {
+    return r.Error("quant_method", absl::StrCat("is \"", method, "\"; mtpspec reads fp8 (e4m3 with 128 x 128 block scales)"));
+  }
+  ASSIGN_OR_RETURN(const std::string fmt, r.String("fmt", "e4m3"));
+  if (fmt != "e4m3") return r.Error("fmt", absl::StrCat("is \"", fmt, "\"; only e4m3 is supported"));
+  ASSIGN_OR_RETURN(const std::string activations, r.String("activation_scheme", "dynamic"));
+  if (activations != "dynamic") {
+    return r.Error("activation_scheme", absl::StrCat("is \"", activations, "\"; only dynamic (weights-only FP8) is supported"));
+  }
+  if (r.Has("weight_block_size")) {
+    const json& b = q.at("weight_block_size");
+    if (b != json::array({kFp8Block, kFp8Block})) {
+      return r.Error("weight_block_size", absl::StrCat("is ", b.dump(), "; only [128, 128] blocks are supported"));
+    }
+  }
+  ASSIGN_OR_RETURN(c.quantization.scale_fmt, r.String("scale_fmt", ""));
+  if (c.quantization.scale_fmt != "" && c.quantization.scale_fmt != "float" && c.quantization.scale_fmt != "ue8m0") {
+    return r.Error("scale_fmt", absl::StrCat("is \"", c.quantization.scale_fmt, "\"; expected float or ue8m0"));
+  }
+  if (r.Has("modules_to_not_convert")) {
+    const json& list = q.at("modules_to_not_convert");
+    if (!list.is_array()) return r.Error("modules_to_not_convert", "must be a list of module names");
+    for (const json& m : list) {
+      if (!m.is_string()) return r.Error("modules_to_not_convert", absl::StrCat("holds ", m.dump(), ", not a string"));
+      c.quantization.modules_to_not_convert.push_back(m.get<std::string>());
+    }
+  }
+  c.quantization.fp8 = true;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool ModuleIsNotConverted(const ModelConfig& config, const std::string& name) {
+  for (std::string module : config.quantization.modules_to_not_convert) {
+    const size_t alias = module.find("indexers_proj");
+    if (alias != std::string::npos) module.replace(alias, std::string("indexers_proj").size(), "indexer.weights_proj");
+    if (name == module || (name.size() > module.size() && name.compare(0, module.size(), module) == 0 &&
+                           name[module.size()] == '.')) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string& source) {
   if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
   FieldReader r(root, source);
@@ -265,6 +320,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
   ASSIGN_OR_RETURN(c.attention_bias, r.Bool("attention_bias", false));
   ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
+
+  if (r.Has("quantization_config")) RETURN_IF_ERROR(ParseQuantization(root.at("quantization_config"), source, c));
 
   if (r.Has("eos_token_id")) {
     const json& eos = root.at("eos_token_id");

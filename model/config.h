@@ -54,6 +54,14 @@ struct ModelConfig {
   int64_t num_nextn_predict_layers = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
+  // `quantization_config` (docs/models.md, "FP8 checkpoints"). The releases write
+  // {quant_method: fp8, fmt: e4m3, weight_block_size: [128, 128], activation_scheme: dynamic,
+  // scale_fmt: ue8m0 (DeepSeek-V3.2) or absent, modules_to_not_convert: [...] (GLM)}.
+  struct Quantization {
+    bool fp8 = false;                            // the config declares FP8 weights
+    std::string scale_fmt;                       // "" / "float" (any positive scale) or "ue8m0" (powers of two)
+    std::vector<std::string> modules_to_not_convert;  // module paths whose weights stay unquantised
+  } quantization;
   std::vector<int64_t> eos_token_ids;
   std::string hidden_act = "silu";
 
@@ -68,6 +76,11 @@ struct ModelConfig {
   // For shared layer l, the full layer whose top-k it reuses (l itself when full).
   int64_t IndexDonor(int64_t layer) const;
 };
+
+// Whether `quantization_config.modules_to_not_convert` lists the module of tensor `name` (the
+// tensor's path or a prefix of it, ending at a dot). GLM's releases list `self_attn.indexers_proj`,
+// a module that does not exist: it is the indexer's `weights_proj`, and is matched as such.
+bool ModuleIsNotConverted(const ModelConfig& config, const std::string& name);
 
 // Parses and validates a config. `source` names the file in error messages.
 absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const std::string& source);

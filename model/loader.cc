@@ -36,9 +36,9 @@ int64_t LayerIndexOf(absl::string_view name) {
 
 class WeightBuilder {
  public:
-  WeightBuilder(const SafetensorsStore& store, const LoadOptions& options, ModelWeights& weights,
-                LoadReport& report)
-      : store_(store), options_(options), weights_(weights), report_(report) {}
+  WeightBuilder(const ModelConfig& config, const SafetensorsStore& store, const LoadOptions& options,
+                ModelWeights& weights, LoadReport& report)
+      : config_(config), store_(store), options_(options), weights_(weights), report_(report) {}
 
   // A matmul weight. FP8 stays FP8 with its block scales attached (the Linear kernels widen it in
   // registers) unless `fp8_in_place` is false (weights read by the row kernels, which take f32 and
@@ -130,6 +130,12 @@ class WeightBuilder {
             absl::StrCat(store_.FileOf(scale_name), ": tensor ", scale_name, " holds ", s[i], " for block [",
                          i / scale.shape[1], ", ", i % scale.shape[1], "]; FP8 block scales must be finite and > 0"));
       }
+      int exponent = 0;
+      if (config_.quantization.scale_fmt == "ue8m0" && std::frexp(s[i], &exponent) != 0.5f) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            store_.FileOf(scale_name), ": tensor ", scale_name, " holds ", s[i], " for block [", i / scale.shape[1],
+            ", ", i % scale.shape[1], "], but quantization_config.scale_fmt ue8m0 means powers of two"));
+      }
     }
     return scale;
   }
@@ -174,6 +180,7 @@ class WeightBuilder {
     return Convert(Keep(std::move(out)), DType::kBF16);
   }
 
+  const ModelConfig& config_;
   const SafetensorsStore& store_;
   const LoadOptions& options_;
   ModelWeights& weights_;
@@ -214,7 +221,10 @@ absl::Status CheckTables(const ModelConfig& c, const SafetensorsStore& store, bo
     }
     if (view->dtype == DType::kF8E4M3) {
       const std::string scale_name = ScaleNameOf(name);
-      if (spec->kind != TensorKind::kMatrix) {
+      if (ModuleIsNotConverted(c, name)) {
+        misshapen.push_back(absl::StrCat(name, " is F8_E4M3, but quantization_config.modules_to_not_convert lists "
+                                         "its module as unquantised"));
+      } else if (spec->kind != TensorKind::kMatrix) {
         misshapen.push_back(absl::StrCat(name, " is F8_E4M3, which is only supported for matmul weights"));
       } else if (!store.Has(scale_name)) {
         missing.push_back(scale_name);
@@ -328,7 +338,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
     report.mtp_note = "MTP loading was switched off";
   }
 
-  WeightBuilder b(store, options, *weights, report);
+  WeightBuilder b(c, store, options, *weights, report);
   ASSIGN_OR_RETURN(weights->embed, b.Embedding("model.embed_tokens.weight"));
   ASSIGN_OR_RETURN(weights->final_norm, b.Vector("model.norm.weight"));
   if (c.tie_word_embeddings) {

@@ -82,6 +82,27 @@ std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& c, int64_t layer)
   return specs;
 }
 
+ParameterCount CountConfigParameters(const ModelConfig& config) {
+  auto count = [](const std::vector<TensorSpec>& specs, int64_t* experts) {
+    int64_t n = 0;
+    for (const TensorSpec& s : specs) {
+      if (s.optional) continue;
+      int64_t numel = 1;
+      for (int64_t d : s.shape) numel *= d;
+      n += numel;
+      if (experts != nullptr && absl::StrContains(s.name, ".mlp.experts.")) *experts += numel;
+    }
+    return n;
+  };
+  ParameterCount p;
+  p.trunk = count(GlobalTensorSpecs(config), nullptr);
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) p.trunk += count(DecoderLayerTensorSpecs(config, l), &p.routed_experts);
+  for (int64_t k = 0; k < config.num_nextn_predict_layers; ++k) {
+    p.mtp += count(MtpLayerTensorSpecs(config, config.num_hidden_layers + k), nullptr);
+  }
+  return p;
+}
+
 bool ReleaseStoresFp8(const TensorSpec& spec) {
   if (spec.kind != TensorKind::kMatrix) return false;
   for (absl::string_view bf16 : {"mlp.gate.weight", "indexer.weights_proj.", "eh_proj.", "lm_head.", "shared_head.head."}) {

@@ -32,6 +32,15 @@ std::vector<TensorSpec> DecoderLayerTensorSpecs(const ModelConfig& config, int64
 // indexer plus enorm, hnorm, eh_proj, shared_head.norm and the optional embed/head copies.
 std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& config, int64_t layer);
 
+// Parameters of every tensor a config implies: the trunk (embedding, layers, norm, head) and the
+// MTP layers without their optional embedding and head copies.
+struct ParameterCount {
+  int64_t trunk = 0;
+  int64_t mtp = 0;
+  int64_t routed_experts = 0;  // of the trunk, in routed experts
+};
+ParameterCount CountConfigParameters(const ModelConfig& config);
+
 // Whether the released FP8 checkpoints store this tensor as F8_E4M3 with block scales: every
 // matmul weight except the router (`mlp.gate`), the indexer's `weights_proj`, the MTP layer's
 // `eh_proj` and the head, which stay bf16 like the embedding and the norms.

@@ -44,7 +44,7 @@ for target in "${targets[@]}"; do
       heldout
       [ -f build/bench_model/config.json ] || $bench/decode_bench --benchmark_filter='StreamRead/256' >/dev/null
       $bench/kv_int8_bench --model models/glm-tiny-mtp --windows 8 --context 512 --eval-tokens 256 --new-tokens 128 \
-        --k 2 --memory-configs build/bench_model/config.json,tests/model/testdata/glm52_config.json \
+        --k 2 --memory-configs build/bench_model/config.json,testing/configs/glm-5.2-fp8.json \
         --json build/results/kv_int8_trained.json
       for m in glm_a dsv32_b; do
         $bench/kv_int8_bench --model tests/golden/$m --random-tokens 4000 --windows 8 --context 64 --eval-tokens 48 \

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/parallel.h"
 #include "io/safetensors_writer.h"
 #include "core/tensor.h"
@@ -125,7 +127,7 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
   if (options.include_mtp) {
     for (int64_t k = 0; k < config.num_nextn_predict_layers; ++k) {
       for (TensorSpec& s : MtpLayerTensorSpecs(config, config.num_hidden_layers + k)) {
-        if (!s.optional) specs.push_back(std::move(s));
+        if (!s.optional || options.mtp_copies) specs.push_back(std::move(s));
       }
     }
   }
@@ -134,7 +136,7 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
   std::vector<std::pair<std::string, TensorView>> shard;
   std::vector<Tensor> shard_storage;
   nlohmann::json weight_map = nlohmann::json::object();
-  int64_t shard_bytes = 0, shard_index = 0;
+  int64_t shard_bytes = 0, shard_index = 0, total_bytes = 0;
   std::vector<std::string> shard_files;
   auto flush = [&](bool last) -> absl::Status {
     if (shard.empty()) return absl::OkStatus();
@@ -142,7 +144,10 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
     const std::string file =
         sharded ? absl::StrCat("model-", shard_index + 1, ".safetensors") : std::string("model.safetensors");
     RETURN_IF_ERROR(WriteSafetensors(dir + "/" + file, shard, {{"format", "pt"}}));
-    for (const auto& [name, view] : shard) weight_map[name] = file;
+    for (const auto& [name, view] : shard) {
+      weight_map[name] = file;
+      total_bytes += static_cast<int64_t>(view.nbytes());
+    }
     shard_files.push_back(file);
     shard.clear();
     shard_storage.clear();
@@ -156,6 +161,17 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
     // FP8: the release's layout (ReleaseStoresFp8 tensors quantised with block scales, the rest bf16).
     const bool fp8 = options.dtype == DType::kF8E4M3 && ReleaseStoresFp8(spec);
     const DType dtype = options.dtype != DType::kF8E4M3 ? options.dtype : (fp8 ? DType::kF32 : DType::kBF16);
+    if (options.zeros && spec.kind != TensorKind::kVector) {  // structure only: zero weights, written as holes
+      shard.push_back({spec.name, TensorView::Contiguous(fp8 ? DType::kF8E4M3 : dtype, nullptr, spec.shape)});
+      shard_bytes += static_cast<int64_t>(shard.back().second.nbytes());
+      if (fp8) {
+        shard_storage.push_back(Tensor::Empty(DType::kF32, ScaleShapeOf(spec.shape)));
+        std::fill_n(shard_storage.back().data<float>(), shard_storage.back().numel(), 1.0f);
+        shard.push_back({ScaleNameOf(spec.name), shard_storage.back().view()});
+      }
+      if (options.max_shard_bytes > 0 && shard_bytes >= options.max_shard_bytes) RETURN_IF_ERROR(flush(false));
+      continue;
+    }
     Tensor t = options.parallel ? ParallelRandomTensor(spec, dtype, options.scale,
                                                        options.seed * 0x100000001b3ull + index * 0x9e3779b97f4a7c15ull)
                                 : RandomTensor(spec, dtype, options.scale, rng);
@@ -175,7 +191,16 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
   }
   RETURN_IF_ERROR(flush(true));
   if (options.max_shard_bytes > 0) {
-    nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", weight_map}};
+    // The releases' names: model-00001-of-00163.safetensors, … (the count is known only now).
+    std::map<std::string, std::string> renamed;
+    for (size_t i = 0; i < shard_files.size(); ++i) {
+      const std::string name = absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shard_files.size());
+      std::filesystem::rename(dir + "/" + shard_files[i], dir + "/" + name, ec);
+      if (ec) return absl::InternalError(absl::StrCat(dir, "/", shard_files[i], ": rename failed: ", ec.message()));
+      renamed[shard_files[i]] = name;
+    }
+    for (auto& [tensor, file] : weight_map.items()) file = renamed[file.get<std::string>()];
+    nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
     std::ofstream out(dir + "/model.safetensors.index.json");
     out << index.dump(1) << "\n";
     if (!out) return absl::InternalError(absl::StrCat(dir, "/model.safetensors.index.json: write failed"));

@@ -19,11 +19,16 @@ struct RandomCheckpointOptions {
   // Matrix entries are uniform in ±scale/sqrt(in) so activations keep unit size through layers.
   double scale = 1.0;
   bool include_mtp = true;  // write layers num_hidden_layers … + num_nextn_predict_layers - 1
+  bool mtp_copies = false;  // also the MTP layer's own embed_tokens and shared_head.head (as DeepSeek ships)
   int64_t max_shard_bytes = 0;  // > 0: split into shards with model.safetensors.index.json
   // Draw the values from a counter-based hash on every core (the default thread pool) instead of
   // one std::mt19937_64 stream: other values, same distributions, and fast enough for checkpoints
   // of tens of GB (bench/cuda_e2e_bench writes a truncated GLM-5.2 this way on the GPU machine).
   bool parallel = false;
+  // Structure only: every matrix and embedding zero, written as a hole (no disk, no memory); FP8
+  // scales 1, norm weights from the usual distribution. For checking layouts, shapes and counts
+  // at real dimensions.
+  bool zeros = false;
 };
 
 // Creates `dir` if needed and writes config.json (the given JSON, verbatim) and the weights.

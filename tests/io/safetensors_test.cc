@@ -132,10 +132,25 @@ TEST(SafetensorsTest, FailedWriteKeepsThePreviousFile) {
   const std::string path = dir.File("keep.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"w", t.view()}}).ok());
   const std::string before = ReadBytes(path);
-  TensorView null_data = t.view();
-  null_data.data = nullptr;
-  EXPECT_FALSE(WriteSafetensors(path, {{"w", null_data}}).ok());
+  EXPECT_FALSE(WriteSafetensors(path, {{"w", t.view()}, {"w", t.view()}}).ok());  // a name twice
   EXPECT_EQ(ReadBytes(path), before);
+}
+
+// A view with null data is written as zeros (a hole in the file) and reads back as zeros.
+TEST(SafetensorsTest, NullDataIsWrittenAsZeros) {
+  Tensor t = PatternTensor(DType::kF32, {4}, 0);  // [4]
+  ScopedTempDir dir;
+  const std::string path = dir.File("holes.safetensors");
+  const TensorView zeros = TensorView::Contiguous(DType::kBF16, nullptr, {1024, 1024});  // [1024, 1024], 2 MiB
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", t.view()}, {"z", zeros}}).ok());
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<TensorView> z = (*file)->Get("z");
+  ASSERT_TRUE(z.ok());
+  for (int64_t i = 0; i < z->numel(); ++i) ASSERT_EQ(z->as<uint16_t>()[i], 0) << i;
+  absl::StatusOr<TensorView> a = (*file)->Get("a");
+  ASSERT_TRUE(a.ok());
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(a->as<float>()[i], t.data<float>()[i]);
 }
 
 TEST(SafetensorsTest, EmptyFileRoundTrips) {

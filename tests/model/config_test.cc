@@ -21,7 +21,7 @@ json ReadJson(const std::string& path) {
   return json::parse(s.str());
 }
 
-json Glm52() { return ReadJson(std::string(MTPSPEC_TESTDATA_DIR) + "/glm52_config.json"); }
+json Glm52() { return ReadJson(std::string(MTPSPEC_TESTDATA_DIR) + "/glm-5.2-fp8.json"); }
 
 std::vector<int64_t> FullLayers(const ModelConfig& c) {
   std::vector<int64_t> full;
@@ -123,6 +123,46 @@ TEST(ConfigTest, IndexerRopeDefaultsPerModelType) {
   c = ParseModelConfig(glm, "glm52");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->indexer_rope_interleave);
+}
+
+// quantization_config as the releases write it, and everything else refused with the field named.
+TEST(ConfigTest, QuantizationConfigOfTheReleases) {
+  json glm = Glm52();
+  glm["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                {"weight_block_size", {128, 128}},
+                                {"modules_to_not_convert",
+                                 {"model.embed_tokens", "lm_head", "model.layers.0.self_attn.indexers_proj",
+                                  "model.layers.5.mlp.gate"}}};
+  auto c = ParseModelConfig(glm, "glm52");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->quantization.fp8);
+  EXPECT_TRUE(ModuleIsNotConverted(*c, "lm_head.weight"));
+  EXPECT_TRUE(ModuleIsNotConverted(*c, "model.layers.0.self_attn.indexer.weights_proj.weight"));  // the alias
+  EXPECT_TRUE(ModuleIsNotConverted(*c, "model.layers.5.mlp.gate.weight"));
+  EXPECT_FALSE(ModuleIsNotConverted(*c, "model.layers.5.mlp.gate_proj.weight"));  // a prefix, not a module
+  EXPECT_FALSE(ModuleIsNotConverted(*c, "model.layers.0.self_attn.indexer.wk.weight"));
+  json dsv = glm;
+  dsv["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}}};
+  c = ParseModelConfig(dsv, "dsv32");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quantization.scale_fmt, "ue8m0");
+  const std::pair<json, std::string> bad[] = {
+      {{{"quant_method", "awq"}}, "\"quant_method\" is \"awq\""},
+      {{{"quant_method", "fp8"}, {"fmt", "e5m2"}}, "\"fmt\" is \"e5m2\""},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {64, 64}}}, "only [128, 128] blocks"},
+      {{{"quant_method", "fp8"}, {"activation_scheme", "static"}}, "\"activation_scheme\" is \"static\""},
+      {{{"quant_method", "fp8"}, {"scale_fmt", "e8m0fnu"}}, "\"scale_fmt\" is \"e8m0fnu\""},
+      {{{"quant_method", "fp8"}, {"modules_to_not_convert", "lm_head"}}, "must be a list of module names"},
+      {json::array({1}), "quantization_config must be an object"},
+  };
+  for (const auto& [q, message] : bad) {
+    json j = Glm52();
+    j["quantization_config"] = q;
+    auto r = ParseModelConfig(j, "glm52");
+    ASSERT_FALSE(r.ok()) << q.dump();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(message)) << q.dump();
+  }
 }
 
 json DeepSeekV32() {

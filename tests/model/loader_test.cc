@@ -236,6 +236,49 @@ TEST(LoaderTest, BadFp8ScalesAreNamed) {
   }
 }
 
+// quantization_config is checked against the tensors: an FP8 weight whose module the config lists as
+// unconverted, and a non-power-of-two scale under scale_fmt ue8m0, are errors that name them.
+TEST(LoaderTest, QuantizationConfigIsCheckedAgainstTheTensors) {
+  const std::string target = "model.layers.1.mlp.shared_experts.up_proj.weight";  // [32, 64]
+  auto with_fp8_target = [&](float scale_value) {
+    return [&, scale_value](auto& tensors, auto& storage) {
+      for (auto& [name, view] : tensors) {
+        if (name == target) {
+          storage.push_back(Tensor::Zeros(DType::kF8E4M3, {32, 64}));
+          view = storage.back().view();
+        }
+      }
+      Tensor scale = Tensor::Empty(DType::kF32, {1, 1});
+      scale.data<float>()[0] = scale_value;
+      storage.push_back(std::move(scale));
+      tensors.push_back({target + "_scale_inv", storage.back().view()});
+    };
+  };
+  auto load_with_quantization = [&](const nlohmann::json& quantization, float scale_value) {
+    ScopedTempDir tmp;
+    WriteEdited(tmp.File("m"), with_fp8_target(scale_value));
+    nlohmann::json config = nlohmann::json::parse(testing_util::ReadBytes(tmp.File("m/config.json")));
+    config["quantization_config"] = quantization;
+    testing_util::WriteBytes(tmp.File("m/config.json"), config.dump());
+    auto model = Model::Load(tmp.File("m"));
+    return model.ok() ? absl::OkStatus() : model.status();
+  };
+  const nlohmann::json fp8 = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}};
+  EXPECT_TRUE(load_with_quantization(fp8, 0.3f).ok());
+  nlohmann::json excluded = fp8;
+  excluded["modules_to_not_convert"] = {"model.layers.1.mlp.shared_experts"};
+  absl::Status st = load_with_quantization(excluded, 0.3f);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr(target + " is F8_E4M3, but quantization_config.modules_to_not_convert"));
+  nlohmann::json ue8m0 = fp8;
+  ue8m0["scale_fmt"] = "ue8m0";
+  EXPECT_TRUE(load_with_quantization(ue8m0, 0.25f).ok());
+  st = load_with_quantization(ue8m0, 0.3f);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("scale_fmt ue8m0 means powers of two"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr(target + "_scale_inv"));
+}
+
 // A NaN or infinite norm weight is an error that names the tensor, not a model that emits NaN.
 TEST(LoaderTest, NonFiniteNormWeightIsNamed) {
   const std::string target = "model.layers.2.post_attention_layernorm.weight";
