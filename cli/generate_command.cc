@@ -20,7 +20,8 @@ const std::set<std::string>& GenerateOptionNames() {
       "ids",         "prompt",     "max-new",    "draft",      "k",          "accept",          "temperature",
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
-      "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file"};
+      "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
+      "stop-ids", "eos-ids", "logprobs"};
   return names;
 }
 
@@ -59,9 +60,11 @@ nlohmann::json PrintResult(const GenerateResult& result, const std::vector<int32
   }
   std::cout << "tokens: " << absl::StrJoin(result.tokens, ",") << "\n";
   if (tokenizer) std::cout << "text: " << text << "\n";
+  if (!result.logprobs.empty()) std::cout << "logprobs: " << absl::StrJoin(result.logprobs, ",") << "\n";
   std::cout << "stop: " << result.stop_reason << "\n";
   nlohmann::json j = result.stats.ToJson();
   j["tokens"] = result.tokens;
+  if (!result.logprobs.empty()) j["logprobs"] = result.logprobs;
   j["stop_reason"] = result.stop_reason;
   if (tokenizer) j["text"] = text;
   return j;
@@ -99,6 +102,16 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   ASSIGN_OR_RETURN(r.lookup.max_ngram, args.GetInt("ngram", 3));
   ASSIGN_OR_RETURN(r.kv_cache, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
   ASSIGN_OR_RETURN(r.device, ParseDevice(args.Get("device", "cpu"), "--device"));
+  if (args.Has("stop-ids")) {
+    ASSIGN_OR_RETURN(r.stop_token_ids, args.GetIntList("stop-ids"));
+  }
+  if (args.Has("eos-ids")) {  // --eos-ids "" leaves no end-of-sequence ids at all
+    r.eos_token_ids.emplace();
+    if (!args.Get("eos-ids").empty()) {
+      ASSIGN_OR_RETURN(*r.eos_token_ids, args.GetIntList("eos-ids"));
+    }
+  }
+  ASSIGN_OR_RETURN(r.logprobs, ParseBool(args.Get("logprobs", "false"), "--logprobs"));
   RETURN_IF_ERROR(ValidateRequest(r, kCli));
   if (r.device == Device::kCuda && !BuiltWithCuda()) {
     return absl::FailedPreconditionError(
@@ -129,6 +142,16 @@ absl::Status RunGenerate(const CliArgs& args) {
     lines.push_back({0, args.Get("prompt")});
   }
   ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load));
+  const int64_t vocab = model->config().vocab_size;
+  for (const auto& [flag, ids] : {std::pair{"--stop-ids", &request.stop_token_ids},
+                                  std::pair{"--eos-ids", request.eos_token_ids ? &*request.eos_token_ids : nullptr}}) {
+    for (size_t i = 0; ids != nullptr && i < ids->size(); ++i) {
+      if ((*ids)[i] < 0 || (*ids)[i] >= vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, "[", i, "] = ", (*ids)[i], " is outside the vocabulary [0, ", vocab, ")"));
+      }
+    }
+  }
 
   // --prompt TEXT and --prompts-file (a prompt text per line) are encoded with DIR/tokenizer.json,
   // which also decodes the generated tokens.

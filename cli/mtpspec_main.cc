@@ -1,6 +1,6 @@
 // `mtpspec`: the command-line front end.
 //
-//   mtpspec info DIR
+//   mtpspec info DIR [--check-weights]
 //   mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|0,2]
 //                      [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]
 //   mtpspec generate DIR …                (cli/generate_command.h)
@@ -20,6 +20,7 @@
 #include "io/npy.h"
 #include "model/model.h"
 #include "model/tensor_table.h"
+#include "model/weight_check.h"
 #include "pipeline/request.h"
 #include "testing/release_checkpoint.h"
 
@@ -28,14 +29,14 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  mtpspec info DIR\n"
+    "  mtpspec info DIR [--check-weights]\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
     "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N] [--kv-cache f32|int8]\n"
     "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
-    "                 [--stats-json FILE] [--device cpu|cuda]\n"
+    "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
     "                 [--seed S] [--shard-gib G]\n";
 
@@ -90,6 +91,23 @@ void PrintCutFrom(const Model& model) {
             << HumanCount(p.trunk) << " (" << HumanCount(p.routed_experts) << " in routed experts), mtp "
             << HumanCount(p.mtp) << ", cache/token " << probe.BytesPerToken() << " B f32, " << probe.Bf16BytesPerToken()
             << " B bf16\n";
+}
+
+// Reads every stored value; an error listing the tensors that hold NaN or Inf, if any do.
+absl::Status CheckWeights(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto store, SafetensorsStore::Open(dir, FileMemory::kMapped));
+  const std::vector<NonFiniteTensor> found = FindNonFiniteTensors(*store);
+  if (found.empty()) {
+    std::cout << "weights        every stored value is finite (" << store->names().size() << " tensors read)\n";
+    return absl::OkStatus();
+  }
+  std::string list;
+  for (size_t i = 0; i < found.size() && i < 20; ++i) {
+    absl::StrAppend(&list, "\n  ", found[i].name, " (", found[i].file, "): ", found[i].count,
+                    " non-finite values, the first at flat index ", found[i].first);
+  }
+  if (found.size() > 20) absl::StrAppend(&list, "\n  ... and ", found.size() - 20, " more tensors");
+  return absl::DataLossError(absl::StrCat(dir, ": ", found.size(), " tensors hold NaN or Inf:", list));
 }
 
 absl::Status RunInfo(const CliArgs& args) {
@@ -150,6 +168,7 @@ absl::Status RunInfo(const CliArgs& args) {
                                  : absl::StrCat("none (", model->load_report().mtp_note, ")"))
             << "\n";
   if (model->dir().empty() == false) PrintCutFrom(*model);
+  if (args.Has("check-weights")) return CheckWeights(args.positional()[0]);
   return absl::OkStatus();
 }
 
@@ -230,7 +249,7 @@ int Main(int argc, char** argv) {
   const std::string command = argv[1];
   absl::Status status;
   if (command == "info") {
-    auto args = CliArgs::Parse(argc, argv, 2, {"weights", "threads"});
+    auto args = CliArgs::Parse(argc, argv, 2, {"weights", "threads"}, {"check-weights"});
     status = args.ok() ? SetThreads(*args) : args.status();
     if (status.ok()) status = RunInfo(*args);
   } else if (command == "logits") {

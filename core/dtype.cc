@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -97,15 +99,20 @@ uint8_t F32ToF8E4M3(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
   const float a = std::fabs(f);
   if (a >= 448.0f) return sign | 0x7e;
-  // The non-negative codes 0x00 … 0x7e increase with their value: binary-search the two neighbours.
-  int lo = 0, hi = 0x7e;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (F8E4M3ToF32(static_cast<uint8_t>(mid)) <= a ? lo : hi) = mid;
+  if (a < 0.015625f) {  // below 2^-6: subnormal codes m · 2^-9, m = 0 … 8 (8 is the first normal)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));  // exact scaling, ties to even
   }
-  const float below = F8E4M3ToF32(static_cast<uint8_t>(lo)), above = F8E4M3ToF32(static_cast<uint8_t>(hi));
-  int code = a - below < above - a ? lo : (a - below > above - a ? hi : (lo % 2 == 0 ? lo : hi));
-  if (a <= below) code = lo;
+  uint32_t u;
+  std::memcpy(&u, &a, sizeof u);
+  int exponent = static_cast<int>(u >> 23) - 127;  // -6 … 8
+  uint32_t mantissa = (u & 0x7fffffu) >> 20;       // the top 3 of 23 bits
+  const uint32_t rest = u & 0xfffffu, half = 0x80000u;
+  if (rest > half || (rest == half && (mantissa & 1u))) ++mantissa;
+  if (mantissa == 8) {
+    mantissa = 0;
+    ++exponent;
+  }
+  const int code = std::min((exponent + 7) << 3 | static_cast<int>(mantissa), 0x7e);
   return sign | static_cast<uint8_t>(code);
 }
 
@@ -122,6 +129,24 @@ float F8E4M3ToF32(uint8_t b) {
     value = std::ldexp(static_cast<float>(mant | 0x8u), exp - 10);  // (1 + mant/8) * 2^(exp-7)
   }
   return sign ? -value : value;
+}
+
+int64_t FirstNonFinite(std::span<const float> values) {
+  constexpr uint32_t kExponent = 0x7f800000u;
+  constexpr size_t kBlock = 4096;
+  for (size_t begin = 0; begin < values.size(); begin += kBlock) {
+    const size_t end = std::min(values.size(), begin + kBlock);
+    uint32_t saturated = 0;  // any element whose exponent bits are all ones
+    for (size_t i = begin; i < end; ++i) {
+      const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
+      saturated |= static_cast<uint32_t>((bits & kExponent) == kExponent);
+    }
+    if (saturated == 0) continue;
+    for (size_t i = begin; i < end; ++i) {
+      if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
 }
 
 }  // namespace mtpspec

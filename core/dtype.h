@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -51,5 +52,9 @@ uint16_t F32ToF16(float f);
 float F8E4M3ToF32(uint8_t bits);
 // The float8_e4m3fn nearest to f (ties to the even code); beyond ±448 saturates to ±448, NaN → 0x7f.
 uint8_t F32ToF8E4M3(float f);
+
+// The index of the first NaN or ±Inf in `values`, or -1 when all are finite. Scans by exponent bits
+// (an OR-reduction the compiler vectorises) and only locates the element once one is found.
+int64_t FirstNonFinite(std::span<const float> values);
 
 }  // namespace mtpspec

@@ -22,15 +22,20 @@ absl::Status ErrnoError(absl::string_view path, absl::string_view action, int er
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t max_bytes) {
   struct stat info;
   if (::stat(path.c_str(), &info) != 0) {
     const int error = errno;
     const std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+    return error == ENOENT || error == ENOTDIR ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
   }
   if (!S_ISREG(info.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(path, S_ISDIR(info.st_mode) ? ": is a directory" : ": not a regular file",
+                                                   ", expected a file"));
+  }
+  if (info.st_size > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", info.st_size, " bytes, more than the ", max_bytes, " this file may have"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {

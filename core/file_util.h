@@ -13,7 +13,12 @@
 namespace mtpspec {
 
 // Reads a whole file. NotFound if it does not exist; every message names the path.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+// JSON files (config.json, the shard index, tokenizer.json) are read with this bound.
+inline constexpr int64_t kMaxJsonFileBytes = int64_t{256} << 20;
+
+// The contents of the regular file `path` (a FIFO, device or directory is an error, so a read can
+// neither hang nor run without bound), at most `max_bytes` of it (larger is an error).
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes);
 
 class AtomicFileWriter {
  public:

@@ -258,8 +258,12 @@ absl::StatusOr<Tensor> ParseNpy(std::string_view name, std::string_view bytes) {
   return tensor;
 }
 
+namespace {
+constexpr int64_t kMaxNpyFileBytes = int64_t{16} << 30;  // read whole into memory
+}  // namespace
+
 absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path, kMaxNpyFileBytes));
   return ParseNpy(path, bytes);
 }
 

@@ -201,7 +201,8 @@ absl::Status ReadIntoHugePages(const std::string& path, int fd, size_t size, voi
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path, FileMemory memory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat below then refuses it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
     const std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(error));

@@ -97,6 +97,10 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// The `weight_map` of a `model.safetensors.index.json` (tensor -> shard file name), each shard a
+// relative path inside the checkpoint directory. Errors name `source`.
+absl::StatusOr<std::map<std::string, std::string>> ParseShardIndex(const std::string& text, const std::string& source);
+
 // A checkpoint directory. With `model.safetensors.index.json` present, its `weight_map`
 // (tensor -> shard file name) decides which shards are opened; each is opened once. Open() checks
 // that every indexed tensor is in its named shard and that no tensor is stored in two shards.

@@ -14,9 +14,11 @@ namespace {
 constexpr char kIndexFileName[] = "model.safetensors.index.json";
 constexpr char kSingleFileName[] = "model.safetensors";
 
-bool IsRegularFile(const std::filesystem::path& path) {
+// Present in any form (a directory or a dangling link too): opening it then says what is wrong,
+// rather than the checkpoint seeming to have no weights.
+bool IsPresent(const std::filesystem::path& path) {
   std::error_code error;
-  return std::filesystem::is_regular_file(path, error);
+  return std::filesystem::symlink_status(path, error).type() != std::filesystem::file_type::not_found && !error;
 }
 
 // Shard names come from a file we did not write; keep them inside the checkpoint directory.
@@ -32,6 +34,23 @@ bool IsSafeRelativePath(const std::string& name) {
 
 }  // namespace
 
+absl::StatusOr<std::map<std::string, std::string>> ParseShardIndex(const std::string& text,
+                                                                   const std::string& source) {
+  ASSIGN_OR_RETURN(const nlohmann::json index, ParseJsonText(text, source, "index"));
+  if (!index.is_object() || !index.contains("weight_map")) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object with a \"weight_map\""));
+  }
+  ASSIGN_OR_RETURN(auto weight_map, ParseStringMap(index["weight_map"], source, "weight_map"));
+  for (const auto& [tensor, shard] : weight_map) {
+    if (!IsSafeRelativePath(shard)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": tensor \"", tensor, "\" maps to shard \"", shard,
+                       "\", which is not a relative path inside the checkpoint directory"));
+    }
+  }
+  return weight_map;
+}
+
 absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const std::string& dir, FileMemory memory) {
   std::unique_ptr<SafetensorsStore> store(new SafetensorsStore());
   store->dir_ = dir;
@@ -40,9 +59,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const s
   if (!std::filesystem::is_directory(root, error)) {
     return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
   }
-  if (IsRegularFile(root / kIndexFileName)) {
+  if (IsPresent(root / kIndexFileName)) {
     RETURN_IF_ERROR(store->OpenSharded((root / kIndexFileName).string(), memory));
-  } else if (IsRegularFile(root / kSingleFileName)) {
+  } else if (IsPresent(root / kSingleFileName)) {
     ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
                      SafetensorsFile::Open((root / kSingleFileName).string(), memory));
     for (const std::string& name : file->names()) store->file_of_tensor_.emplace(name, file.get());
@@ -57,23 +76,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsStore>> SafetensorsStore::Open(const s
 
 absl::Status SafetensorsStore::OpenSharded(const std::string& index_path, FileMemory memory) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_path));
-  ASSIGN_OR_RETURN(const nlohmann::json index, ParseJsonText(text, index_path, "index"));
-  if (!index.is_object() || !index.contains("weight_map")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_path, ": expected a JSON object with a \"weight_map\""));
-  }
-  ASSIGN_OR_RETURN(const auto weight_map,
-                   ParseStringMap(index["weight_map"], index_path, "weight_map"));
-
+  ASSIGN_OR_RETURN(const auto weight_map, ParseShardIndex(text, index_path));
   std::set<std::string> shard_names;
-  for (const auto& [tensor, shard] : weight_map) {
-    if (!IsSafeRelativePath(shard)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(index_path, ": tensor \"", tensor, "\" maps to shard \"", shard,
-                       "\", which is not a relative path inside the checkpoint directory"));
-    }
-    shard_names.insert(shard);
-  }
+  for (const auto& [tensor, shard] : weight_map) shard_names.insert(shard);
 
   std::map<std::string, const SafetensorsFile*> file_of_shard;
   for (const std::string& shard : shard_names) {

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/file_util.h"
 #include "core/json_util.h"
 #include "core/tensor.h"
 #include "core/status.h"
@@ -31,6 +33,10 @@ class FieldReader {
   absl::StatusOr<int64_t> Int(const std::string& key) const {
     if (!Has(key)) return Error(key, "is required but missing");
     const json& v = obj_.at(key);
+    // Beyond int64 (10000000000000000000) JSON holds an unsigned value that would wrap negative.
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return Error(key, absl::StrCat("= ", v.dump(), " is too large"));
+    }
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float()) {
       double d = v.get<double>();
@@ -325,6 +331,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
 
   if (r.Has("eos_token_id")) {
     const json& eos = root.at("eos_token_id");
+    auto too_large = [](const json& e) {
+      return e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+    };
+    if (too_large(eos) || (eos.is_array() && std::any_of(eos.begin(), eos.end(), too_large))) {
+      return r.Error("eos_token_id", "holds a value beyond the vocabulary");
+    }
     if (eos.is_number_integer()) {
       c.eos_token_ids.push_back(eos.get<int64_t>());
     } else if (eos.is_array()) {
@@ -420,7 +432,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   if (c.scoring_func != "sigmoid") {
     return r.Error("scoring_func", absl::StrCat("\"", c.scoring_func, "\" is not supported (sigmoid only)"));
   }
-  if (c.rms_norm_eps <= 0) return r.Error("rms_norm_eps", "must be > 0");
+  // Values outside these ranges load and then produce NaN or garbage: refuse them by name.
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps <= 0.1)) {
+    return r.Error("rms_norm_eps", absl::StrCat("= ", c.rms_norm_eps, " is outside (0, 0.1]"));
+  }
+  if (!(c.routed_scaling_factor > 0 && c.routed_scaling_factor <= 1000)) {
+    return r.Error("routed_scaling_factor", absl::StrCat("= ", c.routed_scaling_factor, " is outside (0, 1000]"));
+  }
+  if (!(c.rope.theta > 1)) return r.Error("rope_theta", absl::StrCat("= ", c.rope.theta, " must be > 1"));
   for (int64_t eos : c.eos_token_ids) {
     if (eos < 0 || eos >= c.vocab_size) {
       return r.Error("eos_token_id", absl::StrCat("entry ", eos, " is outside the vocabulary [0, ", c.vocab_size, ")"));
@@ -461,11 +480,8 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const 
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseModelConfigText(buffer.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, kMaxJsonFileBytes));
+  return ParseModelConfigText(text, path);
 }
 
 }  // namespace mtpspec

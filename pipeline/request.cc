@@ -142,6 +142,9 @@ GenerateOptions ToGenerateOptions(const RequestOptions& o) {
   g.accept = o.accept;
   g.sample_drafts = o.sample_drafts;
   g.stop_at_eos = o.stop_at_eos;
+  g.eos_token_ids = o.eos_token_ids;
+  g.stop_token_ids = o.stop_token_ids;
+  g.logprobs = o.logprobs;
   return g;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct RequestOptions {
   bool sample_drafts = false;
   bool custom_accept = false;  // a caller's acceptance rule replaces `accept.rule` (the Python hook)
   bool stop_at_eos = true;
+  std::optional<std::vector<int64_t>> eos_token_ids;  // replaces config.json's eos_token_id
+  std::vector<int64_t> stop_token_ids;                // further ids that end the request
+  bool logprobs = false;                              // each emitted token's raw log-probability
   MtpOptions mtp;
   LookupOptions lookup;
   LatentStorage kv_cache = LatentStorage::kF32;

@@ -4,8 +4,11 @@
 # fuzz_>/), so the checked-in corpus is never modified, with tests/fuzz/<name without fuzz_>.dict as
 # the dictionary when present. Exits non-zero if any target crashes,
 # leaks, hangs or trips a sanitizer; the reproducer is kept under build/fuzz/artifacts/<target>/.
+# With FUZZ_CORPUS_DIR set, each target's corpus lives in FUZZ_CORPUS_DIR/<target>/ instead (seeded
+# from the checked-in one) and is kept, so the inputs one run finds start the next.
 #
-# Usage: scripts/run_fuzz.sh [SECONDS]        Environment: JOBS (build parallelism, default 2)
+# Usage: scripts/run_fuzz.sh [SECONDS]
+# Environment: JOBS (build parallelism, default 2), FUZZ_CORPUS_DIR (keep the grown corpora there)
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -33,10 +36,11 @@ for target in "${targets[@]}"; do
   [[ -f "$target" && -x "$target" ]] || continue
   name="$(basename "$target")"
   seeds="tests/fuzz/corpus/${name#fuzz_}"
-  corpus="$work/$name/corpus"
+  corpus="${FUZZ_CORPUS_DIR:+$FUZZ_CORPUS_DIR/$name}"
+  corpus="${corpus:-$work/$name/corpus}"
   artifacts="$work/$name/artifacts"
   mkdir -p "$corpus" "$artifacts"
-  if [[ -d "$seeds" ]]; then cp -R "$seeds"/. "$corpus"/; fi
+  if [[ -d "$seeds" ]]; then cp -Rn "$seeds"/. "$corpus"/; fi
   options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
            -artifact_prefix="$artifacts/")
   dictionary="tests/fuzz/${name#fuzz_}.dict"

@@ -15,13 +15,23 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-absl::Status CheckPrompt(const Target& target, std::span<const int32_t> prompt) {
+absl::Status CheckRequest(const Target& target, std::span<const int32_t> prompt, const GenerateOptions& options) {
   const int64_t vocab = target.vocab_size();
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab) {
       return absl::InvalidArgumentError(absl::StrCat("prompt token [", i, "] = ", prompt[i],
                                                      " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  for (const auto* list : {&options.stop_token_ids, options.eos_token_ids ? &*options.eos_token_ids : nullptr}) {
+    if (list == nullptr) continue;
+    const char* what = list == &options.stop_token_ids ? "stop_token_ids" : "eos_token_id";
+    for (size_t i = 0; i < list->size(); ++i) {
+      if ((*list)[i] < 0 || (*list)[i] >= vocab) {
+        return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", (*list)[i],
+                                                       " is outside the vocabulary [0, ", vocab, ")"));
+      }
     }
   }
   if (static_cast<int64_t>(prompt.size()) >= target.capacity()) {
@@ -77,7 +87,7 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
 absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::span<const int32_t> prompt,
                                         const GenerateOptions& options) {
   RETURN_IF_ERROR(ValidateGenerateOptions(options));
-  RETURN_IF_ERROR(CheckPrompt(target, prompt));
+  RETURN_IF_ERROR(CheckRequest(target, prompt, options));
   const int64_t k_max = drafter == nullptr ? 0 : options.k;
   target.Reset();
   if (drafter) drafter->Reset();
@@ -91,6 +101,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   stats.synthetic = options.accept.rule == AcceptRule::kSynthetic;
   stats.adaptive_k = options.adaptive_k;
   stats.sampled_on_device = context.device_sampling();
+  stats.SizeFor(k_max);
   StatsRecorder recorder(stats);
   std::optional<AdaptivePolicy> adaptive;  // a fixed-k run has no policy and never calls one
   if (options.adaptive_k) adaptive.emplace(k_max, options.adaptive_controller);
@@ -130,6 +141,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   }
   stats.total_seconds = Since(start);
   result.tokens = std::move(state.tokens);
+  result.logprobs = std::move(state.logprobs);
   result.stop_reason = std::move(state.stop_reason);
   return result;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ struct GenerateOptions {
   AcceptParams accept;         // rule + sampling (temperature, top-k/p, min-p, seed)
   bool sample_drafts = false;  // q-sampled drafts (useful with rejection sampling at T > 0)
   bool stop_at_eos = true;
+  // Replaces the target's end-of-sequence ids (config.json's eos_token_id) when set; stopping on
+  // them still needs stop_at_eos. Each must be in the vocabulary.
+  std::optional<std::vector<int64_t>> eos_token_ids;
+  // Further ids that end the request once emitted (stop reason "stop_token"), stop_at_eos or not.
+  std::vector<int64_t> stop_token_ids;
+  // Also return each emitted token's log-probability under the target's raw distribution
+  // (log softmax of its logits at temperature 1, before top-k/p and min-p), whatever the sampling.
+  // The logits must then reach the host, so the CUDA target does not sample on the device.
+  bool logprobs = false;
   // Called with each batch of committed tokens; returning false stops generation (cancellation).
   std::function<bool(std::span<const int32_t>)> on_tokens;
   // Research hook: when set, replaces `accept.rule` for every verify block that carries drafts
@@ -46,8 +56,9 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated tokens only
+  std::vector<float> logprobs;  // [tokens] with GenerateOptions::logprobs, else empty
   SpecStats stats;
-  std::string stop_reason;      // "eos", "max_new_tokens", "capacity", "cancelled"
+  std::string stop_reason;      // "eos", "stop_token", "max_new_tokens", "capacity", "cancelled"
 };
 
 absl::Status ValidateGenerateOptions(const GenerateOptions& options);

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/dtype.h"
+#include "core/status.h"
 #include "spec/generator.h"
 
 namespace mtpspec {
@@ -36,6 +40,29 @@ absl::Status CheckCustomAccept(const AcceptResult& r, std::span<const int32_t> d
   return absl::OkStatus();
 }
 
+// NaN or Inf in the target's logits would be sampled as if they were numbers (greedy picks id 0):
+// stop instead, naming the position. logits: [R, V], the last R of the run's `rows` positions.
+absl::Status CheckLogitsFinite(const Tensor& logits, int64_t first_position, int64_t rows) {
+  if (logits.empty() || logits.dtype() != DType::kF32 || logits.view().ndim != 2) return absl::OkStatus();
+  const int64_t R = logits.dim(0), V = logits.dim(1);
+  const float* data = logits.data<float>();
+  const int64_t at = FirstNonFinite(std::span<const float>(data, static_cast<size_t>(R * V)));
+  if (at < 0) return absl::OkStatus();
+  const int64_t row = at / V, id = at % V;
+  return absl::DataLossError(absl::StrCat(
+      "the target's logits are not finite at position ", first_position + rows - R + row, " (vocabulary id ", id,
+      " is ", data[at], "): the checkpoint's weights or config give non-finite activations; "
+      "`mtpspec info MODEL --check-weights` lists non-finite weights"));
+}
+
+// log softmax(logits)[token] over the raw logits ([V], temperature 1, no filtering), in double.
+float TokenLogProb(const float* logits, int64_t vocab, int32_t token) {
+  const float peak = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - peak);
+  return static_cast<float>(static_cast<double>(logits[token]) - peak - std::log(sum));
+}
+
 }  // namespace
 
 LoopContext::LoopContext(Target& target, Drafter* drafter, const GenerateOptions& options)
@@ -43,19 +70,29 @@ LoopContext::LoopContext(Target& target, Drafter* drafter, const GenerateOptions
       drafter_(drafter),
       options_(options),
       vocab_(target.vocab_size()),
-      eos_(target.eos_tokens()),
+      eos_(!options.stop_at_eos ? std::vector<int64_t>()
+           : options.eos_token_ids ? *options.eos_token_ids
+                                   : target.eos_tokens()),
       device_sampling_(target.samples_on_device() && !options.custom_accept && !options.sample_drafts &&
+                       !options.logprobs &&
                        options.accept.rule == AcceptRule::kSamplerEquality) {
   draft_sampling_.sample = options.sample_drafts;
   draft_sampling_.sampling = options.accept.sampling;
 }
 
-bool LoopContext::IsEos(int32_t token) const {
-  return options_.stop_at_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+std::string LoopContext::StopReasonOf(int32_t token) const {
+  if (std::find(eos_.begin(), eos_.end(), token) != eos_.end()) return "eos";
+  const std::vector<int64_t>& stops = options_.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return "stop_token";
+  return "";
 }
 
 absl::StatusOr<TargetStep> LoopContext::Run(std::span<const int32_t> tokens, bool all_logits) const {
-  return device_sampling_ ? target_.RunKeepingLogits(tokens, all_logits) : target_.Run(tokens, all_logits);
+  const int64_t first_position = target_.length();
+  if (device_sampling_) return target_.RunKeepingLogits(tokens, all_logits);
+  ASSIGN_OR_RETURN(TargetStep step, target_.Run(tokens, all_logits));
+  RETURN_IF_ERROR(CheckLogitsFinite(step.logits, first_position, static_cast<int64_t>(tokens.size())));
+  return step;
 }
 
 absl::StatusOr<std::vector<int32_t>> LoopContext::DeviceDraws(int64_t rows, int64_t first_position) const {
@@ -100,12 +137,13 @@ absl::Status PrefillStep(const LoopContext& context, std::span<const int32_t> pr
   } else {
     first = SampleToken(prefill.logits.data<float>(), context.vocab(), options.accept.sampling, position);
   }
+  if (options.logprobs) state.logprobs.push_back(TokenLogProb(prefill.logits.data<float>(), context.vocab(), first));
   record.sample_seconds = Since(t);
   record.sampled_first = true;
   state.sequence.push_back(first);
   state.tokens.push_back(first);
   if (options.on_tokens && !options.on_tokens(std::span<const int32_t>(&first, 1))) state.stop_reason = "cancelled";
-  if (context.IsEos(first)) state.stop_reason = "eos";
+  if (std::string why = context.StopReasonOf(first); !why.empty()) state.stop_reason = std::move(why);
 
   Drafter* drafter = context.drafter();
   if (drafter == nullptr) return absl::OkStatus();
@@ -179,9 +217,13 @@ absl::Status CommitStep(const LoopContext& context, const AcceptResult& accepted
   for (int32_t token : accepted.tokens) {
     state.sequence.push_back(token);
     state.tokens.push_back(token);
+    if (options.logprobs) {  // emitted token j comes from verified row j
+      state.logprobs.push_back(
+          TokenLogProb(verified.logits.data<float>() + record.committed * context.vocab(), context.vocab(), token));
+    }
     ++record.committed;
-    if (context.IsEos(token)) {
-      state.stop_reason = "eos";
+    if (std::string why = context.StopReasonOf(token); !why.empty()) {
+      state.stop_reason = std::move(why);
       break;
     }
     if (static_cast<int64_t>(state.tokens.size()) >= options.max_new_tokens) {

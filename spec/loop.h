@@ -88,7 +88,9 @@ class LoopContext {
   // ids cross to the host.
   bool device_sampling() const { return device_sampling_; }
   const DraftSampling& draft_sampling() const { return draft_sampling_; }
-  bool IsEos(int32_t token) const;
+  // Why emitting `token` ends the request: "eos" (an end-of-sequence id: the options' override, or
+  // the target's), "stop_token" (one of options.stop_token_ids), or "" when it does not.
+  std::string StopReasonOf(int32_t token) const;
   // A target forward, keeping the logits on the device when it samples there.
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) const;
   // The target's draws for the `rows` rows of its last run, row r at position first_position + r.
@@ -99,7 +101,7 @@ class LoopContext {
   Drafter* drafter_;
   const GenerateOptions& options_;
   int64_t vocab_;
-  std::vector<int64_t> eos_;
+  std::vector<int64_t> eos_;  // empty when stop_at_eos is off
   bool device_sampling_;
   DraftSampling draft_sampling_;
 };
@@ -108,6 +110,7 @@ class LoopContext {
 struct LoopState {
   std::vector<int32_t> sequence;  // the prompt and every committed token; the last is pending
   std::vector<int32_t> tokens;    // the generated tokens only
+  std::vector<float> logprobs;    // [tokens] with options.logprobs: each token's raw log-probability
   std::string stop_reason;        // empty while running
   // The pending token's position: the committed target rows are 0 … n − 1.
   int64_t pending_position() const { return static_cast<int64_t>(sequence.size()) - 1; }

@@ -21,6 +21,14 @@ void AddInto(std::vector<T>& a, const std::vector<T>& b) {
 
 }  // namespace
 
+void SpecStats::SizeFor(int64_t k_max) {
+  const size_t k = static_cast<size_t>(std::max<int64_t>(k_max, 0));
+  for (auto* v : {&drafted_per_pos, &reached_per_pos, &accepted_per_pos}) Grow(*v, k);
+  for (auto* v : {&accepted_histogram, &k_decisions, &probe_decisions}) Grow(*v, k + 1);
+  Grow(verify_seconds_by_k, k + 1);
+  Grow(cycle_seconds_by_k, k + 1);
+}
+
 void SpecStats::RecordStep(int64_t drafted, int64_t accepted) {
   ++verify_steps;
   Grow(k_decisions, drafted + 1);

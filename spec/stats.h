@@ -48,6 +48,9 @@ struct SpecStats {
   double draft_prefill_seconds = 0, extend_seconds = 0;
   double total_seconds = 0;
 
+  // Sizes the per-position arrays for drafts of up to k_max tokens (Generate calls it with the
+  // request's k_max, so they have the documented lengths even when no step drafted k_max).
+  void SizeFor(int64_t k_max);
   void RecordStep(int64_t drafted, int64_t accepted);
   void RecordProbe(int64_t k);  // the step just recorded was an adaptive-k probe of length k
   void RecordStepSeconds(int64_t drafted, double verify_seconds, double cycle_seconds);

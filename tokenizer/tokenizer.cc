@@ -360,4 +360,12 @@ std::optional<std::string> Tokenizer::IdToToken(int32_t id) const {
   return std::nullopt;
 }
 
+std::vector<std::pair<std::string, int32_t>> Tokenizer::SpecialTokens() const {
+  std::vector<std::pair<std::string, int32_t>> out;
+  for (const AddedToken& t : added_tokens_) {
+    if (t.special) out.emplace_back(t.content, t.id);
+  }
+  return out;
+}
+
 }  // namespace mtpspec

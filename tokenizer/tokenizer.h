@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,6 +74,8 @@ class Tokenizer {
   // Added tokens first, then the model vocabulary (as HF looks them up).
   std::optional<int32_t> TokenToId(const std::string& token) const;
   std::optional<std::string> IdToToken(int32_t id) const;
+  // The added tokens flagged special (content and id, in the file's order): BOS, EOS, chat markers.
+  std::vector<std::pair<std::string, int32_t>> SpecialTokens() const;
 
  private:
   struct AddedToken {

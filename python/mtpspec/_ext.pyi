@@ -96,6 +96,7 @@ class SpecStats:
 
 class GenerateResult:
     tokens: List[int]
+    logprobs: List[float]
     stats: SpecStats
     stop_reason: str
 
@@ -123,6 +124,9 @@ def generate(
     ] = None,
     on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
     stop_at_eos: bool = True,
+    eos_token_id: Union[None, int, Sequence[int]] = None,
+    stop_token_ids: Optional[Sequence[int]] = None,
+    logprobs: bool = False,
     ngram: int = 3,
     relaxed_top_n: int = 3,
     relaxed_delta: float = 0.1,
@@ -154,3 +158,7 @@ class Tokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str: ...
     @property
     def vocab_size(self) -> int: ...
+    @property
+    def special_tokens(self) -> List[Tuple[str, int]]: ...
+    def token_to_id(self, token: str) -> Optional[int]: ...
+    def id_to_token(self, id: int) -> Optional[str]: ...

@@ -49,6 +49,68 @@ class Tokenizer:
         """Text of ``ids``; bytes that do not form valid UTF-8 (yet) come back as U+FFFD."""
         return self._t.decode(_ids(ids), skip_special_tokens)
 
+    @property
+    def special_tokens(self) -> Dict[str, int]:
+        """The added tokens flagged special (BOS, EOS, chat markers): content -> id."""
+        return dict(self._t.special_tokens)
+
+    def token_to_id(self, token: str) -> Optional[int]:
+        """The id of ``token`` (an added token or a vocabulary entry, as written in the file), or None."""
+        return self._t.token_to_id(token)
+
+    def id_to_token(self, id: int) -> Optional[str]:
+        """The token string of ``id`` as written in the file, or None."""
+        return self._t.id_to_token(id)
+
+
+class _StopStrings:
+    """An ``on_tokens`` wrapper that ends the request once the decoded text contains a stop string,
+    then forwards the batch (cut after the completing token) to the caller's own ``on_tokens``."""
+
+    def __init__(self, tokenizer: Tokenizer, stop: Union[str, Sequence[str]],
+                 inner: Optional[Callable[[List[int]], Optional[bool]]]) -> None:
+        stops = [stop] if isinstance(stop, str) else list(stop)
+        if not stops or any(not isinstance(x, str) or not x for x in stops):
+            raise ValueError(f"stop must be a non-empty string or a sequence of them, got {stop!r}")
+        self._tokenizer = tokenizer
+        self._stops = stops
+        self._inner = inner
+        self._longest = max(len(x) for x in stops)
+        self._tokens: List[int] = []
+        self._searched = 0  # characters of the text known to hold no stop string ending before them
+        self.hit: Optional[str] = None  # the text before the first stop string, once found
+        self.hit_tokens = 0  # tokens up to the one that completed it
+
+    def _find(self, text: str, start: int) -> Optional[int]:
+        found = [i for i in (text.find(x, start) for x in self._stops) if i >= 0]
+        return min(found) if found else None
+
+    def __call__(self, batch: List[int]) -> bool:
+        if self.hit is not None:
+            return False
+        before = len(self._tokens)
+        self._tokens.extend(batch)
+        text = self._tokenizer.decode(self._tokens)
+        start = max(0, self._searched - self._longest + 1)
+        if self._find(text, start) is None:
+            # A trailing partial UTF-8 sequence (U+FFFD) may still change: search it again next time.
+            self._searched = len(text.rstrip("\ufffd"))
+            return self._forward(batch)
+        for m in range(before + 1, len(self._tokens) + 1):  # the fewest tokens that contain it
+            prefix = self._tokenizer.decode(self._tokens[:m])
+            at = self._find(prefix, start)
+            if at is not None:
+                self.hit, self.hit_tokens = prefix[:at], m
+                break
+        self._forward(batch[:self.hit_tokens - before])
+        return False
+
+    def _forward(self, batch: List[int]) -> bool:
+        if self._inner is None:
+            return True
+        keep_going = self._inner(batch)
+        return keep_going is None or bool(keep_going)
+
 
 class Model:
     """A loaded checkpoint. Calls release the GIL while C++ runs; several threads may use one Model
@@ -82,7 +144,7 @@ class Model:
         handle = _ext.Model.load(path, dtype, cache_capacity)
         tokenizer = None
         tokenizer_path = os.path.join(path, "tokenizer.json")
-        if os.path.isfile(tokenizer_path):
+        if os.path.lexists(tokenizer_path):  # present but not a readable file is an error, not None
             tokenizer = Tokenizer.load(tokenizer_path)
         return cls(handle, tokenizer)
 
@@ -111,6 +173,11 @@ class Model:
     @property
     def has_mtp(self) -> bool:
         return bool(self._m.has_mtp)
+
+    @property
+    def eos_token_ids(self) -> List[int]:
+        """The end-of-sequence ids of config.json (``eos_token_id``), which end generation by default."""
+        return list(self._m.config()["eos_token_ids"])
 
     @property
     def tokenizer(self) -> Optional[Tokenizer]:
@@ -170,10 +237,19 @@ class Model:
             return self._tokenizer.encode(prompt_or_ids)
         return _ids(prompt_or_ids)
 
-    def _result(self, r: _ext.GenerateResult) -> GenerateResult:
+    def _result(self, r: _ext.GenerateResult, stops: Optional["_StopStrings"]) -> GenerateResult:
         tokens = list(r.tokens)
-        text = self._tokenizer.decode(tokens) if self._tokenizer is not None else None
-        return GenerateResult(text=text, tokens=tokens, stats=Stats._from_ext(r.stats), stop_reason=r.stop_reason)
+        stop_reason = r.stop_reason
+        text: Optional[str] = None
+        if stops is not None and stops.hit is not None:
+            tokens, text, stop_reason = tokens[:stops.hit_tokens], stops.hit, "stop_string"
+        elif self._tokenizer is not None:
+            # The token that ended the request (an EOS or stop id) is in tokens, not in the text.
+            ended = stop_reason in ("eos", "stop_token") and tokens
+            text = self._tokenizer.decode(tokens[:-1] if ended else tokens)
+        logprobs = np.asarray(r.logprobs, dtype=np.float32)[:len(tokens)] if len(r.logprobs) else None
+        return GenerateResult(text=text, tokens=tokens, stats=Stats._from_ext(r.stats), stop_reason=stop_reason,
+                              logprobs=logprobs)
 
     def generate(
         self,
@@ -196,6 +272,10 @@ class Model:
         synthetic_rates: Optional[Sequence[float]] = None,
         acceptance_hook: Optional[AcceptanceHook] = None,
         stop_at_eos: bool = True,
+        eos_token_id: Union[None, int, Sequence[int]] = None,
+        stop_token_ids: Optional[Sequence[int]] = None,
+        stop: Union[None, str, Sequence[str]] = None,
+        logprobs: bool = False,
         ngram: int = 3,
         relaxed_top_n: int = 3,
         relaxed_delta: float = 0.1,
@@ -221,6 +301,16 @@ class Model:
             verified row (one-hot when greedy), draft_probs is [k, V] with ``sample_drafts`` and
             None otherwise, and ``token`` is the correction (or bonus) token emitted after the
             ``accepted`` drafts. It runs with the GIL held once per cycle: slow, for research.
+        stop_at_eos: end at an end-of-sequence id (``eos_token_id`` if given, else
+            :attr:`eos_token_ids` from config.json); stop_reason "eos".
+        stop_token_ids: further ids that end the request once emitted (stop_reason "stop_token").
+            The ending id stays in ``tokens`` but not in ``text``.
+        stop: a string or strings that end the request once the decoded text contains one (needs
+            the tokenizer; stop_reason "stop_string"). ``text`` ends just before it; ``tokens`` end
+            with the token that completed it.
+        logprobs: also return ``result.logprobs``, float32 [len(tokens)]: each emitted token's
+            log-probability under the target's raw distribution (log softmax of its logits at
+            temperature 1, before top-k/top-p/min-p), whatever the sampling.
         on_tokens: called with each batch of committed tokens; returning False stops generation
             (stop_reason "cancelled").
         kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
@@ -237,14 +327,21 @@ class Model:
         main thread; the model stays usable. From another thread, stop it with ``on_tokens``
         returning False (``stream()`` does this when closed).
         """
+        stops = None
+        if stop is not None:
+            if self._tokenizer is None:
+                raise ValueError(f"{self.path} has no tokenizer.json: stop strings need one (use stop_token_ids)")
+            stops = _StopStrings(self._tokenizer, stop, on_tokens)
+            on_tokens = stops
         r = _ext.generate(
             self._m, self._prompt(prompt_or_ids), max_new_tokens=max_new_tokens, draft=draft, k=k, accept=accept,
             temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, mtp_hidden=mtp_hidden,
             mtp_chain=mtp_chain, mtp_index_share=mtp_index_share, sample_drafts=sample_drafts, adaptive_k=adaptive_k,
             synthetic_rates=synthetic_rates, acceptance_hook=acceptance_hook, on_tokens=on_tokens,
-            stop_at_eos=stop_at_eos, ngram=ngram, relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta,
-            kv_cache=kv_cache, device=device, adaptive_controller=adaptive_controller)
-        return self._result(r)
+            stop_at_eos=stop_at_eos, eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, logprobs=logprobs,
+            ngram=ngram, relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
+            adaptive_controller=adaptive_controller)
+        return self._result(r, stops)
 
     def stream(
         self,
@@ -284,6 +381,15 @@ class Model:
             except BaseException as e:  # handed to the consumer
                 batches.put(("error", e))
 
+        # The text of a result leaves out the id that ended it and anything from a stop string on, so
+        # the stream holds those back until the result says how it ended.
+        ending_ids = set(options.get("stop_token_ids") or [])
+        if options.get("stop_at_eos", True):
+            eos = options.get("eos_token_id")
+            ending_ids |= set(self.eos_token_ids if eos is None else [eos] if isinstance(eos, int) else eos)
+        stop_strings = options.get("stop")
+        stops = [] if stop_strings is None else [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
+        hold_back = max((len(x) for x in stops if isinstance(x, str)), default=1) - 1  # a stop string's start
         worker = threading.Thread(target=work, name="mtpspec-stream", daemon=True)
         worker.start()
         tokens: List[int] = []
@@ -294,20 +400,24 @@ class Model:
                 if kind == "error":
                     raise value
                 if kind == "done":
-                    if as_text:
-                        assert self._tokenizer is not None
-                        rest = self._tokenizer.decode(tokens)[len(emitted):]
-                        if rest:
-                            yield rest
-                    return cast(GenerateResult, value)
+                    result = cast(GenerateResult, value)
+                    if as_text and result.text is not None and len(result.text) > len(emitted):
+                        yield result.text[len(emitted):]
+                    return result
                 if not as_text:
                     yield from value
                     continue
                 assert self._tokenizer is not None
                 tokens.extend(value)
-                decoded = self._tokenizer.decode(tokens)
+                decoded = self._tokenizer.decode(tokens[:-1] if tokens[-1] in ending_ids else tokens)
                 # Hold back a trailing partial UTF-8 sequence until the next tokens complete it.
-                if not decoded.endswith("\ufffd") and len(decoded) > len(emitted):
+                decoded = decoded.rstrip("\ufffd")
+                found = [i for i in (decoded.find(x) for x in stops if isinstance(x, str) and x) if i >= 0]
+                if found:  # the text ends before the stop string
+                    decoded = decoded[:min(found)]
+                else:
+                    decoded = decoded[:max(len(emitted), len(decoded) - hold_back)]
+                if len(decoded) > len(emitted):
                     yield decoded[len(emitted):]
                     emitted = decoded
         finally:

@@ -115,12 +115,19 @@ class Stats:
 @dataclass(frozen=True, eq=False)
 class GenerateResult:
     """One request: the generated tokens (prompt excluded), their text when the model has a
-    tokenizer, the statistics and why it stopped ("eos", "max_new_tokens", "capacity", "cancelled")."""
+    tokenizer, the statistics and why it stopped ("eos", "stop_token", "stop_string",
+    "max_new_tokens", "capacity", "cancelled").
+
+    ``text`` leaves out the id that ended the request (an EOS or stop id, which ``tokens`` keep) and
+    everything from a stop string on. ``logprobs`` (with ``logprobs=True``, else None) is float32
+    ``[len(tokens)]``: each token's log-probability under the target's raw distribution.
+    """
 
     text: Optional[str]
     tokens: List[int]
     stats: Stats
     stop_reason: str
+    logprobs: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -99,6 +99,9 @@ RequestOptions ParseRequest(Kwargs& kw) {
   if (auto rates = kw.FloatList("synthetic_rates")) r.accept.synthetic_rates = *rates;
   r.sample_drafts = kw.Bool("sample_drafts", false);
   r.stop_at_eos = kw.Bool("stop_at_eos", true);
+  r.eos_token_ids = kw.IntList("eos_token_id");
+  if (auto stops = kw.IntList("stop_token_ids")) r.stop_token_ids = *stops;
+  r.logprobs = kw.Bool("logprobs", false);
   r.mtp.hidden = ValueOrThrow(ParseMtpHidden(kw.Str("mtp_hidden", "post"), "mtp_hidden"));
   r.mtp.chain = ValueOrThrow(ParseMtpChain(kw.Str("mtp_chain", "normed"), "mtp_chain"));
   r.mtp.index_share = ValueOrThrow(ParseMtpIndexShare(kw.Str("mtp_index_share", "exact"), "mtp_index_share"));
@@ -189,6 +192,7 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
 void RegisterGenerate(py::module_& m) {
   py::class_<GenerateResult>(m, "GenerateResult")
       .def_readonly("tokens", &GenerateResult::tokens)
+      .def_readonly("logprobs", &GenerateResult::logprobs)
       .def_readonly("stats", &GenerateResult::stats)
       .def_readonly("stop_reason", &GenerateResult::stop_reason);
   m.def("generate", &Run, py::arg("model"), py::arg("prompt"),

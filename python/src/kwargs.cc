@@ -106,6 +106,25 @@ std::optional<std::vector<double>> Kwargs::FloatList(const char* name) {
   return out;
 }
 
+std::optional<std::vector<int64_t>> Kwargs::IntList(const char* name, int64_t lo, int64_t hi) {
+  py::handle v = Get(name);
+  if (!v || v.is_none()) return std::nullopt;
+  const bool sequence = py::isinstance<py::sequence>(v) && !py::isinstance<py::str>(v) && !py::isinstance<py::bytes>(v);
+  if (!sequence && PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
+    return std::vector<int64_t>{IntArgument(v, name, lo, hi)};
+  }
+  if (!sequence) {
+    TypeError(absl::StrCat(name, " must be an int or a sequence of ints, got ", TypeName(v)));
+  }
+  std::vector<int64_t> out;
+  size_t i = 0;
+  for (py::handle item : v.cast<py::sequence>()) {
+    const std::string item_name = absl::StrCat(name, "[", i++, "]");
+    out.push_back(IntArgument(item, item_name.c_str(), lo, hi));
+  }
+  return out;
+}
+
 py::object Kwargs::Object(const char* name) {
   py::handle v = Get(name);
   return v ? py::reinterpret_borrow<py::object>(v) : py::none();

@@ -25,6 +25,8 @@ class Kwargs {
   bool Bool(const char* name, bool fallback);       // True or False only
   std::string Str(const char* name, const std::string& fallback);
   std::optional<std::vector<double>> FloatList(const char* name);  // None or a sequence of numbers
+  // None (nullopt), one int, or a sequence of ints, each within [lo, hi].
+  std::optional<std::vector<int64_t>> IntList(const char* name, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
   py::object Object(const char* name);                               // None when absent
   // Raises TypeError naming the first keyword no getter asked for.
   void CheckAllUsed();

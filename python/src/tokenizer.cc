@@ -3,6 +3,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "python/src/bindings.h"
+#include "python/src/kwargs.h"
 
 namespace mtpspec::python {
 namespace {
@@ -46,7 +47,13 @@ void RegisterTokenizer(py::module_& m) {
       .def_static("load", &LoadTokenizer, py::arg("path"))
       .def("encode", &Encode, py::arg("text"))
       .def("decode", &Decode, py::arg("ids"), py::arg("skip_special_tokens") = false)
-      .def_property_readonly("vocab_size", &Tokenizer::vocab_size);
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("special_tokens", &Tokenizer::SpecialTokens)
+      .def("token_to_id", &Tokenizer::TokenToId, py::arg("token"))
+      .def(
+          "id_to_token",
+          [](const Tokenizer& t, py::handle id) { return t.IdToToken(static_cast<int32_t>(IntArgument(id, "id", INT32_MIN, INT32_MAX))); },
+          py::arg("id"));
 }
 
 }  // namespace mtpspec::python

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <span>
 #include <random>
 
 #include "core/tensor.h"
@@ -235,6 +237,25 @@ TEST(DTypeTest, ToF32WidensEveryFloatFormat) {
   EXPECT_EQ(from_f8->data<float>()[1], 1.0f);
   int32_t ints[1] = {3};  // [1]
   EXPECT_FALSE(ToF32(TensorView::Contiguous(DType::kI32, ints, {1})).ok());
+}
+
+// FirstNonFinite against std::isfinite at every place, across the scan's 4096-element blocks.
+TEST(DTypeTest, FirstNonFiniteFindsTheFirstNanOrInf) {
+  std::vector<float> values(10000, 1.5f);
+  EXPECT_EQ(FirstNonFinite(values), -1);
+  EXPECT_EQ(FirstNonFinite(std::span<const float>()), -1);
+  values[1] = std::numeric_limits<float>::max();  // large but finite
+  values[2] = -std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(FirstNonFinite(values), -1);
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    for (const int64_t at : {int64_t{0}, int64_t{4095}, int64_t{4096}, int64_t{9999}}) {
+      std::vector<float> v = values;
+      v[static_cast<size_t>(at)] = bad;
+      if (at < 9999) v[9999] = bad;  // a later one must not hide the first
+      EXPECT_EQ(FirstNonFinite(v), at) << bad << " at " << at;
+    }
+  }
 }
 
 }  // namespace

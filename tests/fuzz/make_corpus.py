@@ -34,6 +34,35 @@ def npy_bytes(descr, shape, data_bytes, fortran=False, major=1):
     return b"\x93NUMPY" + bytes([major, 0]) + length + header.encode() + bytes(data_bytes)
 
 
+def small_tokenizer():
+    """A byte-level BPE tokenizer.json with the structure of the releases' (split regex, added
+    special tokens, merges), over a vocabulary of the 256 byte characters plus a few merges."""
+    kept = set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+    chars, extra = [], 0
+    for b in range(256):
+        if b in kept:
+            chars.append(chr(b))
+        else:
+            chars.append(chr(256 + extra))
+            extra += 1
+    vocab = {c: i + 2 for i, c in enumerate(chars)}
+    merges = [["\u0120", "t"], ["h", "e"], ["\u0120t", "he"]]
+    for a, b in merges:
+        vocab[a + b] = len(vocab) + 2
+    split = {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+"},
+             "behavior": "Isolated", "invert": False}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    added = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, c in enumerate(["<|endoftext|>", "<|pad|>"])]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]},
+            "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                                "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": False, "vocab": vocab, "merges": merges}}
+
+
 def write(corpus, name, payload):
     directory = os.path.join(HERE, "corpus", corpus)
     os.makedirs(directory, exist_ok=True)
@@ -81,6 +110,23 @@ def main():
     write("npy", "f32_v2.npy", npy_bytes("<f4", [4], 16, major=2))
     write("npy", "bad_fortran.npy", npy_bytes("<f4", [2, 2], 16, fortran=True))
     write("npy", "bad_truncated.npy", npy_bytes("<i8", [3], 16))
+
+    ix = "index"
+    write(ix, "valid.json", json.dumps({"metadata": {"total_size": 64}, "weight_map": {
+        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        "lm_head.weight": "model-00002-of-00002.safetensors"}}).encode())
+    write(ix, "valid_subdir.json", b'{"weight_map": {"a": "shards/x.safetensors"}}')
+    write(ix, "bad_parent.json", b'{"weight_map": {"a": "../x.safetensors"}}')
+    write(ix, "bad_absolute.json", b'{"weight_map": {"a": "/x.safetensors"}}')
+    write(ix, "bad_value.json", b'{"weight_map": {"a": 3}}')
+    write(ix, "bad_missing.json", b'{"metadata": {}}')
+
+    write("tokenizer", "byte_level_small.json", json.dumps(small_tokenizer()).encode())
+    roundtrip = "tokenizer_roundtrip"
+    write(roundtrip, "ascii.txt", b"It is a truth universally acknowledged, that a single man\n")
+    write(roundtrip, "unicode.txt", "caf\u00e9 \u2014 \u65e5\u672c\u8a9e \U0001f600 '\u0301s".encode())
+    write(roundtrip, "special.txt", b"<|endoftext|>def f(x):\r\n\treturn x  <|pad|>  123456")
+    write(roundtrip, "bad_utf8.txt", b"abc\xff\xc3")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
 // Checkpoint directories: single file, sharded with an index, and the ways an index can be wrong.
+#include <filesystem>
+
+#include <sys/stat.h>
 #include <string>
 #include <vector>
 
@@ -149,6 +152,44 @@ TEST_F(SafetensorsStoreTest, CorruptShardNamesShardAndIndex) {
   EXPECT_FALSE(status.ok());
   EXPECT_TRUE(Contains(status, dir_.File("a.safetensors"))) << status;
   EXPECT_TRUE(Contains(status, "index.json")) << status;
+}
+
+// A weights file that is there but is not a file says so, instead of the directory seeming empty.
+TEST_F(SafetensorsStoreTest, WeightsPathThatIsNotAFileIsNamed) {
+  std::filesystem::create_directory(dir_.File("model.safetensors"));
+  absl::Status status = OpenError();
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(Contains(status, "model.safetensors: not a regular file")) << status;
+  EXPECT_FALSE(Contains(status, "contains neither")) << status;
+  std::filesystem::remove(dir_.File("model.safetensors"));
+
+  std::filesystem::create_directory(dir_.File("model.safetensors.index.json"));
+  status = OpenError();
+  EXPECT_TRUE(Contains(status, "model.safetensors.index.json: is a directory")) << status;
+  std::filesystem::remove(dir_.File("model.safetensors.index.json"));
+
+  // A FIFO is refused without waiting for a writer.
+  ASSERT_EQ(::mkfifo(dir_.File("model.safetensors").c_str(), 0600), 0);
+  status = OpenError();
+  EXPECT_TRUE(Contains(status, "model.safetensors: not a regular file")) << status;
+  std::filesystem::remove(dir_.File("model.safetensors"));
+
+  std::filesystem::create_symlink(dir_.File("loop"), dir_.File("model.safetensors"));
+  std::filesystem::create_symlink(dir_.File("model.safetensors"), dir_.File("loop"));
+  status = OpenError();
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(Contains(status, "model.safetensors")) << status;
+  EXPECT_FALSE(Contains(status, "contains neither")) << status;
+}
+
+TEST(ParseShardIndexTest, ReturnsTheWeightMap) {
+  auto map = ParseShardIndex(R"({"metadata": {"total_size": 8}, "weight_map": {"a": "s1.safetensors",
+                                 "b": "sub/s2.safetensors"}})",
+                             "index.json");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->size(), 2u);
+  EXPECT_EQ(map->at("b"), "sub/s2.safetensors");
+  EXPECT_FALSE(ParseShardIndex(R"({"weight_map": {"a": "x/../../s1"}})", "index.json").ok());
 }
 
 }  // namespace

@@ -5,8 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "core/file_util.h"
+#include "tests/util/test_util.h"
 
 namespace mtpspec {
 namespace {
@@ -274,13 +279,45 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownRopeType", [](json& j) { j["rope_parameters"]["rope_type"] = "llama3"; }, "llama3"},
         BadCase{"EosOutsideVocab", [](json& j) { j["eos_token_id"] = {200000}; }, "eos_token_id"},
         BadCase{"IndexHeadSmallerThanRope", [](json& j) { j["index_head_dim"] = 32; }, "index_head_dim"},
-        BadCase{"SoftmaxRouter", [](json& j) { j["scoring_func"] = "softmax"; }, "scoring_func"}),
+        BadCase{"SoftmaxRouter", [](json& j) { j["scoring_func"] = "softmax"; }, "scoring_func"},
+        BadCase{"ZeroNormEps", [](json& j) { j["rms_norm_eps"] = 0.0; }, "rms_norm_eps"},
+        BadCase{"HugeNormEps", [](json& j) { j["rms_norm_eps"] = 5.0; }, "rms_norm_eps"},
+        BadCase{"NegativeRoutedScale", [](json& j) { j["routed_scaling_factor"] = -2.5; }, "routed_scaling_factor"},
+        BadCase{"HugeRoutedScale", [](json& j) { j["routed_scaling_factor"] = 1e9; }, "routed_scaling_factor"},
+        BadCase{"LayersBeyondInt64", [](json& j) { j["num_hidden_layers"] = 10000000000000000000ull; },
+                "\"num_hidden_layers\" = 10000000000000000000 is too large"},
+        BadCase{"LayersAsHugeFloat", [](json& j) { j["num_hidden_layers"] = 1e19; }, "num_hidden_layers"},
+        BadCase{"EosBeyondInt64", [](json& j) { j["eos_token_id"] = {1, 18446744073709551615ull}; }, "eos_token_id"},
+        BadCase{"ThetaOfOne", [](json& j) { j["rope_parameters"]["rope_theta"] = 1.0; }, "rope_theta"}),
     [](const auto& info) { return info.param.name; });
 
 TEST(ConfigTest, TextThatIsNotJsonNamesTheFile) {
   auto c = ParseModelConfigText("{\"model_type\": ", "/tmp/broken/config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("/tmp/broken/config.json"));
+}
+
+TEST(ConfigTest, DirectoryOrOversizedFileIsAClearError) {
+  testing_util::ScopedTempDir dir;
+  const auto directory = LoadModelConfig(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_THAT(std::string(directory.status().message()), HasSubstr("is a directory"));
+
+  // The bound is checked before anything is read: a sparse file of one byte past it suffices.
+  const std::string big = dir.File("config.json");
+  testing_util::WriteBytes(big, "{}");
+  ASSERT_EQ(::truncate(big.c_str(), kMaxJsonFileBytes + 1), 0);
+  const auto oversized = LoadModelConfig(big);
+  ASSERT_FALSE(oversized.ok());
+  EXPECT_THAT(std::string(oversized.status().message()), HasSubstr("more than the"));
+  EXPECT_THAT(std::string(oversized.status().message()), HasSubstr(big));
+
+  // A FIFO would block a reader forever: refused before it is opened.
+  const std::string fifo = dir.File("fifo.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto from_fifo = LoadModelConfig(fifo);
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_THAT(std::string(from_fifo.status().message()), HasSubstr("not a regular file"));
 }
 
 TEST(ConfigTest, MissingFileIsNotFound) {

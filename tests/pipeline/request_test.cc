@@ -2,11 +2,17 @@
 // spelling; the capacity a request needs, without overflow; and the pipeline it builds.
 #include "pipeline/request.h"
 
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+#include "model/weight_check.h"
+#include "spec/generator.h"
 #include "testing/random_checkpoint.h"
 
 namespace mtpspec {
@@ -144,6 +150,62 @@ TEST_F(RequestModelTest, BuildsEachDrafterAndRefusesAMissingBackend) {
     gpu.device = Device::kCuda;
     EXPECT_THAT(std::string(BuildPipeline(*model_, gpu, 64, Frontend::kPython).status().message()),
                 HasSubstr("device cuda: this mtpspec was built without the CUDA backend"));
+  }
+}
+
+// A checkpoint with NaN in a matmul weight loads (only the cheap tensors are checked at load), is
+// found by the full scan, and every request on it stops with DataLoss instead of emitting token 0.
+TEST_F(RequestModelTest, NanWeightsAreFoundAndStopGeneration) {
+  const std::string bad_dir = ::testing::TempDir() + "request_test_nan_model";
+  const std::string target = "model.layers.0.self_attn.o_proj.weight";
+  {
+    std::filesystem::create_directories(bad_dir);
+    std::filesystem::copy_file(dir_ + "/config.json", bad_dir + "/config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    auto file = SafetensorsFile::Open(dir_ + "/model.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status();
+    std::vector<std::pair<std::string, TensorView>> tensors;
+    Tensor poisoned;
+    for (const std::string& name : (*file)->names()) {
+      TensorView view = *(*file)->Get(name);
+      if (name == target) {
+        ASSERT_EQ(view.dtype, DType::kF32);
+        poisoned = Tensor::Empty(DType::kF32, view.shape_vector());
+        std::memcpy(poisoned.data<float>(), view.data, view.nbytes());
+        poisoned.data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+        poisoned.data<float>()[9] = -std::numeric_limits<float>::infinity();
+        view = poisoned.view();
+      }
+      tensors.push_back({name, view});
+    }
+    ASSERT_TRUE(WriteSafetensors(bad_dir + "/model.safetensors", tensors).ok());
+  }
+  auto store = SafetensorsStore::Open(bad_dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<NonFiniteTensor> found = FindNonFiniteTensors(**store);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].name, target);
+  EXPECT_EQ(found[0].count, 2);
+  EXPECT_EQ(found[0].first, 7);
+  {
+    auto clean = SafetensorsStore::Open(dir_);
+    ASSERT_TRUE(clean.ok());
+    EXPECT_TRUE(FindNonFiniteTensors(**clean).empty());
+  }
+
+  auto model = Model::Load(bad_dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (DraftKind kind : {DraftKind::kNone, DraftKind::kMtp}) {
+    RequestOptions r;
+    r.draft = kind;
+    r.max_new_tokens = 8;
+    auto p = BuildPipeline(**model, r, 64, Frontend::kCli);
+    ASSERT_TRUE(p.ok()) << p.status();
+    const std::vector<int32_t> prompt = {1, 2, 3, 4};
+    auto result = Generate(*p->target, p->drafter.get(), prompt, ToGenerateOptions(r));
+    ASSERT_FALSE(result.ok()) << DraftKindName(kind);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << result.status();
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr("logits are not finite at position 3"));
   }
 }
 

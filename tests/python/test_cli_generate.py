@@ -68,3 +68,29 @@ def test_prompts_file_errors(cli: Path, tmp_path: Path) -> None:
     long.write_text("short\n\n" + "word " * 400 + "\n")  # line numbers count the blank line
     too_long = run(cli, str(TRAINED), "--prompts-file", str(long), "--capacity", "64")
     assert too_long.returncode != 0 and "--prompts-file line 3: the prompt" in too_long.stderr
+
+
+def test_stop_ids_eos_override_and_logprobs(cli: Path, tmp_path: Path) -> None:
+    ids = "5,17,42,99,3,250,7"
+    full_stats = tmp_path / "full.json"
+    full = run(cli, str(GLM_A), "--ids", ids, "--max-new", "30", "--eos-ids", "", "--logprobs", "true",
+               "--stats-json", str(full_stats))
+    assert full.returncode == 0, full.stderr
+    j = json.loads(full_stats.read_text())
+    tokens = j["tokens"]
+    assert len(tokens) == 30 and j["stop_reason"] == "max_new_tokens"
+    assert len(j["logprobs"]) == 30 and all(lp <= 0 for lp in j["logprobs"])
+    assert "logprobs: " in full.stdout
+    ending = tokens[9]
+    m = tokens.index(ending)
+    for flag, reason, rest in [("--stop-ids", "stop_token", ["--eos-ids="]), ("--eos-ids", "eos", [])]:
+        stats = tmp_path / "stop.json"
+        r = run(cli, str(GLM_A), "--ids", ids, "--max-new", "30", flag, str(ending), *rest, "--stats-json", str(stats))
+        assert r.returncode == 0, r.stderr
+        s = json.loads(stats.read_text())
+        assert s["tokens"] == tokens[:m + 1] and s["stop_reason"] == reason
+        assert "logprobs" not in s
+        bad = run(cli, str(GLM_A), "--ids", ids, flag, "3,256")
+        assert bad.returncode != 0 and f"{flag}[1] = 256 is outside the vocabulary [0, 256)" in bad.stderr
+    bad = run(cli, str(GLM_A), "--ids", ids, "--logprobs", "yes")
+    assert bad.returncode != 0 and "--logprobs" in bad.stderr

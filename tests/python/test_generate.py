@@ -308,3 +308,53 @@ def test_pointless_combinations_warn(model: mtpspec.Model) -> None:
 def test_device_cuda_without_the_backend_says_so(model: mtpspec.Model) -> None:
     with pytest.raises(mtpspec.Error, match="device cuda"):
         model.generate(PROMPT, 4, device="cuda")
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=0.9, top_k=20, seed=4)])
+def test_logprobs_are_the_raw_log_softmax_of_the_targets_logits(model: mtpspec.Model, sampling: dict) -> None:
+    plain = model.generate(PROMPT, 24, draft="none", stop_at_eos=False, logprobs=True, **sampling)
+    spec = model.generate(PROMPT, 24, draft="mtp", k=3, stop_at_eos=False, logprobs=True, **sampling)
+    assert spec.tokens == plain.tokens
+    assert plain.logprobs is not None and plain.logprobs.dtype == np.float32 and plain.logprobs.shape == (24,)
+    # the oracle: one forward over prompt + tokens, log softmax in float64 at temperature 1
+    logits = model.logits(PROMPT + plain.tokens[:-1]).astype(np.float64)[len(PROMPT) - 1:]
+    peak = logits.max(axis=1, keepdims=True)
+    log_softmax = logits - peak - np.log(np.exp(logits - peak).sum(axis=1, keepdims=True))
+    expected = log_softmax[np.arange(24), plain.tokens]
+    np.testing.assert_allclose(plain.logprobs, expected, atol=2e-5)
+    np.testing.assert_allclose(spec.logprobs, expected, atol=2e-5)
+    assert (plain.logprobs <= 0).all()
+    assert model.generate(PROMPT, 4, stop_at_eos=False).logprobs is None
+
+
+def test_eos_override_and_stop_ids_without_a_tokenizer(model: mtpspec.Model) -> None:
+    assert model.eos_token_ids == model.config["eos_token_ids"]
+    full = model.generate(PROMPT, 30, stop_at_eos=False)
+    ending = full.tokens[10]
+    m = full.tokens.index(ending)
+    r = model.generate(PROMPT, 30, eos_token_id=ending)
+    assert r.tokens == full.tokens[:m + 1] and r.stop_reason == "eos" and r.text is None
+    r = model.generate(PROMPT, 30, stop_token_ids=np.array([ending]), stop_at_eos=False)
+    assert r.tokens == full.tokens[:m + 1] and r.stop_reason == "stop_token"
+    with pytest.raises(ValueError, match=r"stop_token_ids\[1\] = 256 is outside the vocabulary"):
+        model.generate(PROMPT, 5, stop_token_ids=[1, 256])
+    with pytest.raises(ValueError, match=r"eos_token_id\[0\] = -3"):
+        model.generate(PROMPT, 5, eos_token_id=-3)
+    with pytest.raises(TypeError, match="stop_token_ids must be an int or a sequence of ints"):
+        model.generate(PROMPT, 5, stop_token_ids="7")
+    with pytest.raises(TypeError, match=r"stop_token_ids\[0\]"):
+        model.generate(PROMPT, 5, stop_token_ids=[1.5])
+    with pytest.raises(ValueError, match="stop strings need one"):
+        model.generate(PROMPT, 5, stop="x")
+
+
+@pytest.mark.parametrize("k", [0, 5, 15])
+def test_per_position_arrays_have_the_documented_lengths(model: mtpspec.Model, k: int) -> None:
+    # Three tokens: no step can draft 15, or even 5, yet the arrays are [k_max] and [k_max + 1].
+    s = model.generate(PROMPT, 3, k=k, stop_at_eos=False).stats
+    for name in ["per_position_acceptance", "conditional_acceptance", "drafted_per_pos", "reached_per_pos",
+                 "accepted_per_pos"]:
+        assert len(getattr(s, name)) == k, name
+    for name in ["accepted_histogram", "k_decisions", "probe_decisions", "verify_seconds_by_k",
+                 "cycle_seconds_by_k"]:
+        assert len(getattr(s, name)) == k + 1, name

@@ -144,5 +144,35 @@ TEST(GeneratorErrorsTest, ValidateGenerateOptionsAgreesWithGenerate) {
   EXPECT_TRUE(ValidateGenerateOptions(GenerateOptions{}).ok());
 }
 
+// Non-finite target logits (a checkpoint with NaN weights, say) stop the request with DataLoss
+// naming the input position, rather than being sampled as if they were numbers.
+TEST(GeneratorErrorsTest, NonFiniteLogitsStopWithThePosition) {
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    // The logits that predict position 9 come from the row of input position 8.
+    auto logits = [bad](int64_t position) {
+      std::vector<float> row = OracleLogits()(position);
+      if (position == 9) row[5] = bad;
+      return row;
+    };
+    for (const int64_t k : {int64_t{0}, int64_t{3}}) {
+      FakeTarget target(kVocab, kCapacity, logits);
+      ScriptedDrafter drafter(OracleWithMistakes({}));
+      GenerateOptions o;
+      o.k = k;
+      o.max_new_tokens = 20;
+      auto r = Generate(target, k > 0 ? &drafter : nullptr, OracleRange(0, 4), o);
+      ASSERT_FALSE(r.ok()) << "k " << k;
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+      EXPECT_THAT(std::string(r.status().message()), HasSubstr("not finite at position 8 (vocabulary id 5"))
+          << r.status();
+    }
+    // In the prompt's last row, the position is the prompt's last.
+    FakeTarget target(kVocab, kCapacity, logits);
+    auto r = Generate(target, nullptr, OracleRange(0, 9), GenerateOptions{});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("position 8")) << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace mtpspec

@@ -399,7 +399,9 @@ TEST(GeneratorTest, ShortDraftsAreVerifiedAsProposed) {
     const GenerateResult spec = MustGenerate(target, &drafter, prompt, Options(k, 15));
     CheckAgainstPlain(target, drafter, prompt, Options(k, 15), plain, spec, "k " + std::to_string(k));
     for (const auto& run : target.runs()) EXPECT_LE(run.tokens.size(), 3u);
-    EXPECT_LE(spec.stats.drafted_per_pos.size(), 2u);
+    // The arrays are [k]; no step drafted a position past the drafter's two.
+    ASSERT_EQ(spec.stats.drafted_per_pos.size(), static_cast<size_t>(k));
+    for (int64_t i = 2; i < k; ++i) EXPECT_EQ(spec.stats.drafted_per_pos[i], 0) << "k " << k << " position " << i;
   }
 }
 

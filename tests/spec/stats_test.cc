@@ -191,5 +191,22 @@ TEST(StatsTest, SummaryShowsTheAdaptiveControllersDecisions) {
   EXPECT_TRUE(merged.adaptive_k);
 }
 
+// SizeFor gives the arrays their documented lengths before any step, and steps keep them.
+TEST(StatsTest, SizeForGivesEveryArrayItsLength) {
+  SpecStats s;
+  s.SizeFor(4);
+  s.RecordStep(2, 1);
+  s.RecordStep(0, 0);
+  EXPECT_EQ(s.drafted_per_pos, (std::vector<int64_t>{1, 1, 0, 0}));
+  EXPECT_EQ(s.reached_per_pos, (std::vector<int64_t>{1, 1, 0, 0}));
+  EXPECT_EQ(s.accepted_per_pos, (std::vector<int64_t>{1, 0, 0, 0}));
+  EXPECT_EQ(s.accepted_histogram, (std::vector<int64_t>{0, 1, 0, 0, 0}));
+  EXPECT_EQ(s.k_decisions, (std::vector<int64_t>{1, 0, 1, 0, 0}));
+  EXPECT_EQ(s.probe_decisions.size(), 5u);
+  EXPECT_EQ(s.verify_seconds_by_k.size(), 5u);
+  EXPECT_EQ(s.per_position_acceptance().size(), 4u);
+  EXPECT_EQ(s.conditional_acceptance().size(), 4u);
+}
+
 }  // namespace
 }  // namespace mtpspec
