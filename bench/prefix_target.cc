@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "bench/run_info.h"
@@ -61,6 +62,49 @@ absl::Status PrefixCachedTarget::Fill(std::span<const int32_t> prefix, int64_t c
   hidden_post_ = std::move(post);
   hidden_pre_ = std::move(pre);
   if (seconds != nullptr) *seconds = NowSeconds() - start;
+  return absl::OkStatus();
+}
+
+void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed) {
+  MTPSPEC_CHECK(n <= cache.capacity());
+  for (int64_t l = 0; l < cache.num_layers(); ++l) {
+    LayerKvCache& layer = cache.layer(l);
+    std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(l));
+    std::normal_distribution<float> unit(0.0f, 1.0f);
+    std::vector<float> latent(layer.latent_dim());  // [r_kv]
+    for (int64_t j = 0; j < n; ++j) {
+      for (float& v : latent) v = unit(rng);
+      layer.StoreLatent(j, latent.data());
+      float* rope = layer.rope_key.data<float>() + j * layer.rope_key.dim(1);
+      for (int64_t i = 0; i < layer.rope_key.dim(1); ++i) rope[i] = unit(rng);
+      if (!layer.index_key.empty()) {
+        float* key = layer.index_key.data<float>() + j * layer.index_key.dim(1);
+        for (int64_t i = 0; i < layer.index_key.dim(1); ++i) key[i] = unit(rng);
+      }
+    }
+  }
+  cache.SetLength(n);
+}
+
+absl::Status PrefixCachedTarget::FillRandom(std::span<const int32_t> prefix, uint64_t seed) {
+  Forget();
+  cache_->Clear();
+  fresh_ = false;
+  const int64_t n = static_cast<int64_t>(prefix.size()), H = model_.config().hidden_size;
+  if (n == 0 || n >= cache_->capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat("FillRandom: a prefix of ", n, " tokens does not fit a cache of ",
+                                                   cache_->capacity()));
+  }
+  FillCacheRandom(*cache_, n, seed);
+  Tensor post = Tensor::Empty(DType::kF32, {n, H});  // [N, H]
+  Tensor pre = Tensor::Empty(DType::kF32, {n, H});   // [N, H]
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  for (int64_t i = 0; i < n * H; ++i) post.data<float>()[i] = pre.data<float>()[i] = unit(rng);
+  last_logits_ = Tensor::Zeros(DType::kF32, {1, model_.config().vocab_size});
+  prefix_.assign(prefix.begin(), prefix.end());
+  hidden_post_ = std::move(post);
+  hidden_pre_ = std::move(pre);
   return absl::OkStatus();
 }
 

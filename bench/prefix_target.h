@@ -23,6 +23,12 @@ namespace mtpspec::bench {
 // O(rows·T) (the paths agree to rounding; tests/attention checks dense = mask = gather).
 AttentionOptions LongContextAttention();
 
+// Fills positions [0, n) of every layer of `cache` with seeded random values of unit scale (latents,
+// rope keys, indexer keys) and marks them valid, without running the model: at real dimensions a
+// prefill of 128K tokens would take hours, and a decode step's cost does not depend on the values
+// (the same bytes and multiply-adds; only which keys the indexer picks).
+void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed);
+
 class PrefixCachedTarget : public Target {
  public:
   static absl::StatusOr<std::unique_ptr<PrefixCachedTarget>> Create(const Model& model, int64_t capacity,
@@ -30,6 +36,9 @@ class PrefixCachedTarget : public Target {
 
   // Clears the cache and runs `prefix` in chunks of `chunk` rows. Seconds it took in *seconds.
   absl::Status Fill(std::span<const int32_t> prefix, int64_t chunk, double* seconds = nullptr);
+  // As Fill, but with random cache rows and hidden states (FillCacheRandom) and zero last-row
+  // logits instead of a forward: for costs at real dimensions, not for acceptance.
+  absl::Status FillRandom(std::span<const int32_t> prefix, uint64_t seed);
 
   const Model& model() const { return model_; }
   KvCache& cache() { return *cache_; }

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/stream.h"
+#include "core/tensor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -150,6 +152,22 @@ int ExitCode(const char* program, const absl::Status& status) {
   if (status.ok()) return 0;
   std::fprintf(stderr, "%s: error: %s\n", program, std::string(status.message()).c_str());
   return 1;
+}
+
+// Read bandwidth (bytes/s): median of `reps` StreamSum passes over `mib` MiB on the default pool.
+nlohmann::json MeasureReadBandwidth(int64_t mib, int reps) {
+  const int64_t n = mib * (int64_t{1} << 20) / static_cast<int64_t>(sizeof(float));
+  Tensor buffer = Tensor::Empty(DType::kF32, {n});
+  StreamFill(buffer.data<float>(), n, DefaultThreadPool());
+  volatile float sink = StreamSum(buffer.data<float>(), n, DefaultThreadPool());  // warm-up
+  std::vector<double> rates;
+  for (int i = 0; i < reps; ++i) {
+    const double start = NowSeconds();
+    sink = sink + StreamSum(buffer.data<float>(), n, DefaultThreadPool());
+    rates.push_back(4.0 * static_cast<double>(n) / (NowSeconds() - start));
+  }
+  return {{"bytes_per_second", Median(rates)}, {"samples", rates}, {"buffer_mib", mib},
+          {"threads", DefaultThreadPool().num_threads()}, {"kernel", "StreamSum (bench/stream.h)"}};
 }
 
 }  // namespace mtpspec::bench

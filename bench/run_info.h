@@ -38,6 +38,10 @@ double NowSeconds();
 // Median of a non-empty sample (copies).
 double Median(std::vector<double> values);
 
+// Read bandwidth (bytes/s): median of `reps` StreamSum passes over `mib` MiB on the default pool,
+// with the samples, buffer size and thread count.
+nlohmann::json MeasureReadBandwidth(int64_t mib, int reps);
+
 // A benchmark main's exit code: 0, or 1 after printing "PROGRAM: error: MESSAGE" to stderr.
 int ExitCode(const char* program, const absl::Status& status);
 

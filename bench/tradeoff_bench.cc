@@ -69,22 +69,6 @@ absl::Status MakeLongContextView(const std::string& base, const std::string& vie
   return WriteTextFile(view + "/config.json", config.dump(2) + "\n");
 }
 
-// Read bandwidth (bytes/s): median of `reps` StreamSum passes over `mib` MiB on the default pool.
-nlohmann::json MeasureReadBandwidth(int64_t mib, int reps) {
-  const int64_t n = mib * (int64_t{1} << 20) / static_cast<int64_t>(sizeof(float));
-  Tensor buffer = Tensor::Empty(DType::kF32, {n});
-  StreamFill(buffer.data<float>(), n, DefaultThreadPool());
-  volatile float sink = StreamSum(buffer.data<float>(), n, DefaultThreadPool());  // warm-up
-  std::vector<double> rates;
-  for (int i = 0; i < reps; ++i) {
-    const double start = NowSeconds();
-    sink = sink + StreamSum(buffer.data<float>(), n, DefaultThreadPool());
-    rates.push_back(4.0 * static_cast<double>(n) / (NowSeconds() - start));
-  }
-  return {{"bytes_per_second", Median(rates)}, {"samples", rates}, {"buffer_mib", mib},
-          {"threads", DefaultThreadPool().num_threads()}, {"kernel", "StreamSum (bench/stream.h)"}};
-}
-
 // Multiply-add rate (MACs/s) of the project's Linear on cache-resident bf16 weights with 8 rows,
 // where it is compute-bound: the rate at which a verify's extra rows can be computed. Median of
 // `reps` timings of `calls` calls.

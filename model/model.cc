@@ -87,6 +87,11 @@ absl::Status Model::CheckForwardArguments(int64_t cache_layers, int64_t cache_le
     return absl::OutOfRangeError(absl::StrCat("Forward: position ", positions[rows - 1], " is beyond the cache capacity ",
                                               cache_capacity));
   }
+  const int64_t num_layers = config_.num_hidden_layers;
+  if (options.trunk_layers != -1 && (options.trunk_layers < 1 || options.trunk_layers > num_layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Forward: trunk_layers = ", options.trunk_layers, " is outside [1, ", num_layers, "] (or -1)"));
+  }
   for (int64_t row : options.logit_rows) {
     if (row < 0 || row >= rows) {
       return absl::InvalidArgumentError(absl::StrCat("Forward: logit row ", row, " is outside [0, ", rows, ")"));
@@ -113,7 +118,8 @@ absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int
   TopK topk;
   out.paths.resize(config_.num_hidden_layers);
   if (options.capture_topk) out.topk.resize(config_.num_hidden_layers);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+  const int64_t layers = options.trunk_layers == -1 ? config_.num_hidden_layers : options.trunk_layers;
+  for (int64_t l = 0; l < layers; ++l) {
     RETURN_IF_ERROR(DecoderLayerForward(weights_->layers[l], ctx_, hidden, rows, positions.data(), cache.layer(l),
                                         cache.capacity(), options.attention, &topk, &out.paths[l]));
     if (options.capture_topk) {

@@ -25,6 +25,10 @@ struct ForwardOptions {
   // Rows (indices into this call's tokens) whose logits are computed; empty = every row.
   std::vector<int64_t> logit_rows;
   bool capture_topk = false;  // keep each full layer's selection in ForwardOutput::topk
+  // Run only the first `trunk_layers` trunk layers, then the final norm and head: the forward of the
+  // checkpoint truncated to that many layers, without writing it (bench/real_scale_bench checks its
+  // per-layer sums against these). -1: every layer. The cache's later layers are left untouched.
+  int64_t trunk_layers = -1;
 };
 
 struct ForwardOutput {

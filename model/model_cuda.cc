@@ -12,6 +12,9 @@ namespace {
 // The argument rules of Model::Forward, with its messages.
 absl::Status CheckForwardArgs(const Model& host, const DeviceKvCache& cache, std::span<const int32_t> tokens,
                               std::span<const int64_t> positions, const ForwardOptions& options) {
+  if (options.trunk_layers != -1) {
+    return absl::UnimplementedError("Forward on CUDA: trunk_layers (a truncated forward) is CPU only");
+  }
   return host.CheckForwardArguments(cache.num_layers(), cache.length(), cache.capacity(), tokens, positions, options);
 }
 

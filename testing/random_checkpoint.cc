@@ -78,9 +78,10 @@ Tensor ParallelRandomTensor(const TensorSpec& spec, DType dtype, double scale, u
 }
 
 // A matrix [out, in] quantised as the FP8 releases store it: per 128 x 128 block, scale = max|w| / 448
-// and each weight the e4m3 code nearest w / scale. Returns the codes and the [⌈out/128⌉, ⌈in/128⌉]
-// f32 scales (the `weight_scale_inv` tensor).
-std::pair<Tensor, Tensor> QuantiseFp8(const Tensor& f32) {
+// (with `power_of_two`, as quantization_config's scale_fmt "ue8m0" demands, the next power of two
+// up) and each weight the e4m3 code nearest w / scale. Returns the codes and the
+// [⌈out/128⌉, ⌈in/128⌉] f32 scales (the `weight_scale_inv` tensor).
+std::pair<Tensor, Tensor> QuantiseFp8(const Tensor& f32, bool power_of_two) {
   const int64_t out = f32.dim(0), in = f32.dim(1);
   const int64_t rows = (out + kFp8Block - 1) / kFp8Block, cols = (in + kFp8Block - 1) / kFp8Block;
   Tensor codes = Tensor::Empty(DType::kF8E4M3, {out, in});
@@ -93,7 +94,8 @@ std::pair<Tensor, Tensor> QuantiseFp8(const Tensor& f32) {
         for (int64_t r = br * kFp8Block; r < r1; ++r) {
           for (int64_t c = bc * kFp8Block; c < c1; ++c) amax = std::max(amax, std::fabs(f32.data<float>()[r * in + c]));
         }
-        const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        if (power_of_two) scale = std::exp2(std::ceil(std::log2(scale)));
         scales.data<float>()[br * cols + bc] = scale;
         for (int64_t r = br * kFp8Block; r < r1; ++r) {
           for (int64_t c = bc * kFp8Block; c < c1; ++c) {
@@ -156,6 +158,7 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
     return absl::OkStatus();
   };
   shard_storage.reserve(2 * specs.size());
+  const bool ue8m0_scales = config.quantization.scale_fmt == "ue8m0";
   for (size_t index = 0; index < specs.size(); ++index) {
     const TensorSpec& spec = specs[index];
     // FP8: the release's layout (ReleaseStoresFp8 tensors quantised with block scales, the rest bf16).
@@ -176,7 +179,7 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
                                                        options.seed * 0x100000001b3ull + index * 0x9e3779b97f4a7c15ull)
                                 : RandomTensor(spec, dtype, options.scale, rng);
     if (fp8) {
-      auto [codes, scales] = QuantiseFp8(t);
+      auto [codes, scales] = QuantiseFp8(t, ue8m0_scales);
       shard_bytes += static_cast<int64_t>(codes.view().nbytes() + scales.view().nbytes());
       shard_storage.push_back(std::move(codes));
       shard.push_back({spec.name, shard_storage.back().view()});
@@ -206,6 +209,14 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
     if (!out) return absl::InternalError(absl::StrCat(dir, "/model.safetensors.index.json: write failed"));
   }
   return absl::OkStatus();
+}
+
+nlohmann::json TinyGlmConfigWithPartialFp8Blocks() {
+  nlohmann::json config = TinyGlmConfig();
+  config["hidden_size"] = 144;
+  config["intermediate_size"] = 200;
+  config["moe_intermediate_size"] = 136;
+  return config;
 }
 
 nlohmann::json TinyGlmConfig() {

@@ -37,5 +37,8 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
 
 // A small glm_moe_dsa config for tests: 4 layers (dense first, F/F/S/F schedule), 8 experts.
 nlohmann::json TinyGlmConfig();
+// TinyGlmConfig with hidden and MLP widths that are not multiples of 128, so an FP8 checkpoint of
+// it has partial scale blocks.
+nlohmann::json TinyGlmConfigWithPartialFp8Blocks();
 
 }  // namespace mtpspec

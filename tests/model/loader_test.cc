@@ -178,13 +178,9 @@ TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
 // that are not multiples of 128 leave partial scale blocks.
 TEST(LoaderTest, Fp8InPlaceEqualsDequantisedToF32) {
   ScopedTempDir tmp;
-  nlohmann::json config = TinyGlmConfig();
-  config["hidden_size"] = 144;
-  config["intermediate_size"] = 200;
-  config["moe_intermediate_size"] = 136;
   RandomCheckpointOptions options;
   options.dtype = DType::kF8E4M3;
-  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("fp8"), config, options).ok());
+  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("fp8"), TinyGlmConfigWithPartialFp8Blocks(), options).ok());
   auto in_place = Model::Load(tmp.File("fp8"));
   LoadOptions widen;
   widen.weight_dtype = WeightDType::kF32;
@@ -198,6 +194,33 @@ TEST(LoaderTest, Fp8InPlaceEqualsDequantisedToF32) {
   const auto a = PrefillLogits(**in_place, 40), b = PrefillLogits(**widened, 40);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
+}
+
+// Under scale_fmt ue8m0 (DeepSeek-V3.2's quantization_config) the generator writes power-of-two
+// scales, which the loader then accepts.
+TEST(LoaderTest, Ue8m0CheckpointsGetPowerOfTwoScales) {
+  ScopedTempDir tmp;
+  nlohmann::json config = TinyGlmConfigWithPartialFp8Blocks();
+  config["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                                   {"weight_block_size", {128, 128}}, {"scale_fmt", "ue8m0"}};
+  RandomCheckpointOptions options;
+  options.dtype = DType::kF8E4M3;
+  ASSERT_TRUE(WriteRandomCheckpoint(tmp.File("m"), config, options).ok());
+  auto model = Model::Load(tmp.File("m"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto store = SafetensorsStore::Open(tmp.File("m"));
+  ASSERT_TRUE(store.ok());
+  int64_t scales = 0;
+  for (const std::string& name : (*store)->names()) {
+    if (!absl::EndsWith(name, "_scale_inv")) continue;
+    const TensorView view = *(*store)->Get(name);
+    for (int64_t i = 0; i < view.numel(); ++i) {
+      int exponent = 0;
+      ASSERT_EQ(std::frexp(view.as<float>()[i], &exponent), 0.5f) << name << " [" << i << "]";
+      ++scales;
+    }
+  }
+  EXPECT_GT(scales, 30);
 }
 
 // Bad block scales are errors that name the tensor: NaN, infinite, zero, negative, misshapen.

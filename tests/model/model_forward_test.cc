@@ -4,6 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/linear.h"
+#include "model/decoder_layer.h"
 #include "model/model.h"
 #include "tests/model/model_test_util.h"
 
@@ -104,6 +106,53 @@ TEST(ModelForwardTest, DecodeStepsEqualPrefillRows) {
     EXPECT_EQ(step.paths[0], AttentionPath::kGather);
     EXPECT_LT(RelativeMaxDiff(step.logits.data<float>(), full.logits.data<float>() + p * vocab, vocab), 1e-5)
         << "position " << p;
+  }
+}
+
+// trunk_layers = n is the first n layers run one by one, then the final norm and head, bit for bit;
+// n = every layer is the default forward.
+TEST(ModelForwardTest, TrunkLayersRunsTheFirstLayersThenTheHead) {
+  const Model& m = Tiny();
+  const ModelConfig& c = m.config();
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const auto tokens = TestTokens(20, V, 3);
+  const auto positions = Range(0, 20);
+  for (int64_t n = 1; n <= c.num_hidden_layers; ++n) {
+    ForwardOptions options;
+    options.trunk_layers = n;
+    auto cache = *m.NewCache(32);
+    const ForwardOutput cut = RunTiny(*cache, tokens, 0, options);
+
+    auto by_hand_cache = *m.NewCache(32);
+    std::vector<float> hidden(20 * H);  // [20, H]
+    m.Embed(m.weights().embed, tokens, hidden.data());
+    TopK topk;
+    for (int64_t l = 0; l < n; ++l) {
+      AttentionPath path;
+      ASSERT_TRUE(DecoderLayerForward(m.weights().layers[l], m.layer_context(), hidden.data(), 20, positions.data(),
+                                      by_hand_cache->layer(l), by_hand_cache->capacity(), {}, &topk, &path)
+                      .ok());
+    }
+    ASSERT_EQ(cut.hidden_prenorm.numel(), 20 * H);
+    for (int64_t i = 0; i < 20 * H; ++i) ASSERT_EQ(cut.hidden_prenorm.data<float>()[i], hidden[i]) << "n " << n;
+    std::vector<float> normed(20 * H), logits(20 * V);  // [20, H], [20, V]
+    for (int64_t r = 0; r < 20; ++r) {
+      RmsNorm(hidden.data() + r * H, m.weights().final_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+    }
+    m.ApplyHead(m.weights().lm_head, normed.data(), 20, logits.data());
+    for (int64_t i = 0; i < 20 * V; ++i) ASSERT_EQ(cut.logits.data<float>()[i], logits[i]) << "n " << n;
+    if (n == c.num_hidden_layers) {
+      auto full_cache = *m.NewCache(32);
+      EXPECT_EQ(RelativeMaxDiff(RunTiny(*full_cache, tokens, 0).logits, cut.logits), 0.0);
+    }
+  }
+  for (const int64_t bad : {int64_t{0}, int64_t{-2}, c.num_hidden_layers + 1}) {
+    ForwardOptions options;
+    options.trunk_layers = bad;
+    auto cache = *m.NewCache(32);
+    auto out = m.Forward(*cache, tokens, positions, options);
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("trunk_layers"));
   }
 }
 

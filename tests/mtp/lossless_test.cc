@@ -23,14 +23,10 @@ using testing_util::TestTokens;
 std::string WriteFp8Model() {
   static const std::string dir = [] {
     const std::string d = ::testing::TempDir() + "lossless_tiny_fp8";
-    nlohmann::json config = TinyGlmConfig();
-    config["hidden_size"] = 144;
-    config["intermediate_size"] = 200;
-    config["moe_intermediate_size"] = 136;
     RandomCheckpointOptions options;
     options.dtype = DType::kF8E4M3;
     options.seed = 5;
-    EXPECT_TRUE(WriteRandomCheckpoint(d, config, options).ok());
+    EXPECT_TRUE(WriteRandomCheckpoint(d, TinyGlmConfigWithPartialFp8Blocks(), options).ok());
     return d;
   }();
   return dir;

@@ -1,0 +1,337 @@
+// real_scale_bench: the costs of decoding and verifying at a release's real dimensions, layer by
+// layer, on a checkpoint cut from it (`mtpspec make-checkpoint --like glm-5.2 --layers 4 --experts
+// 32`): FP8 weights used as stored, real hidden size, heads, latent, indexer and expert shapes.
+//
+// For each context N the caches are filled with random rows (FillCacheRandom; a 128K prefill at
+// real dimensions would take hours and the values do not change a step's bytes or multiply-adds),
+// then for L = 1 … max_rows rows at positions N … N + L − 1, interleaved over repetitions:
+//   * every trunk layer on its own (DecoderLayerForward), with its component split;
+//   * the head (final norm + lm_head) over L rows;
+//   * the MTP layer: its extend of L rows (no head), and at L = 1 one draft step with the head;
+//   * the whole model (Model::Forward over L rows), which the sum of the parts must predict, and
+//     the model truncated to its first n layers (ForwardOptions::trunk_layers, n in --prefix-layers),
+//     which the sum of those layers' parts must predict, measured in the same interleaved run;
+//   * the distinct experts the L rows route to.
+// Optionally (--e2e N) Generate runs plain decoding and MTP k = 1 … 4 with SYNTHETIC acceptance at
+// --rates on the whole cut model, from a random prefix of N tokens, for measured speedups.
+// bench/report/real_scale_report.py turns the JSON into the projection of the full model.
+//
+//   build/release/bench/real_scale_bench --model DIR [--contexts 4096,16384,65536,131072]
+//       [--max-rows 8] [--reps 5] [--e2e 4096 --rates 0.88,0.75,0.58] [--json PATH]
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/e2e_speed.h"
+#include "bench/prefix_target.h"
+#include "bench/run_info.h"
+#include "cli/cli_args.h"
+#include "core/parallel.h"
+#include "kernels/linear.h"
+#include "model/decoder_layer.h"
+#include "model/ffn.h"
+#include "mtp/mtp_module.h"
+#include "spec/mtp_drafter.h"
+
+namespace mtpspec::bench {
+namespace {
+
+constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs at a release's real dimensions.
+
+  --model DIR         a checkpoint cut from a release (mtpspec make-checkpoint --like ...)
+  --contexts LIST     N values (default 4096,16384,65536,131072)
+  --max-rows L        verify rows 1..L (default 8)      --reps R (default 5, interleaved)
+  --e2e N             also measure Generate end to end from a random prefix of N tokens (0: off, default)
+  --rates LIST        conditional acceptance a_1,a_2,... for --e2e (default 0.88,0.75,0.58)
+  --new-tokens G      tokens per end-to-end run (default 24)   --e2e-reps R (default 2)
+  --prefix-layers LIST  also time the model truncated to its first n layers, for each n < its layers
+                      (default 2,3,4)
+  --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
+  --json PATH         (default build/results/real_scale.json)
+)";
+
+const char* KindOf(const ModelConfig& c, int64_t l) {
+  if (c.layer_is_dense[l]) return c.layer_has_indexer[l] ? "dense+full" : "dense+shared";
+  return c.layer_has_indexer[l] ? "moe+full" : "moe+shared";
+}
+
+// Weight bytes one row's step reads in layer l: every attention and indexer matrix, the dense MLP
+// or the router, the shared expert and k_e routed experts.
+int64_t LayerRowBytes(const DecoderLayerWeights& w, const ModelConfig& c) {
+  int64_t bytes = 0;
+  for (const TensorView* m : {&w.attn.q_a_proj, &w.attn.q_b_proj, &w.attn.kv_a_proj, &w.attn.kv_b_proj, &w.attn.o_proj}) {
+    bytes += static_cast<int64_t>(m->nbytes());
+  }
+  if (w.attn.indexer) {
+    bytes += static_cast<int64_t>(w.attn.indexer->wq_b.nbytes() + w.attn.indexer->wk.nbytes() +
+                                  w.attn.indexer->weights_proj.nbytes());
+  }
+  auto mlp = [](const MlpWeights& m) { return static_cast<int64_t>(m.gate.nbytes() + m.up.nbytes() + m.down.nbytes()); };
+  if (w.dense_mlp) return bytes + mlp(w.mlp);
+  bytes += static_cast<int64_t>(w.moe.router.nbytes());
+  if (w.moe.shared) bytes += mlp(*w.moe.shared);
+  return bytes + c.num_experts_per_tok * mlp(w.moe.experts[0]);
+}
+
+nlohmann::json Components(const ForwardProfile& p) {
+  nlohmann::json j;
+  for (int c = 0; c < static_cast<int>(Component::kCount); ++c) j[ComponentName(static_cast<Component>(c))] = p.seconds[c];
+  return j;
+}
+
+struct Samples {
+  std::vector<double> seconds;
+  std::vector<ForwardProfile> profiles;
+};
+
+double MedianOf(const Samples& s) { return Median(s.seconds); }
+nlohmann::json MedianComponents(const Samples& s) {
+  ForwardProfile median;
+  for (int c = 0; c < static_cast<int>(Component::kCount); ++c) {
+    std::vector<double> v;
+    for (const ForwardProfile& p : s.profiles) v.push_back(p.seconds[c]);
+    median.seconds[c] = Median(v);
+  }
+  return Components(median);
+}
+
+struct ContextSamples {
+  // [L][layer]
+  std::vector<std::vector<Samples>> layers;
+  std::vector<Samples> head, mtp_extend, whole;
+  std::vector<std::vector<Samples>> prefix;  // [rows][prefix index]
+  Samples mtp_step;  // L = 1, with the head
+  std::vector<std::vector<double>> union_experts;  // [L][sample] distinct experts of the L rows, first MoE layer
+};
+
+absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModule* mtp, int64_t N, int64_t max_rows,
+                                              int64_t reps, uint64_t seed, const std::vector<int64_t>& prefixes) {
+  const ModelConfig& c = model.config();
+  const int64_t H = c.hidden_size, layers = c.num_hidden_layers, capacity = N + max_rows + 1;
+  ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity));
+  FillCacheRandom(*cache, N, seed);
+  std::unique_ptr<KvCache> mtp_cache;
+  if (mtp != nullptr) {
+    ASSIGN_OR_RETURN(mtp_cache, mtp->NewCache(capacity));
+    FillCacheRandom(*mtp_cache, N, seed + 1);
+  }
+  ContextSamples s;
+  s.layers.assign(max_rows + 1, std::vector<Samples>(layers));
+  s.head.resize(max_rows + 1);
+  s.mtp_extend.resize(max_rows + 1);
+  s.whole.resize(max_rows + 1);
+  s.prefix.assign(max_rows + 1, std::vector<Samples>(prefixes.size()));
+  s.union_experts.resize(max_rows + 1);
+  int64_t first_moe = -1;
+  for (int64_t l = 0; l < layers && first_moe < 0; ++l) {
+    if (!c.layer_is_dense[l]) first_moe = l;
+  }
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  const LayerContext& ctx = model.layer_context();
+  AttentionOptions attention;
+  for (int64_t rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+    for (int64_t L = 1; L <= max_rows; ++L) {
+      std::vector<float> x(L * H);  // [L, H]
+      for (float& v : x) v = unit(rng);
+      std::vector<int64_t> positions(L);
+      for (int64_t r = 0; r < L; ++r) positions[r] = N + r;
+      std::vector<float> h = x;  // [L, H] the residual stream
+      TopK topk;
+      for (int64_t l = 0; l < layers; ++l) {
+        ForwardProfile profile;
+        AttentionOptions options = attention;
+        options.profile = &profile;
+        AttentionPath path;
+        const double t = NowSeconds();
+        RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
+                                            cache->layer(l), capacity, options, &topk, &path));
+        if (rep >= 0) {
+          s.layers[L][l].seconds.push_back(NowSeconds() - t);
+          s.layers[L][l].profiles.push_back(profile);
+        }
+      }
+      std::vector<float> normed(L * H), logits(L * c.vocab_size);  // [L, H], [L, V]
+      double t = NowSeconds();
+      for (int64_t r = 0; r < L; ++r) {
+        RmsNorm(h.data() + r * H, model.weights().final_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+      }
+      model.ApplyHead(model.weights().lm_head, normed.data(), L, logits.data());
+      if (rep >= 0) s.head[L].seconds.push_back(NowSeconds() - t);
+      if (mtp != nullptr) {
+        std::vector<int32_t> tokens(L);
+        for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+        MtpOptions mtp_options;
+        t = NowSeconds();
+        RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), tokens, positions, mtp_options).status());
+        if (rep >= 0) s.mtp_extend[L].seconds.push_back(NowSeconds() - t);
+        if (L == 1) {
+          t = NowSeconds();
+          RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), tokens, positions, mtp_options).status());
+          if (rep >= 0) s.mtp_step.seconds.push_back(NowSeconds() - t);
+        }
+      }
+      std::vector<int32_t> tokens(L);
+      for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+      t = NowSeconds();
+      RETURN_IF_ERROR(model.Forward(*cache, tokens, positions).status());
+      if (rep >= 0) s.whole[L].seconds.push_back(NowSeconds() - t);
+      RETURN_IF_ERROR(cache->Truncate(N));
+      for (size_t i = 0; i < prefixes.size(); ++i) {
+        ForwardOptions truncated;
+        truncated.trunk_layers = prefixes[i];
+        t = NowSeconds();
+        RETURN_IF_ERROR(model.Forward(*cache, tokens, positions, truncated).status());
+        if (rep >= 0) s.prefix[L][i].seconds.push_back(NowSeconds() - t);
+        RETURN_IF_ERROR(cache->Truncate(N));
+      }
+      if (first_moe >= 0 && rep >= 0) {  // the experts L rows of random hidden states route to
+        std::vector<float> routed(L * H);  // [L, H]
+        for (int64_t r = 0; r < L; ++r) {
+          RmsNorm(x.data() + r * H, model.weights().layers[first_moe].post_attention_norm.data<float>(), H,
+                  c.rms_norm_eps, routed.data() + r * H);
+        }
+        const Routing routing = RouteTokens(model.weights().layers[first_moe].moe, c, routed.data(), L);
+        s.union_experts[L].push_back(static_cast<double>(std::set<int32_t>(routing.expert.begin(), routing.expert.end()).size()));
+      }
+    }
+  }
+  nlohmann::json j = {{"context", N}, {"rows", nlohmann::json::array()}};
+  for (int64_t L = 1; L <= max_rows; ++L) {
+    nlohmann::json row = {{"rows", L}, {"layers", nlohmann::json::array()}};
+    for (int64_t l = 0; l < layers; ++l) {
+      row["layers"].push_back({{"layer", l}, {"kind", KindOf(c, l)}, {"seconds", MedianOf(s.layers[L][l])},
+                               {"components", MedianComponents(s.layers[L][l])}});
+    }
+    row["head_seconds"] = MedianOf(s.head[L]);
+    row["whole_seconds"] = MedianOf(s.whole[L]);
+    row["prefix_seconds"] = nlohmann::json::array();
+    for (size_t i = 0; i < prefixes.size(); ++i) {
+      row["prefix_seconds"].push_back({{"layers", prefixes[i]}, {"seconds", MedianOf(s.prefix[L][i])}});
+    }
+    if (mtp != nullptr) row["mtp_extend_seconds"] = MedianOf(s.mtp_extend[L]);
+    if (!s.union_experts[L].empty()) {
+      double sum = 0;
+      for (double u : s.union_experts[L]) sum += u;
+      row["experts_touched"] = sum / static_cast<double>(s.union_experts[L].size());
+    }
+    j["rows"].push_back(row);
+  }
+  if (mtp != nullptr) j["mtp_step_seconds"] = MedianOf(s.mtp_step);
+  return j;
+}
+
+// Generate end to end on the whole cut model: plain, then MTP k = 1 … 4 with SYNTHETIC acceptance.
+absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, const std::vector<double>& rates,
+                                               int64_t new_tokens, int64_t reps, uint64_t seed) {
+  const int64_t capacity = N + new_tokens + kMaxDraftTokens + 2;
+  ASSIGN_OR_RETURN(auto target, PrefixCachedTarget::Create(model, capacity, LongContextAttention()));
+  std::vector<int32_t> prefix(N);
+  std::mt19937_64 rng(seed);
+  for (int32_t& id : prefix) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(model.config().vocab_size));
+  RETURN_IF_ERROR(target->FillRandom(prefix, seed));
+  MtpOptions mtp_options;
+  mtp_options.attention = LongContextAttention();
+  ASSIGN_OR_RETURN(auto drafter, MtpDrafter::Create(model, capacity, mtp_options));
+  std::vector<SpeedResult> totals(5);
+  for (int64_t rep = 0; rep < reps; ++rep) {
+    for (int64_t k = 0; k <= 4; ++k) {
+      GenerateOptions options;
+      options.max_new_tokens = new_tokens;
+      options.k = k;
+      options.stop_at_eos = false;
+      options.accept.rule = AcceptRule::kSynthetic;
+      options.accept.synthetic_rates = rates;
+      options.accept.sampling.temperature = 1.0;
+      options.accept.sampling.seed = seed + static_cast<uint64_t>(rep);
+      ASSIGN_OR_RETURN(SpeedResult run, TimedGenerate(*target, k == 0 ? nullptr : drafter.get(), prefix, options,
+                                                      k == 0 ? "plain" : absl::StrCat("k=", k)));
+      Accumulate(run, &totals[k]);
+      std::fprintf(stderr, "real_scale_bench: e2e N=%lld %s %.3f tok/s\n", static_cast<long long>(N), run.label.c_str(),
+                   run.tokens_per_second);
+    }
+  }
+  nlohmann::json j = {{"context", N}, {"rates", rates}, {"runs", nlohmann::json::array()}};
+  for (const SpeedResult& r : totals) j["runs"].push_back(ToJson(r));
+  return j;
+}
+
+absl::Status Run(int argc, char** argv) {
+  const std::set<std::string> names = {"model",      "contexts", "max-rows",   "reps",    "e2e",  "rates",
+                                       "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json",
+                                       "prefix-layers"};
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, names, std::set<std::string>{"help"}));
+  if (args.Has("help")) {
+    std::cout << kUsage;
+    return absl::OkStatus();
+  }
+  if (!args.Has("model")) return absl::InvalidArgumentError("--model DIR is required");
+  ASSIGN_OR_RETURN(std::vector<int64_t> contexts, ParseIntList("--contexts", args.Get("contexts", "4096,16384,65536,131072")));
+  ASSIGN_OR_RETURN(const int64_t max_rows, args.GetInt("max-rows", 8));
+  ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 5));
+  ASSIGN_OR_RETURN(const int64_t e2e, args.GetInt("e2e", 0));
+  ASSIGN_OR_RETURN(std::vector<double> rates, ParseDoubleList("--rates", args.Get("rates", "0.88,0.75,0.58")));
+  ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 24));
+  ASSIGN_OR_RETURN(const int64_t e2e_reps, args.GetInt("e2e-reps", 2));
+  ASSIGN_OR_RETURN(const int64_t stream_mib, args.GetInt("stream-mib", 1024));
+  ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 7));
+  if (max_rows < 1 || max_rows > kMaxVerifyRows || reps < 1 || e2e < 0 || new_tokens < 2 || e2e_reps < 1) {
+    return absl::InvalidArgumentError("--max-rows must be in [1, 16], --reps, --e2e-reps >= 1, --new-tokens >= 2");
+  }
+  if (args.Has("threads")) {
+    ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 2));
+    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
+  }
+  const double start = NowSeconds();
+  ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model")));
+  ASSIGN_OR_RETURN(std::vector<int64_t> prefixes, ParseIntList("--prefix-layers", args.Get("prefix-layers", "2,3,4")));
+  std::erase_if(prefixes, [&](int64_t n) { return n < 1 || n >= model->config().num_hidden_layers; });
+  std::unique_ptr<MtpModule> mtp;
+  if (model->has_mtp()) {
+    ASSIGN_OR_RETURN(mtp, MtpModule::Create(*model));
+  }
+  const ModelConfig& c = model->config();
+  nlohmann::json j = {{"benchmark", "real_scale_bench"}, {"run", RunInfo(argc, argv)}};
+  j["read_bandwidth_start"] = MeasureReadBandwidth(stream_mib, 5);
+  {
+    std::ifstream in(args.Get("model") + "/config.json");
+    j["config"] = nlohmann::json::parse(in, nullptr, false);
+  }
+  nlohmann::json layers = nlohmann::json::array();
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    layers.push_back({{"layer", l}, {"kind", KindOf(c, l)}, {"row_weight_bytes", LayerRowBytes(model->weights().layers[l], c)}});
+  }
+  j["layers"] = layers;
+  j["head_bytes"] = static_cast<int64_t>(model->weights().lm_head.nbytes());
+  if (mtp) j["mtp_row_weight_bytes"] = LayerRowBytes(model->weights().mtp[0].block, c) +
+                                       static_cast<int64_t>(model->weights().mtp[0].eh_proj.nbytes());
+  j["expert_bytes"] = c.n_routed_experts > 0 && !model->weights().layers.back().dense_mlp
+                          ? static_cast<int64_t>(model->weights().layers.back().moe.experts[0].gate.nbytes() * 3)
+                          : 0;
+  j["contexts"] = nlohmann::json::array();
+  for (int64_t N : contexts) {
+    std::fprintf(stderr, "real_scale_bench: N = %lld\n", static_cast<long long>(N));
+    ASSIGN_OR_RETURN(nlohmann::json point, MeasureContext(*model, mtp.get(), N, max_rows, reps, static_cast<uint64_t>(seed), prefixes));
+    j["contexts"].push_back(point);
+  }
+  if (e2e > 0 && mtp) {
+    ASSIGN_OR_RETURN(nlohmann::json speeds,
+                     MeasureEndToEnd(*model, e2e, rates, new_tokens, e2e_reps, static_cast<uint64_t>(seed)));
+    j["e2e"] = speeds;
+  }
+  j["read_bandwidth_end"] = MeasureReadBandwidth(stream_mib, 5);
+  j["elapsed_seconds"] = NowSeconds() - start;
+  return WriteTextFile(args.Get("json", "build/results/real_scale.json"), j.dump(1) + "\n");
+}
+
+}  // namespace
+}  // namespace mtpspec::bench
+
+int main(int argc, char** argv) { return mtpspec::bench::ExitCode("real_scale_bench", mtpspec::bench::Run(argc, argv)); }

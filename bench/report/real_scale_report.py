@@ -1,0 +1,399 @@
+#!/usr/bin/env python3
+"""The real-dimension trade-off report: real_scale_bench JSON (per-layer costs on checkpoints cut from
+a release) → a PROJECTION of the full model's decode and verify costs, r_k, the draft cost c and the
+predicted speedup E[L] / (r_k + k c), checked against whole cut models, plus memory_bench results.
+
+  python bench/report/real_scale_report.py --release glm-5.2 --layers glm7.json \
+      --whole glm2.json glm3.json glm4.json [--memory mem1.json ...] [--release-2 deepseek-v3.2 --layers-2 dsv4.json] \
+      [--command "..."] [--out docs/results]
+
+Writes <out>/real-scale.md and <out>/real-scale-data/ (the JSON, CSV tables and PNG plots).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Published acceptance per draft position for GLM-5.2's MTP head, read as conditional rates.
+RATE_SETS = {
+    "mlx-lm #1419 (GLM-5.2)": [0.88, 0.75, 0.58],
+    "llama.cpp #25980 (GLM-5.2)": [0.834, 0.653, 0.494],
+}
+KINDS = ["dense+full", "dense+shared", "moe+full", "moe+shared"]
+
+
+def expected_length(rates: list[float], k: int) -> float:
+    """1 + sum over i <= k of prod_{j<=i} a_j (positions past the list reuse its last rate)."""
+    total, run = 1.0, 1.0
+    for i in range(k):
+        run *= rates[min(i, len(rates) - 1)]
+        total += run
+    return total
+
+
+def union(experts: int, per_token: int, rows: int) -> float:
+    """Expected distinct experts of `rows` rows routing to `per_token` of `experts` independently."""
+    return experts * (1.0 - (1.0 - per_token / experts) ** rows)
+
+
+def full_schedule(cfg: dict) -> list[str]:
+    """Layer kinds of the full release, from its config (the cut config records what it came from)."""
+    layers = cfg.get("mtpspec_cut_from", {}).get("num_hidden_layers", cfg["num_hidden_layers"])
+    mlp = cfg.get("mlp_layer_types")
+    idx = cfg.get("indexer_types")
+    kinds = []
+    for layer in range(layers):
+        dense = (mlp[layer] == "dense") if mlp and layer < len(mlp) else layer < cfg.get("first_k_dense_replace", 0)
+        if idx and layer < len(idx):
+            full = idx[layer] == "full"
+        elif idx:  # the cut kept only the first layers' list: the release's rule gives the rest
+            freq, offset = max(cfg.get("index_topk_freq", 1), 1), cfg.get("index_skip_topk_offset", 2)
+            full = max(layer - offset + 1, 0) % freq == 0
+        else:
+            full = True
+        kinds.append(("dense" if dense else "moe") + ("+full" if full else "+shared"))
+    return kinds
+
+
+class LayerCosts:
+    """Per-layer costs of one real_scale_bench run, with the MoE scaled to the release's expert count."""
+
+    def __init__(self, data: dict):
+        self.data = data
+        cfg = data["config"]
+        self.cfg = cfg
+        self.experts_cut = cfg["n_routed_experts"]
+        cut = cfg.get("mtpspec_cut_from", {})
+        self.experts_full = cut.get("n_routed_experts", self.experts_cut)
+        self.per_token = cut.get("num_experts_per_tok", cfg["num_experts_per_tok"])
+        self.contexts = [p["context"] for p in data["contexts"]]
+        self.max_rows = len(data["contexts"][0]["rows"])
+
+    def point(self, n: int) -> dict:
+        return next(p for p in self.data["contexts"] if p["context"] == n)
+
+    def row(self, n: int, rows: int) -> dict:
+        return self.point(n)["rows"][rows - 1]
+
+    def ffn_scale(self, n: int, rows: int, ffn: float) -> float:
+        """The MoE's time with the release's experts: the time per touched expert (routed and shared)
+        times the expected union for the full expert count."""
+        touched = self.row(n, rows).get("experts_touched", union(self.experts_cut, self.per_token, rows))
+        per_expert = ffn / (touched + 1.0)
+        return per_expert * (union(self.experts_full, self.per_token, rows) + 1.0)
+
+    def kind_cost(self, n: int, rows: int, kind: str, scaled: bool = True) -> dict | None:
+        """Mean seconds (and components) of the cut model's layers of one kind."""
+        layers = [l for l in self.row(n, rows)["layers"] if l["kind"] == kind]
+        if not layers:
+            return None
+        seconds = sum(l["seconds"] for l in layers) / len(layers)
+        comps = {c: sum(l["components"][c] for l in layers) / len(layers) for c in layers[0]["components"]}
+        if scaled and kind.startswith("moe") and self.experts_full != self.experts_cut:
+            new_ffn = self.ffn_scale(n, rows, comps["moe_mlp"])
+            seconds += new_ffn - comps["moe_mlp"]
+            comps["moe_mlp"] = new_ffn
+        return {"seconds": seconds, "components": comps}
+
+    def composed(self, n: int, rows: int, kind: str) -> dict:
+        """A kind the cut model lacks, composed from the attention of one kind and the FFN of another."""
+        got = self.kind_cost(n, rows, kind)
+        if got is not None:
+            return got
+        attention_kind = ("dense" if kind.startswith("moe") else "moe") + kind[kind.index("+"):]
+        ffn_kind = kind[: kind.index("+")] + ("+shared" if kind.endswith("full") else "+full")
+        a, f = self.kind_cost(n, rows, attention_kind), self.kind_cost(n, rows, ffn_kind)
+        comps = dict(a["components"])
+        comps["moe_mlp"] = f["components"]["moe_mlp"]
+        return {"seconds": sum(comps.values()), "components": comps}
+
+    def project(self, n: int, rows: int, kinds: list[str]) -> dict:
+        """Seconds of a forward of `rows` rows through layers of these kinds, plus the head."""
+        total, parts = 0.0, {}
+        for kind in kinds:
+            cost = self.composed(n, rows, kind)
+            total += cost["seconds"]
+            for c, v in cost["components"].items():
+                parts[c] = parts.get(c, 0.0) + v
+        head = self.row(n, rows)["head_seconds"]
+        parts["head"] = parts.get("head", 0.0) + head
+        return {"seconds": total + head, "parts": parts}
+
+    def mtp_step(self, n: int) -> float:
+        return self.point(n)["mtp_step_seconds"]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def macs_per_row(cfg: dict, n: int, kind: str) -> dict:
+    """Multiply-adds of one query row in one layer of this kind at context n, by part."""
+    h, heads, rq, rkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["q_lora_rank"], cfg["kv_lora_rank"]
+    dn, dr, dv = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    ni, di, k_top = cfg["index_n_heads"], cfg["index_head_dim"], cfg["index_topk"]
+    proj = h * rq + rq * heads * (dn + dr) + h * (rkv + dr) + heads * (dn + dv) * rkv + heads * dv * h
+    attended = min(n + 1, k_top)
+    attention = heads * attended * (rkv + dr + rkv)
+    indexer = (rq * ni * di + h * di + h * ni + (n + 1) * ni * di) if kind.endswith("full") else 0
+    if kind.startswith("dense"):
+        ffn = 3 * h * cfg["intermediate_size"]
+    else:
+        ffn = 3 * h * cfg["moe_intermediate_size"] * (cfg["num_experts_per_tok"] + cfg.get("n_shared_experts", 1))
+    return {"attn_proj": proj, "attention": attention, "indexer": indexer, "ffn": ffn}
+
+
+def plots(out: Path, release: str, table: dict, contexts: list[int], ks: list[int]) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k in ks:
+        ax.plot(contexts, [table[n]["r"][k] for n in contexts], marker="o", label=f"k={k}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context N")
+    ax.set_ylabel("r_k = T_verify(k+1) / T_plain")
+    ax.set_title(f"{release}: r_k (PROJECTION, 256 experts)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / f"{release}-rk_vs_n.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    name = list(RATE_SETS)[0]
+    for n in contexts:
+        ax.plot(ks, [table[n]["speedup"][name][k] for k in ks], marker="o", label=f"N={n}")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.axhline(1.2, color="gray", lw=0.8, ls="--")
+    ax.set_xlabel("k")
+    ax.set_ylabel("predicted speedup over plain")
+    ax.set_title(f"{release}: E[L] / (r_k + k c), {name} (PROJECTION)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / f"{release}-speedup.png", dpi=120)
+    plt.close(fig)
+
+
+def bytes_plot(out: Path, parts_real: dict, release: str) -> None:
+    # The old bench model's decode step (bench/README.md, DecodeStepTraffic): MB per step by part.
+    bench = {"head": 67.1, "attention + indexer": 57.1 + 2.2, "dense MLP": 17.3, "MoE": 142.0}
+    total_bench, total_real = sum(bench.values()), sum(parts_real.values())
+    labels = list(bench)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    left_b = left_r = 0.0
+    for label in labels:
+        b, r = bench[label] / total_bench, parts_real.get(label, 0.0) / total_real
+        ax.barh(["bench model", release], [b, r], left=[left_b, left_r], label=label)
+        left_b += b
+        left_r += r
+    ax.set_xlabel("share of the weight bytes one decode step reads")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / f"{release}-bytes_by_part.png", dpi=120)
+    plt.close(fig)
+
+
+def release_section(release: str, layers_json: dict, whole: list[dict], data_dir: Path) -> list[str]:
+    costs = LayerCosts(layers_json)
+    cfg = costs.cfg
+    kinds = full_schedule(cfg)
+    counts = {k: kinds.count(k) for k in KINDS if kinds.count(k)}
+    bw = layers_json["read_bandwidth_start"]["bytes_per_second"]
+    contexts, ks = costs.contexts, [k for k in range(1, min(5, costs.max_rows))]
+    k_top = cfg["index_topk"]
+    table, rows_csv = {}, []
+    for n in contexts:
+        t = {r: costs.project(n, r, kinds) for r in range(1, costs.max_rows + 1)}
+        t1 = t[1]["seconds"]
+        c = costs.mtp_step(n) / t1
+        entry = {"t1": t1, "c": c, "r": {k: t[k + 1]["seconds"] / t1 for k in ks}, "parts": t[1]["parts"],
+                 "speedup": {}}
+        for name, rates in RATE_SETS.items():
+            entry["speedup"][name] = {k: expected_length(rates, k) / (entry["r"][k] + k * c) for k in ks}
+        table[n] = entry
+        for k in ks:
+            rows_csv.append([n, k, t1, entry["r"][k], c] + [entry["speedup"][name][k] for name in RATE_SETS])
+    write_csv(data_dir / f"{release}-projection.csv", ["context", "k", "t_plain_s", "r_k", "c"] + list(RATE_SETS),
+              rows_csv)
+    plots(data_dir, release, table, contexts, ks)
+
+    # Weight bytes of one decode step, by part, for the full release.
+    layer_bytes = {l["kind"]: l["row_weight_bytes"] for l in layers_json["layers"]}
+    row_bytes = sum(layer_bytes.get(k, layer_bytes.get(k.replace("shared", "full"), 0)) for k in kinds)
+    step_bytes = row_bytes + layers_json["head_bytes"]
+    lines = [f"## {release} (PROJECTION from a cut checkpoint)", ""]
+    cut = cfg.get("mtpspec_cut_from", {})
+    lines += [f"- Measured on `mtpspec make-checkpoint --like {release} --layers {cfg['num_hidden_layers']} "
+              f"--experts {cfg['n_routed_experts']}` (random FP8 weights at the real dimensions, used as stored): "
+              f"layer kinds {', '.join(sorted({l['kind'] for l in layers_json['layers']}))}, its MTP layer and head.",
+              f"- Projected to the full release: {len(kinds)} layers ({', '.join(f'{v} {k}' for k, v in counts.items())}) "
+              f"with {cut.get('n_routed_experts', costs.experts_full)} routed experts, top-{costs.per_token}. The MoE time "
+              f"is scaled from the {costs.experts_cut} experts measured to {costs.experts_full}: time per touched expert "
+              f"× (the expected union of L rows routing independently + the shared expert), "
+              f"{' / '.join(f'{union(costs.experts_full, costs.per_token, r):.1f}' for r in (1, 2, 3, 5, 9))} experts "
+              f"for L = 1 / 2 / 3 / 5 / 9 (trained routers pick correlated experts, so real unions are smaller).",
+              f"- Read bandwidth {bw / 1e9:.1f} GB/s (StreamSum, same run); one decode step of the full model reads "
+              f"{step_bytes / 1e9:.1f} GB of weights (FP8, bf16 head and router); at the projected plain step that is "
+              f"{step_bytes / table[contexts[0]]['t1'] / bw:.2f} of the read bandwidth at N = {contexts[0]}.",
+              "- Acceptance: the published per-position rates, read as conditional rates "
+              + "; ".join(f"{n}: {', '.join(str(a) for a in r)}" for n, r in RATE_SETS.items())
+              + " (positions past the list reuse its last rate).", ""]
+    lines += [f"![r_k](real-scale-data/{release}-rk_vs_n.png)", "", f"![speedup](real-scale-data/{release}-speedup.png)",
+              "", f"![bytes](real-scale-data/{release}-bytes_by_part.png)", ""]
+    header = "| N | T_plain (s) | c | " + " | ".join(f"r_{k}" for k in ks) + " | " + " | ".join(
+        f"speedup k={k}" for k in ks) + " |"
+    lines += [f"### Projected costs and speedups ({list(RATE_SETS)[0]})", "", header,
+              "|---|---|---|" + "---|" * (2 * len(ks))]
+    for n in contexts:
+        e = table[n]
+        sp = e["speedup"][list(RATE_SETS)[0]]
+        lines.append(f"| {n} | {e['t1']:.2f} | {e['c']:.3f} | " + " | ".join(f"{e['r'][k]:.2f}" for k in ks) + " | "
+                     + " | ".join(f"{sp[k]:.2f}" for k in ks) + " |")
+    name2 = list(RATE_SETS)[1]
+    lines += ["", f"With {name2}: " + "; ".join(
+        f"N={n}: " + ", ".join(f"k={k} {table[n]['speedup'][name2][k]:.2f}" for k in ks) for n in contexts) + ".", ""]
+
+    # The goal: k = 2 at N = 8 x index_topk.
+    goal_n = min(contexts, key=lambda n: abs(n - 8 * k_top))
+    s2 = table[goal_n]["speedup"][list(RATE_SETS)[0]][2]
+    verdict = "MET" if s2 >= 1.2 else "NOT MET"
+    lines += [f"**Goal (MTP k = 2 at N = 8 × index_topk = {8 * k_top} at least 1.2× plain): {verdict}** — "
+              f"projected {s2:.2f}× at N = {goal_n} (r_2 = {table[goal_n]['r'][2]:.2f}, c = {table[goal_n]['c']:.3f}, "
+              f"E[L] = {expected_length(RATE_SETS[list(RATE_SETS)[0]], 2):.2f}).", ""]
+
+    # Why: the parts of a verify of 3 rows against one row.
+    n = goal_n
+    one, three = costs.project(n, 1, kinds)["parts"], costs.project(n, 3, kinds)["parts"]
+    lines += [f"#### Where a verify of 3 rows spends its time at N = {n}, against a plain step (PROJECTION, seconds)",
+              "", "| part | 1 row | 3 rows | ratio | multiply-adds per extra row |", "|---|---|---|---|---|"]
+    mac = {"attn_proj": 0.0, "attention": 0.0, "indexer": 0.0, "ffn": 0.0}
+    for kind in kinds:
+        for p, v in macs_per_row(cfg, n, kind).items():
+            mac[p] += v
+    mac_of = {"attn_proj": mac["attn_proj"], "attention": mac["attention"], "indexer": mac["indexer"],
+              "moe_mlp": mac["ffn"], "head": cfg["vocab_size"] * cfg["hidden_size"]}
+    for part in ["attn_proj", "indexer", "topk", "attention", "moe_mlp", "norms", "head"]:
+        a, b = one.get(part, 0.0), three.get(part, 0.0)
+        if a == 0 and b == 0:
+            continue
+        lines.append(f"| {part} | {a:.3f} | {b:.3f} | {b / a if a else float('nan'):.2f} | "
+                     f"{mac_of.get(part, 0) / 1e9:.2f} G |")
+    lines.append("")
+
+    # The projection against whole cut models.
+    if whole:
+        lines += ["### The projection against whole cut models (measured Model::Forward)", "",
+                  "| model | N | L | measured (s) | projected (s) | measured / projected |", "|---|---|---|---|---|---|"]
+        worst = 0.0
+        for w in whole:
+            wc = w["config"]
+            n_layers = wc["num_hidden_layers"]
+            for p in w["contexts"]:
+                for r in p["rows"]:
+                    if r["rows"] not in (1, 3, 5):
+                        continue
+                    proj = 0.0
+                    for layer in range(n_layers):
+                        lay = next(l for l in costs.row(p["context"], r["rows"])["layers"] if l["layer"] == layer)
+                        proj += lay["seconds"]
+                    proj += costs.row(p["context"], r["rows"])["head_seconds"]
+                    ratio = r["whole_seconds"] / proj
+                    worst = max(worst, abs(ratio - 1))
+                    lines.append(f"| {n_layers} layers | {p['context']} | {r['rows']} | {r['whole_seconds']:.3f} | "
+                                 f"{proj:.3f} | {ratio:.3f} |")
+        lines += ["", f"Worst deviation {100 * worst:.1f}% (goal: within 5%).", ""]
+
+    e2e = layers_json.get("e2e")
+    if e2e:
+        runs = e2e["runs"]
+        plain = runs[0]["tokens_per_second"]
+        lines += [f"### Measured end to end on the cut model ({cfg['num_hidden_layers']} layers, N = {e2e['context']}, "
+                  f"SYNTHETIC acceptance at {e2e['rates']})", "",
+                  "| | tok/s | speedup | mean acceptance length | predicted for this cut model |", "|---|---|---|---|---|"]
+        cut_kinds = [l["kind"] for l in layers_json["layers"]]
+        n = min(contexts, key=lambda x: abs(x - e2e["context"]))
+        t1_cut = costs.project(n, 1, cut_kinds)["seconds"]
+        c_cut = costs.mtp_step(n) / t1_cut
+        for k, r in enumerate(runs):
+            pred = ""
+            if k > 0:
+                rk = costs.project(n, k + 1, cut_kinds)["seconds"] / t1_cut
+                pred = f"{expected_length(e2e['rates'], k) / (rk + k * c_cut):.2f}"
+            lines.append(f"| {r['label']} | {r['tokens_per_second']:.3f} | {r['tokens_per_second'] / plain:.2f} | "
+                         f"{r.get('mean_acceptance_length', 1.0):.2f} | {pred} |")
+        lines += ["", "The cut model's MTP layer and head are a large share of its few layers, so its speedups are far "
+                  "below the full model's projection; they check the loop and the cost model at real dimensions.", ""]
+
+    parts_real = {"head": layers_json["head_bytes"] / 1e6}
+    for kind in kinds:
+        b = layer_bytes.get(kind, layer_bytes.get(kind.replace("shared", "full"), 0)) / 1e6
+        key = "dense MLP" if kind.startswith("dense") else "MoE"
+        parts_real[key] = parts_real.get(key, 0.0) + b
+    bytes_plot(data_dir, parts_real, release)
+    return lines
+
+
+def memory_section(memory: list[dict]) -> list[str]:
+    lines = ["## Memory: loading and decoding FP8 as stored", "",
+             "| checkpoint | file memory | weights | files (GB) | peak RSS over start (GB) | cache (GB) | "
+             "(peak − start − cache) / files |", "|---|---|---|---|---|---|---|"]
+    for m in memory:
+        lines.append(f"| `{m['model']}` | {m['file_memory']} | {m['weights']} | {m['file_bytes'] / 1e9:.2f} | "
+                     f"{(m['peak_rss_bytes'] - m['rss_start_bytes']) / 1e9:.2f} | {m['cache_bytes'] / 1e9:.3f} | "
+                     f"{m['peak_over_file_bytes']:.3f} |")
+    lines += ["", "Goal: at most 1.1 × the file bytes plus the caches for an FP8 checkpoint. With the files mapped, "
+              "only the pages a step touches become resident (here: the routed experts the random tokens chose), so a "
+              "checkpoint larger than memory loads and decodes from the page cache.", ""]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--release", default="glm-5.2")
+    parser.add_argument("--layers", type=Path, required=True)
+    parser.add_argument("--whole", type=Path, nargs="*", default=[])
+    parser.add_argument("--release-2")
+    parser.add_argument("--layers-2", type=Path)
+    parser.add_argument("--memory", type=Path, nargs="*", default=[])
+    parser.add_argument("--command", action="append", default=[])
+    parser.add_argument("--out", type=Path, default=Path("docs/results"))
+    args = parser.parse_args()
+    data_dir = args.out / "real-scale-data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    sources = [args.layers, *args.whole, *( [args.layers_2] if args.layers_2 else []), *args.memory]
+    for p in sources:
+        if p.resolve() != (data_dir / p.name).resolve():
+            shutil.copyfile(p, data_dir / p.name)
+    main_run = json.loads(args.layers.read_text())
+    run = main_run["run"]
+    md = [f"# Real dimensions: what MTP buys on GLM-5.2 and DeepSeek-V3.2 (run of {run['date_utc'][:10]})", "",
+          "Every number below is a **PROJECTION** of the full model from per-layer costs measured on checkpoints cut "
+          "from the releases (the real FP8 format, hidden size, heads, latent, indexer and expert shapes; fewer layers "
+          "and experts), except where a table says measured.", "",
+          f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
+          f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
+          f"- Data: `real-scale-data/` (the JSON of every run, the projection as CSV).", "", "Commands:", "", "```"]
+    md += args.command + ["```", ""]
+    md += release_section(args.release, main_run, [json.loads(p.read_text()) for p in args.whole], data_dir)
+    if args.release_2 and args.layers_2:
+        md += release_section(args.release_2, json.loads(args.layers_2.read_text()), [], data_dir)
+    if args.memory:
+        md += memory_section([json.loads(p.read_text()) for p in args.memory])
+    (args.out / "real-scale.md").write_text("\n".join(md))
+    print(f"wrote {args.out / 'real-scale.md'}")
+
+
+if __name__ == "__main__":
+    main()
