@@ -5,11 +5,12 @@
 #   docs/results/kv-int8.md     kv_int8_bench    (under a minute)
 #   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
-#                               DeepSeek-V3.2 (about 45 min, 40 GB of disk under build/rs)
+#                               DeepSeek-V3.2 (about 40 min, 30 GB of disk under build/rs)
+#   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale ...]   (default: all)
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|soak ...]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh release
@@ -17,7 +18,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak)
 bench=build/release/bench
 
 heldout() {
@@ -65,7 +66,7 @@ for target in "${targets[@]}"; do
     real-scale)
       cli=build/release/cli/mtpspec
       mkdir -p build/rs
-      for cut in "glm7 glm-5.2 7" "glm2 glm-5.2 2" "glm3 glm-5.2 3" "glm4 glm-5.2 4" "dsv4 deepseek-v3.2 4"; do
+      for cut in "glm7 glm-5.2 7" "glm2 glm-5.2 2" "dsv4 deepseek-v3.2 4"; do
         set -- $cut
         [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
       done
@@ -73,18 +74,19 @@ for target in "${targets[@]}"; do
       $bench/memory_bench --model build/rs/glm7 --file-memory mapped --json build/results/memory_glm7_mapped.json
       $bench/memory_bench --model build/rs/glm2 --weights bf16 --json build/results/memory_glm2_bf16.json
       $bench/real_scale_bench --model build/rs/glm7 --e2e 4096 --json build/results/real_scale_glm7.json
-      for m in glm2 glm3 glm4; do
-        $bench/real_scale_bench --model build/rs/$m --contexts 4096,16384 --reps 3 --json build/results/real_scale_$m.json
-      done
-      $bench/real_scale_bench --model build/rs/dsv4 --json build/results/real_scale_dsv4.json
+      $bench/real_scale_bench --model build/rs/dsv4 --e2e 4096 --json build/results/real_scale_dsv4.json
       "$python" bench/report/real_scale_report.py --release glm-5.2 --layers build/results/real_scale_glm7.json \
-        --whole build/results/real_scale_glm{2,3,4}.json --release-2 deepseek-v3.2 \
+        --release-2 deepseek-v3.2 \
         --layers-2 build/results/real_scale_dsv4.json \
         --memory build/results/memory_glm7_huge.json build/results/memory_glm7_mapped.json \
                  build/results/memory_glm2_bf16.json \
         --command "scripts/reproduce_results.sh real-scale" ;;
+    soak)
+      # The bindings, built as scripts/test_python.sh builds them.
+      "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
+      "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak)" >&2
       exit 2 ;;
   esac
 done

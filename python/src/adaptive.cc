@@ -23,7 +23,14 @@ ControllerLease::ControllerLease(ControllerHandle& handle) : handle_(handle) {
 ControllerLease::~ControllerLease() { handle_.busy.store(false); }
 
 void RegisterAdaptive(py::module_& m) {
-  py::class_<ControllerHandle, std::shared_ptr<ControllerHandle>>(m, "AdaptiveController")
+  py::class_<ControllerHandle, std::shared_ptr<ControllerHandle>>(
+      m, "AdaptiveController",
+      "Adaptive k's estimates, carried across generate() calls.\n\n"
+      "AdaptiveController(k_max, exploration_budget=0.01): pass it as generate(..., k=k_max, adaptive_k=True,\n"
+      "adaptive_controller=c). It learns the target's verify cost for each row count, the draft cost and the\n"
+      "conditional acceptance per position, and picks each cycle the k with the most expected tokens per\n"
+      "second. exploration_budget is the share of a request's decode time that probes of other k may cost.\n"
+      "One request at a time: a second concurrent generate() with the same controller is an error.")
       .def(py::init([](int64_t k_max, double exploration_budget) {
              if (k_max < 1 || k_max > kMaxDraftTokens) {
                ThrowIfError(absl::InvalidArgumentError(
@@ -40,12 +47,20 @@ void RegisterAdaptive(py::module_& m) {
              return handle;
            }),
            py::arg("k_max"), py::arg("exploration_budget") = kExplorationBudget)
-      .def_property_readonly("k_max", [](const ControllerHandle& h) { return h.controller->k_max(); })
-      .def_property_readonly("requests", [](const ControllerHandle& h) { return h.controller->requests(); })
-      .def_property_readonly("probes", [](const ControllerHandle& h) { return h.controller->probes(); })
-      .def_property_readonly("exploration_budget",
-                             [](const ControllerHandle& h) { return h.controller->exploration_budget(); })
-      .def_property_readonly("best_k", [](const ControllerHandle& h) { return h.controller->Best(); })
+      .def_property_readonly(
+          "k_max", [](const ControllerHandle& h) { return h.controller->k_max(); }, "The largest k it may choose.")
+      .def_property_readonly(
+          "requests", [](const ControllerHandle& h) { return h.controller->requests(); },
+          "Requests it has served.")
+      .def_property_readonly(
+          "probes", [](const ControllerHandle& h) { return h.controller->probes(); },
+          "Exploration cycles it has run (a k other than its best, to measure that k's cost).")
+      .def_property_readonly(
+          "exploration_budget", [](const ControllerHandle& h) { return h.controller->exploration_budget(); },
+          "The share of decode time probes may cost.")
+      .def_property_readonly(
+          "best_k", [](const ControllerHandle& h) { return h.controller->Best(); },
+          "The k with the most expected tokens per second under the current estimates.")
       .def_property_readonly("conditional_acceptance",
                              [](const ControllerHandle& h) {
                                std::vector<double> rates;  // [k_max]
@@ -53,7 +68,8 @@ void RegisterAdaptive(py::module_& m) {
                                  rates.push_back(h.controller->conditional_acceptance(i));
                                }
                                return rates;
-                             })
+                             },
+                             "Estimated P(position i accepted | positions before it accepted), [k_max].")
       .def(
           "expected_tokens_per_second",
           [](const ControllerHandle& h, int64_t k) {
@@ -64,7 +80,8 @@ void RegisterAdaptive(py::module_& m) {
             const double cost = h.controller->ExpectedCost(k);
             return cost > 0 ? h.controller->ExpectedTokens(k) / cost : 0.0;
           },
-          py::arg("k"));
+          py::arg("k"),
+          "Expected tokens per second of cycles that draft k tokens (0: plain decoding), from the estimates.");
 }
 
 }  // namespace mtpspec::python

@@ -52,8 +52,8 @@ absl::StatusOr<AcceptResult> CallHook(const py::object& hook, const VerifyBlock&
     }
     pair = answer.cast<py::sequence>();
     AcceptResult result;
-    result.accepted = pair[0].cast<int64_t>();
-    const int64_t token = pair[1].cast<int64_t>();
+    result.accepted = IntArgument(pair[0], "acceptance_hook's accepted (the first of its pair)");
+    const int64_t token = IntArgument(pair[1], "acceptance_hook's token (the second of its pair)");
     if (result.accepted < 0 || result.accepted > k) {
       throw py::value_error(absl::StrCat("acceptance_hook returned accepted = ", result.accepted,
                                          " for ", k, " drafts (must be in [0, ", k, "])"));

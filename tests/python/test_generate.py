@@ -161,6 +161,10 @@ def test_acceptance_hook_errors(model: mtpspec.Model) -> None:
         model.generate(PROMPT, 10, k=2, acceptance_hook=lambda *_: (0, 256))
     with pytest.raises(ValueError, match="callable"):
         model.generate(PROMPT, 10, acceptance_hook=42)
+    with pytest.raises(TypeError, match="acceptance_hook's accepted"):
+        model.generate(PROMPT, 10, k=2, acceptance_hook=lambda *_: ("one", 0))
+    with pytest.raises(TypeError, match="acceptance_hook's token"):
+        model.generate(PROMPT, 10, k=2, acceptance_hook=lambda *_: (0, 1.5))
     # The model is unharmed.
     assert model.generate(PROMPT, 10).tokens == model.generate(PROMPT, 10, draft="none").tokens
 
