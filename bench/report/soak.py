@@ -115,8 +115,7 @@ def soak_cli(args: argparse.Namespace, texts: List[str]) -> Dict[str, Any]:
 
 
 def soak_python(args: argparse.Namespace, texts: List[str]) -> Dict[str, Any]:
-    sys.path.insert(0, str(REPO / "python"))  # only when mtpspec is not installed
-    import mtpspec
+    import mtpspec  # the installed bindings (scripts/test_python.sh installs them into build/pyenv)
 
     model = mtpspec.Model.load(args.model, threads=args.threads)
     drafts = ["mtp", "lookup", "hybrid"]

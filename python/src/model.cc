@@ -295,7 +295,12 @@ py::tuple MtpDraft(const ModelHandle& h, const std::vector<int32_t>& ids, int64_
 
 int64_t CacheCapacityFor(const ModelHandle& handle, int64_t wanted) {
   if (handle.cache_capacity > 0) return handle.cache_capacity;
-  return std::min(wanted, handle.model->config().max_position_embeddings);
+  // Rounded up to a whole number of 256-position blocks, so that requests of similar lengths ask
+  // for caches of the same size and the allocator reuses the blocks the last one freed, instead of
+  // fragmenting its heap over thousands of requests.
+  constexpr int64_t kCapacityBlock = 256;
+  const int64_t rounded = (wanted + kCapacityBlock - 1) / kCapacityBlock * kCapacityBlock;
+  return std::min(rounded, handle.model->config().max_position_embeddings);
 }
 
 void RegisterModel(py::module_& m) {
