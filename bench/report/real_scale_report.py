@@ -4,7 +4,7 @@ a release) → a PROJECTION of the full model's decode and verify costs, r_k, th
 predicted speedup E[L] / (r_k + k c + e), checked against truncated forwards, plus memory_bench results.
 
   python bench/report/real_scale_report.py --release glm-5.2 --layers glm7.json \
-      --whole glm2.json glm3.json glm4.json [--memory mem1.json ...] [--release-2 deepseek-v3.2 --layers-2 dsv4.json] \
+      [--memory mem1.json ...] [--release-2 deepseek-v3.2 --layers-2 dsv4.json] \
       [--command "..."] [--out docs/results]
 
 Writes <out>/real-scale.md and <out>/real-scale-data/ (the JSON, CSV tables and PNG plots).
@@ -234,7 +234,7 @@ def moe_stream_line(layers_json: dict, costs: "LayerCosts", n: int, bw: float) -
             "through fp16, and multiplied in f32).")
 
 
-def release_section(release: str, layers_json: dict, whole: list[dict], data_dir: Path) -> list[str]:
+def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str]:
     costs = LayerCosts(layers_json)
     cfg = costs.cfg
     kinds = full_schedule(cfg)
@@ -350,30 +350,6 @@ def release_section(release: str, layers_json: dict, whole: list[dict], data_dir
     lines += ["", f"Deviation: median {100 * deviations[len(deviations) // 2]:.1f}%, worst {100 * worst:.1f}%; "
               f"{within} of {len(deviations)} within the 5% goal"
               + (" (met)." if within == len(deviations) else " (not met everywhere)."), ""]
-    if whole:
-        own_bw = layers_json["read_bandwidth_start"]["bytes_per_second"]
-        lines += ["Separately written checkpoints of 2, 3 and 4 layers, each measured in its own run (so against the "
-                  "7-layer run's per-layer costs they also carry the machine's drift between runs; the read bandwidth "
-                  f"of each run is shown, {own_bw / 1e9:.1f} GB/s in the per-layer run):", "",
-                  "| model | N | L | measured (s) | its own parts (s) | measured / own parts | from the per-layer run (s) | "
-                  "measured / per-layer run | read GB/s |", "|---|---|---|---|---|---|---|---|---|"]
-        for w in whole:
-            n_layers = w["config"]["num_hidden_layers"]
-            bw_w = w["read_bandwidth_start"]["bytes_per_second"] / 1e9
-            for p in w["contexts"]:
-                if p["context"] not in contexts:
-                    continue
-                for r in p["rows"]:
-                    if r["rows"] not in (1, 3, 5):
-                        continue
-                    own = sum(l["seconds"] for l in r["layers"]) + r["head_seconds"]
-                    ref = costs.row(p["context"], r["rows"])
-                    proj = sum(l["seconds"] for l in ref["layers"] if l["layer"] < n_layers) + ref["head_seconds"]
-                    lines.append(f"| {n_layers} layers | {p['context']} | {r['rows']} | {r['whole_seconds']:.3f} | "
-                                 f"{own:.3f} | {r['whole_seconds'] / own:.3f} | {proj:.3f} | "
-                                 f"{r['whole_seconds'] / proj:.3f} | {bw_w:.1f} |")
-        lines.append("")
-
     e2e = layers_json.get("e2e")
     if e2e:
         runs = e2e["runs"]
@@ -423,7 +399,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--release", default="glm-5.2")
     parser.add_argument("--layers", type=Path, required=True)
-    parser.add_argument("--whole", type=Path, nargs="*", default=[])
     parser.add_argument("--release-2")
     parser.add_argument("--layers-2", type=Path)
     parser.add_argument("--memory", type=Path, nargs="*", default=[])
@@ -432,7 +407,7 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = args.out / "real-scale-data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    sources = [args.layers, *args.whole, *( [args.layers_2] if args.layers_2 else []), *args.memory]
+    sources = [args.layers, *( [args.layers_2] if args.layers_2 else []), *args.memory]
     for p in sources:
         if p.resolve() != (data_dir / p.name).resolve():
             shutil.copyfile(p, data_dir / p.name)
@@ -446,9 +421,9 @@ def main() -> None:
           f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
           f"- Data: `real-scale-data/` (the JSON of every run, the projection as CSV).", "", "Commands:", "", "```"]
     md += args.command + ["```", ""]
-    md += release_section(args.release, main_run, [json.loads(p.read_text()) for p in args.whole], data_dir)
+    md += release_section(args.release, main_run, data_dir)
     if args.release_2 and args.layers_2:
-        md += release_section(args.release_2, json.loads(args.layers_2.read_text()), [], data_dir)
+        md += release_section(args.release_2, json.loads(args.layers_2.read_text()), data_dir)
     if args.memory:
         md += memory_section([json.loads(p.read_text()) for p in args.memory])
     (args.out / "real-scale.md").write_text("\n".join(md))
