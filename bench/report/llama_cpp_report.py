@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The side-by-side table of mtpspec and llama.cpp on the CPU (scripts/compare_llama_cpp.sh): decode_bench
+JSON (Google Benchmark) and llama-bench JSON of the same rounds → docs/results/llama-cpp.md.
+
+    python bench/report/llama_cpp_report.py --dir build/results/llama-cpp --bench-model build/bench_model \
+        --cut build/rs/glm4 --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
+        --command "..." --out docs/results/llama-cpp.md
+
+Each cell is the median over rounds of each engine's tok/s; the ratio column is mtpspec ÷ llama.cpp, and
+the last column the ratio of each round (the two engines alternate within a round, so a round's ratio is
+the side-by-side measurement).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import struct
+from datetime import date
+from pathlib import Path
+
+TESTS = [("decode", 1024), ("decode", 8192), ("prefill", 0), ("prefill", 1024)]
+
+
+def weight_elements(model_dir: Path) -> tuple[int, int]:
+    """(weight elements, bytes of the tensors holding them, block scales included) over the checkpoint's
+    safetensors shards, read from their headers."""
+    elements = stored = 0
+    for shard in sorted(model_dir.glob("*.safetensors")):
+        with shard.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = info["data_offsets"]
+            stored += end - begin
+            if not name.endswith("_scale_inv"):
+                count = 1
+                for d in info["shape"]:
+                    count *= d
+                elements += count
+    return elements, stored
+
+
+def ours(path: Path) -> dict[tuple[str, int], float]:
+    result = {}
+    for b in json.loads(path.read_text())["benchmarks"]:
+        m = re.match(r"BM_(Decode|Prefill)/ctx:(\d+)", b["name"])
+        if m and "tok/s" in b:
+            result[(m.group(1).lower(), int(m.group(2)))] = b["tok/s"]
+    return result
+
+
+def theirs(paths: list[Path]) -> tuple[dict[tuple[str, int], float], dict]:
+    result, meta = {}, {}
+    for path in paths:
+        for entry in json.loads(path.read_text()):
+            kind = "decode" if entry["n_gen"] > 0 else "prefill"
+            result[(kind, entry["n_depth"])] = entry["avg_ts"]
+            meta = {k: entry.get(k) for k in ("build_commit", "cpu_info", "n_threads", "type_k", "type_v",
+                                              "flash_attn", "model_type", "model_size", "model_n_params")}
+    return result, meta
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--bench-model", type=Path, required=True)
+    parser.add_argument("--cut", type=Path, required=True)
+    parser.add_argument("--bench-gguf", type=Path, required=True)
+    parser.add_argument("--cut-gguf", type=Path, required=True)
+    parser.add_argument("--command", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    models = [("bench", "bench model (hidden 1024, 10 layers, 32 experts top-4)", args.bench_model, args.bench_gguf,
+               "bf16", "bf16"),
+              ("glm4", "GLM-5.2 cut at its real dimensions (3 dense + 1 MoE layer of 32 experts, MTP layer, head)",
+               args.cut, args.cut_gguf, "FP8 E4M3 + 128x128 f32 scales (bf16 head, embedding, router)", "Q8_0")]
+    lines = ["# mtpspec and llama.cpp on the CPU, side by side", "",
+             f"Measured {date.today().isoformat()} with `{args.command}` (LLAMA_CPP_DIR: a llama.cpp source tree; "
+             "the converter wrapper is bench/report/llama_cpp_convert.py). Same weights for both engines, 2 threads "
+             "each, plain decoding (no drafts): mtpspec's `decode_bench` (BM_Decode: one token at position N; "
+             "BM_Prefill: a 256-token chunk after N tokens) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / "
+             "`-p 256 -n 0 -d 0,1024` with its default settings, alternating within each round.", ""]
+    goal_rows = []
+    llama_meta = {}
+    for key, title, model_dir, gguf, our_format, their_format in models:
+        our_runs = [ours(p) for p in sorted(args.dir.glob(f"mtpspec_{key}_*.json"))]
+        rounds = sorted(int(p.stem.rsplit("_", 1)[1]) for p in args.dir.glob(f"mtpspec_{key}_*.json"))
+        their_runs = []
+        for r in rounds:
+            t, llama_meta = theirs([args.dir / f"llama_decode_{key}_{r}.json", args.dir / f"llama_prefill_{key}_{r}.json"])
+            their_runs.append(t)
+        if not our_runs:
+            continue
+        elements, stored = weight_elements(model_dir)
+        gguf_bytes = gguf.stat().st_size
+        lines += [f"## {title}", "",
+                  f"- mtpspec: {our_format}: {stored / 1e9:.2f} GB for {elements / 1e9:.2f} G weights, "
+                  f"{stored / elements:.3f} bytes per weight.",
+                  f"- llama.cpp: {their_format}: {gguf_bytes / 1e9:.2f} GB GGUF, {gguf_bytes / elements:.3f} bytes per "
+                  "weight (all matrices, embedding included).",
+                  f"- {len(rounds)} round(s).", "",
+                  "| test | mtpspec tok/s | llama.cpp tok/s | mtpspec ÷ llama.cpp | per round |", "|---|---|---|---|---|"]
+        for kind, n in TESTS:
+            a = [r[(kind, n)] for r in our_runs if (kind, n) in r]
+            b = [r[(kind, n)] for r in their_runs if (kind, n) in r]
+            if not a or not b:
+                continue
+            per_round = [x / y for x, y in zip(a, b)]
+            ratio = statistics.median(a) / statistics.median(b)
+            label = f"decode at N = {n}" if kind == "decode" else f"prefill 256 at N = {n}"
+            lines.append(f"| {label} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | {ratio:.2f}× | "
+                         + ", ".join(f"{x:.2f}" for x in per_round) + " |")
+            if kind == "decode":
+                goal_rows.append((title.split(" (")[0], label, ratio))
+        lines.append("")
+    if llama_meta:
+        lines += ["llama.cpp build: commit " + str(llama_meta.get("build_commit")) + f", CPU {llama_meta.get('cpu_info')}, "
+                  f"{llama_meta.get('n_threads')} threads, cache {llama_meta.get('type_k')}/{llama_meta.get('type_v')}, "
+                  f"flash attention {llama_meta.get('flash_attn')}.", ""]
+    met = all(r >= 1.0 for _, _, r in goal_rows)
+    lines += ["## Goal: at least 1.0× llama.cpp's decode tok/s on every row", "",
+              ("Met" if met else "Not met") + ": " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in goal_rows) + ".", ""]
+    args.out.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

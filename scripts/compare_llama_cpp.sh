@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# mtpspec and llama.cpp side by side on the CPU, on the same weights, in one run, alternating:
+# plain decode tok/s at 1K and 8K context and 256-token prefill tok/s at context 0 and 1K, with
+# 2 threads each, on
+#   - the bench model (bf16, 1.15 GB; build/bench_model): bf16 for both engines;
+#   - a checkpoint cut from GLM-5.2 at its real dimensions (3 dense layers + 1 MoE layer with 32 of
+#     its experts, the MTP layer and the head; build/rs/glm4): FP8 E4M3 with 128 x 128 block scales
+#     for mtpspec, Q8_0 for llama.cpp (the nearest format it has; its converter dequantises the FP8
+#     weights and requantises them).
+# llama.cpp is not a dependency: give the path of a llama.cpp source tree. Its benchmark program is
+# built there (build-mtpspec/, CPU only, native), and its own convert_hf_to_gguf.py converts, in a
+# Python environment of its own (build/llama-cpp-venv: torch, transformers, numpy). GGUF files go to build/gguf/,
+# JSON to build/results/llama-cpp/, the report to docs/results/llama-cpp.md.
+#
+# Each round runs mtpspec's decode_bench, then llama-bench (3 repetitions on the bench model, 1 at
+# the real dimensions, where every repetition prefills its 1K and 8K contexts again).
+# Usage: scripts/compare_llama_cpp.sh LLAMA_CPP_DIR [ROUNDS]   (default 3 rounds on the bench
+#        model, of which at most 2 also run the real-dimension cut)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ] || [ ! -f "$1/convert_hf_to_gguf.py" ]; then
+  echo "usage: scripts/compare_llama_cpp.sh LLAMA_CPP_DIR [ROUNDS]  (a llama.cpp source tree)" >&2
+  exit 2
+fi
+llama=$(cd "$1" && pwd)
+rounds="${2:-3}"
+real_rounds=$(( rounds < 2 ? rounds : 2 ))
+scripts/build.sh release
+cli=build/release/cli/mtpspec
+decode_bench=build/release/bench/decode_bench
+
+cmake -S "$llama" -B "$llama/build-mtpspec" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
+cmake --build "$llama/build-mtpspec" -j"$(nproc)" --target llama-bench
+llama_bench="$llama/build-mtpspec/bin/llama-bench"
+
+venv=build/llama-cpp-venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q torch numpy sentencepiece pyyaml transformers
+
+# The checkpoints: the bench model (written by decode_bench on first use) and the GLM-5.2 cut.
+$decode_bench --benchmark_filter=NONE >/dev/null 2>&1 || true
+[ -f build/rs/glm4/model.safetensors.index.json ] ||
+  $cli make-checkpoint build/rs/glm4 --like glm-5.2 --layers 4 --experts 32
+mkdir -p build/gguf build/results/llama-cpp
+convert() {  # MODEL_DIR OUT OUTTYPE
+  [ -f "$2" ] || "$venv/bin/python" bench/report/llama_cpp_convert.py "$llama" "$1" "$2" --outtype "$3" \
+    --tokenizer models/glm-tiny-mtp/tokenizer.json
+}
+convert build/bench_model build/gguf/bench-bf16.gguf bf16
+convert build/rs/glm4 build/gguf/glm4-q8_0.gguf q8_0
+
+out=build/results/llama-cpp
+rm -f "$out"/*.json
+measure() {  # NAME MODEL_DIR GGUF ROUND REPETITIONS
+  $decode_bench --model_dir="$2" --benchmark_filter='StreamRead/1024|BM_Prefill/|BM_Decode/' \
+    --benchmark_format=json >"$out/mtpspec_$1_$4.json"
+  "$llama_bench" -m "$3" -t 2 -p 0 -n 32 -d 1024,8192 -r "$5" -o json >"$out/llama_decode_$1_$4.json"
+  "$llama_bench" -m "$3" -t 2 -p 256 -n 0 -d 0,1024 -r "$5" -o json >"$out/llama_prefill_$1_$4.json"
+}
+for round in $(seq 1 "$rounds"); do
+  measure bench build/bench_model build/gguf/bench-bf16.gguf "$round" 3
+  if [ "$round" -le "$real_rounds" ]; then
+    measure glm4 build/rs/glm4 build/gguf/glm4-q8_0.gguf "$round" 1
+  fi
+done
+python=$(scripts/python_env.sh | tail -n 1)
+"$python" bench/report/llama_cpp_report.py --dir "$out" --bench-model build/bench_model --cut build/rs/glm4 \
+  --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
+  --command "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR $rounds" --out docs/results/llama-cpp.md
