@@ -12,6 +12,10 @@
 
 #include <optional>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "pipeline/request.h"
 #include "python/src/adaptive.h"
@@ -182,6 +186,13 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
                                                         Frontend::kPython));
       return Generate(*pipeline.target, pipeline.drafter.get(), prompt, options);
     }();
+#if defined(__GLIBC__)
+    // Each request builds its own caches and buffers, sized by its prompt. glibc keeps the pages a
+    // request freed, so without this a process would stay at the peak of its longest request
+    // (measured: +1.7 MiB of 48 MiB after the first 240-character prompt of the soak). Handing the
+    // free pages back costs well under a millisecond here.
+    malloc_trim(0);
+#endif
   }
   if (pending) throw std::move(*pending);
   return ValueOrThrow(std::move(result));
