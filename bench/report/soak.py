@@ -5,7 +5,8 @@ Two runs on the same model (default: the bundled trained model, whose tokenizer 
 prompts):
 
 * **CLI.** ``mtpspec generate --prompts-file`` with N prompt lines, once with MTP drafting at
-  ``--k auto`` and T = 0.8, once with ``--draft none`` and the same sampling. Each request must
+  k = 3 and T = 0.8 (a fixed k: at 24 new tokens ``--k auto`` would
+  decode plainly), once with ``--draft none`` and the same sampling. Each request must
   equal its plain twin. The resident memory (VmRSS of the process) is read when the CLI announces
   request 101 and request N.
 * **Python.** ``Model.generate`` in a loop over N requests on one ``Model``, cycling drafters (mtp,
@@ -96,7 +97,7 @@ def soak_cli(args: argparse.Namespace, texts: List[str]) -> Dict[str, Any]:
         prompt_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
         sampling = ["--temperature", "0.8", "--seed", "5"]
         spec = cli_run(args.cli, args.model, prompt_file, Path(tmp) / "spec.json",
-                       [str(args.max_new), "--draft", "mtp", "--k", "auto", *sampling], args.threads, len(texts))
+                       [str(args.max_new), "--draft", "mtp", "--k", "3", *sampling], args.threads, len(texts))
         plain = cli_run(args.cli, args.model, prompt_file, Path(tmp) / "plain.json",
                         [str(args.max_new), "--draft", "none", *sampling], args.threads, len(texts))
     mismatches = [i for i, (a, b) in enumerate(zip(spec["requests"], plain["requests"])) if a["tokens"] != b["tokens"]]
@@ -170,7 +171,7 @@ leak. The limit is {100 * result['max_growth']:.0f}%.
 
 | run | requests | differing from plain | RSS after 100 (MiB) | RSS at the end (MiB) | growth | tokens | accepted / drafted |
 |---|---|---|---|---|---|---|---|
-{row("CLI `--prompts-file`, MTP, k auto, T 0.8", c)}
+{row("CLI `--prompts-file`, MTP, k 3, T 0.8", c)}
 {row("Python loop, " + p['mix'], p)}
 
 - CLI commands (speculative, then its plain twin): `{c['commands'][0]}` and `{c['commands'][1]}`;
