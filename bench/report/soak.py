@@ -5,10 +5,9 @@ Two runs on the same model (default: the bundled trained model, whose tokenizer 
 prompts):
 
 * **CLI.** ``mtpspec generate --prompts-file`` with N prompt lines, once with MTP drafting at
-  k = 3 and T = 0.8 (a fixed k: at 24 new tokens ``--k auto`` would
-  decode plainly), once with ``--draft none`` and the same sampling. Each request must
-  equal its plain twin. The resident memory (VmRSS of the process) is read when the CLI announces
-  request 101 and request N.
+  k = 3 and T = 0.8 (a fixed k: at 24 new tokens ``--k auto`` would decode plainly), once with
+  ``--draft none`` and the same sampling. Each request must equal its plain twin. The resident
+  memory (VmRSS of the process) is read when the CLI announces request 101 and request N.
 * **Python.** ``Model.generate`` in a loop over N requests on one ``Model``, cycling drafters (mtp,
   lookup, hybrid), k (1, 2, 3, 5, "auto"), temperatures (0, 0.7, 1.0) and top-p, each compared with
   its plain twin (``draft="none"``, same sampling and seed). VmRSS is read after request 100 and at
