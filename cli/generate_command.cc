@@ -70,6 +70,53 @@ nlohmann::json PrintResult(const GenerateResult& result, const std::vector<int32
   return j;
 }
 
+// The --stats-json of a series, written as it runs:
+//   {"requests": [ one object per finished request ], "aggregate": {...}[, "error": "..."]}
+class SeriesJsonWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<SeriesJsonWriter>> Open(const std::string& path) {
+    auto writer = std::unique_ptr<SeriesJsonWriter>(new SeriesJsonWriter(path));
+    writer->out_ << "{\n  \"requests\": [";
+    if (!writer->out_) return absl::PermissionDeniedError(absl::StrCat("--stats-json ", path, ": cannot be written"));
+    return writer;
+  }
+
+  absl::Status Add(const nlohmann::json& request) {
+    out_ << (count_++ == 0 ? "\n" : ",\n") << Indented(request.dump(2), "    ");
+    out_.flush();  // a reader (or a crash) sees every finished request
+    return Check();
+  }
+
+  // Closes the document; `error` (if not empty) names the request that stopped the series.
+  absl::Status Finish(const nlohmann::json& aggregate, absl::string_view error) {
+    out_ << (count_ == 0 ? "]" : "\n  ]") << ",\n  \"aggregate\": " << Indented(aggregate.dump(2), "  ").substr(2);
+    if (!error.empty()) out_ << ",\n  \"error\": " << nlohmann::json(std::string(error)).dump();
+    out_ << "\n}\n";
+    out_.close();
+    return Check();
+  }
+
+ private:
+  explicit SeriesJsonWriter(const std::string& path) : path_(path), out_(path) {}
+
+  static std::string Indented(const std::string& text, absl::string_view prefix) {
+    std::string result = absl::StrCat(prefix, text);
+    for (size_t at = result.find('\n'); at != std::string::npos; at = result.find('\n', at + 1)) {
+      result.insert(at + 1, prefix.data(), prefix.size());
+    }
+    return result;
+  }
+
+  absl::Status Check() {
+    if (!out_) return absl::InternalError(absl::StrCat(path_, ": write failed"));
+    return absl::OkStatus();
+  }
+
+  std::string path_;
+  std::ofstream out_;
+  int64_t count_ = 0;
+};
+
 // The request options of the command line (pipeline/request.h), validated.
 absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   constexpr Frontend kCli = Frontend::kCli;
@@ -198,32 +245,40 @@ absl::Status RunGenerate(const CliArgs& args) {
   if (options.adaptive_k && prompts.size() > 1) {
     options.adaptive_controller = std::make_shared<AdaptiveK>(std::max<int64_t>(options.k, 1));
   }
-  nlohmann::json j;
   if (prompts.size() == 1) {
     ASSIGN_OR_RETURN(GenerateResult result,
                      Generate(*pipeline.target, pipeline.drafter.get(), prompts[0], options));
-    j = PrintResult(result, prompts[0], tokenizer.get());
+    const nlohmann::json j = PrintResult(result, prompts[0], tokenizer.get());
     std::cout << result.stats.Summary();
-  } else {
-    SpecStats total;
-    j["requests"] = nlohmann::json::array();
-    for (size_t r = 0; r < prompts.size(); ++r) {
-      absl::StatusOr<GenerateResult> result = Generate(*pipeline.target, pipeline.drafter.get(), prompts[r], options);
-      if (!result.ok()) {
-        return absl::Status(result.status().code(), absl::StrCat(names[r], ": ", result.status().message()));
-      }
-      std::cout << "== request " << r + 1 << " of " << prompts.size() << "\n";
-      j["requests"].push_back(PrintResult(*result, prompts[r], tokenizer.get()));
-      total.Merge(result->stats);
+    if (args.Has("stats-json")) {
+      std::ofstream out(args.Get("stats-json"));
+      out << j.dump(2) << "\n";
+      if (!out) return absl::InternalError(absl::StrCat(args.Get("stats-json"), ": write failed"));
     }
-    std::cout << "== all " << prompts.size() << " requests\n" << total.Summary();
-    j["aggregate"] = total.ToJson();
+    return absl::OkStatus();
   }
+  // A series writes each request's JSON as it finishes rather than holding them all, so a long
+  // series runs in constant memory, and a request that fails leaves the ones before it on disk.
+  std::unique_ptr<SeriesJsonWriter> json_out;
   if (args.Has("stats-json")) {
-    std::ofstream out(args.Get("stats-json"));
-    out << j.dump(2) << "\n";
-    if (!out) return absl::InternalError(absl::StrCat(args.Get("stats-json"), ": write failed"));
+    ASSIGN_OR_RETURN(json_out, SeriesJsonWriter::Open(args.Get("stats-json")));
   }
+  SpecStats total;
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    absl::StatusOr<GenerateResult> result = Generate(*pipeline.target, pipeline.drafter.get(), prompts[r], options);
+    if (!result.ok()) {
+      const absl::Status failed(result.status().code(), absl::StrCat(names[r], ": ", result.status().message()));
+      if (json_out) RETURN_IF_ERROR(json_out->Finish(total.ToJson(), failed.message()));
+      return failed;
+    }
+    std::cout << "== request " << r + 1 << " of " << prompts.size() << "\n";
+    const nlohmann::json j = PrintResult(*result, prompts[r], tokenizer.get());
+    std::cout.flush();  // a reader of a pipe sees each request as it finishes
+    if (json_out) RETURN_IF_ERROR(json_out->Add(j));
+    total.Merge(result->stats);
+  }
+  std::cout << "== all " << prompts.size() << " requests\n" << std::flush << total.Summary();
+  if (json_out) RETURN_IF_ERROR(json_out->Finish(total.ToJson(), ""));
   return absl::OkStatus();
 }
 

@@ -7,7 +7,7 @@ prompts):
 * **CLI.** ``mtpspec generate --prompts-file`` with N prompt lines, once with MTP drafting at
   k = 3 and T = 0.8 (a fixed k: at 24 new tokens ``--k auto`` would decode plainly), once with
   ``--draft none`` and the same sampling. Each request must equal its plain twin. The resident
-  memory (VmRSS of the process) is read when the CLI announces request 101 and request N.
+  memory (VmRSS of the process) is read after request 100 and after request N, with the process paused.
 * **Python.** ``Model.generate`` in a loop over N requests on one ``Model``, cycling drafters (mtp,
   lookup, hybrid), k (1, 2, 3, 5, "auto"), temperatures (0, 0.7, 1.0) and top-p, each compared with
   its plain twin (``draft="none"``, same sampling and seed). VmRSS is read after request 100 and at
@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,7 +72,7 @@ def shown(argument: str) -> str:
 
 def cli_run(cli: Path, model: Path, prompt_file: Path, stats: Path, extra: List[str], threads: int,
             n: int) -> Dict[str, Any]:
-    """Runs the CLI over the prompts file, reading VmRSS at requests 101 and n from its output."""
+    """Runs the CLI over the prompts file, reading VmRSS after request 100 and after the last one."""
     command = [str(cli), "generate", str(model), "--prompts-file", str(prompt_file), "--max-new",
                extra[0], "--stats-json", str(stats), "--threads", str(threads), *extra[1:]]
     start = time.perf_counter()
@@ -79,10 +80,16 @@ def cli_run(cli: Path, model: Path, prompt_file: Path, stats: Path, extra: List[
     rss: Dict[int, float] = {}
     assert process.stdout is not None
     for line in process.stdout:
-        if line.startswith("== request "):
-            index = int(line.split()[2])
-            if index in (101, n):
+        # The CLI flushes its output after each request. The process is paused while its RSS is read,
+        # so the reading belongs to that point: the first 100 requests done, and (at "== all") the whole series
+        # done with everything it built still held.
+        index = int(line.split()[2]) if line.startswith("== request ") else n if line.startswith("== all ") else 0
+        if index == 100 or (index == n and line.startswith("== all ")):
+            os.kill(process.pid, signal.SIGSTOP)
+            try:
                 rss[index] = rss_mib(process.pid)
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
     stderr = process.stderr.read() if process.stderr else ""
     if process.wait() != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {stderr}")
@@ -100,7 +107,7 @@ def soak_cli(args: argparse.Namespace, texts: List[str]) -> Dict[str, Any]:
         plain = cli_run(args.cli, args.model, prompt_file, Path(tmp) / "plain.json",
                         [str(args.max_new), "--draft", "none", *sampling], args.threads, len(texts))
     mismatches = [i for i, (a, b) in enumerate(zip(spec["requests"], plain["requests"])) if a["tokens"] != b["tokens"]]
-    early, late = spec["rss_mib"].get(101), spec["rss_mib"].get(len(texts))
+    early, late = spec["rss_mib"].get(100), spec["rss_mib"].get(len(texts))
     drafted = sum(r["num_draft_tokens"] for r in spec["requests"])
     accepted = sum(r["num_accepted_tokens"] for r in spec["requests"])
     return {

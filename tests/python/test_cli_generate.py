@@ -66,8 +66,17 @@ def test_prompts_file_errors(cli: Path, tmp_path: Path) -> None:
     # A request that fails names its line, e.g. a prompt longer than the cache.
     long = tmp_path / "long.txt"
     long.write_text("short\n\n" + "word " * 400 + "\n")  # line numbers count the blank line
-    too_long = run(cli, str(TRAINED), "--prompts-file", str(long), "--capacity", "64")
+    partial = tmp_path / "partial.json"
+    too_long = run(cli, str(TRAINED), "--prompts-file", str(long), "--capacity", "64", "--max-new", "8",
+                   "--stats-json", str(partial))
     assert too_long.returncode != 0 and "--prompts-file line 3: the prompt" in too_long.stderr
+    # The requests before the failing one are kept: --stats-json is written as the series runs.
+    kept = json.loads(partial.read_text())
+    assert len(kept["requests"]) == 1 and 1 <= kept["requests"][0]["generated_tokens"] <= 8
+    assert kept["aggregate"]["generated_tokens"] == kept["requests"][0]["generated_tokens"]
+    assert kept["error"].startswith("--prompts-file line 3: the prompt")
+    unwritable = run(cli, str(TRAINED), "--prompts-file", str(prompts), "--stats-json", str(tmp_path / "no" / "s.json"))
+    assert unwritable.returncode != 0 and "s.json: cannot be written" in unwritable.stderr
 
 
 def test_stop_ids_eos_override_and_logprobs(cli: Path, tmp_path: Path) -> None:
