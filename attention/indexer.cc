@@ -21,13 +21,14 @@ void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
 }
 
 void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
-                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache) {
+                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
+                      const TreeMask* tree) {
   const int64_t d = dims.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
     float* k = projected_keys + r * d;
     LayerNorm(k, w.k_norm_weight.data<float>(), w.k_norm_bias.data<float>(), d, 1e-6, k);
     rope.Apply(k, positions[r], dims.rope_style);
-    std::copy(k, k + d, index_key_cache + positions[r] * d);
+    std::copy(k, k + d, index_key_cache + (tree ? tree->slots[r] : positions[r]) * d);
   }
 }
 
@@ -44,7 +45,7 @@ void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const Rotar
 
 void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
                                   int64_t rows, const int64_t* positions, const float* index_key_cache,
-                                  int64_t num_keys, float* scores) {
+                                  int64_t num_keys, float* scores, const TreeMask* tree) {
   const int64_t nh = dims.n_heads, d = dims.head_dim;
   for (int64_t r = 0; r < rows; ++r) {  // q: [rows, N_I, d_I]
     for (int64_t h = 0; h < nh; ++h) rope.Apply(q + (r * nh + h) * d, positions[r], dims.rope_style);
@@ -70,7 +71,8 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
         const float* weights = head_weights + r * nh;  // [N_I]
         const float* s = head_scores.data() + r * nh * n;     // [N_I, block]
         float* out = scores + r * num_keys + j0;               // [block]
-        const int64_t causal = std::clamp<int64_t>(positions[r] + 1 - j0, 0, n);
+        const int64_t own_slot = tree ? tree->slots[r] : positions[r];
+        const int64_t causal = std::clamp<int64_t>(own_slot + 1 - j0, 0, n);
         std::fill(out, out + causal, 0.0f);
         // Explicit fma: the vectorised body and the scalar remainder of this loop must round alike,
         // since where a key falls depends on the block boundaries.
@@ -80,6 +82,11 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
           }
         }
         std::fill(out + causal, out + n, neg_inf);
+        if (tree) {  // the tree slots before the row's own that are not its ancestors
+          for (int64_t k = std::max<int64_t>(tree->first_slot - j0, 0); k < causal; ++k) {
+            if (!tree->Visible(r, j0 + k)) out[k] = neg_inf;
+          }
+        }
       }
     }
   });
@@ -128,14 +135,23 @@ void TopKIndices(const float* row, int64_t n, int64_t want, std::vector<uint32_t
 
 }  // namespace
 
-TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions) {
+TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions,
+                const TreeMask* tree) {
   TopK out;
   out.width = std::min(k, num_keys);
   out.selected.assign(rows * out.width, -1);
   std::vector<uint32_t> keys;  // [T] scratch
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t causal = std::min(positions[r] + 1, num_keys);
+    const int64_t causal = std::min((tree ? tree->slots[r] : positions[r]) + 1, num_keys);
     int32_t* dst = out.selected.data() + r * out.width;
+    if (tree && tree->VisibleCount(r) <= out.width) {
+      // Every key the row sees, by index (the invisible tree slots score −∞ and are left out).
+      int64_t count = 0;
+      for (int64_t j = 0; j < causal; ++j) {
+        if (tree->Visible(r, j)) dst[count++] = static_cast<int32_t>(j);
+      }
+      continue;
+    }
     if (causal <= out.width) {
       // Every causal key, then the earliest future keys (all −∞ in a full top-k).
       for (int64_t j = 0; j < out.width; ++j) dst[j] = static_cast<int32_t>(j);
@@ -147,12 +163,21 @@ TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, 
   return out;
 }
 
-TopK AllCausalKeys(int64_t rows, int64_t num_keys, const int64_t* positions) {
+TopK AllCausalKeys(int64_t rows, int64_t num_keys, const int64_t* positions, const TreeMask* tree) {
   TopK out;
   out.width = num_keys;
   out.selected.resize(rows * num_keys);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < num_keys; ++j) out.selected[r * num_keys + j] = static_cast<int32_t>(j);
+    int32_t* dst = out.selected.data() + r * num_keys;
+    if (tree == nullptr) {
+      for (int64_t j = 0; j < num_keys; ++j) dst[j] = static_cast<int32_t>(j);
+      continue;
+    }
+    int64_t count = 0;
+    for (int64_t j = 0; j < num_keys; ++j) {
+      if (tree->Visible(r, j)) dst[count++] = static_cast<int32_t>(j);
+    }
+    std::fill(dst + count, dst + num_keys, -1);
   }
   return out;
 }

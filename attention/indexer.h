@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention/rope.h"
+#include "attention/tree_mask.h"
 #include "core/tensor.h"
 
 namespace mtpspec {
@@ -38,6 +39,10 @@ struct TopK {
 
 // k^I = RoPE(LayerNorm(W_wk x)) for each row, written to index_key_cache[positions[r]].
 // x: [rows, H] normalized layer input; index_key_cache: [capacity, d_I].
+//
+// Every function here takes an optional `tree` (attention/tree_mask.h): row r then writes slot
+// tree->slots[r] (RoPE still at positions[r]) and sees only the slots the tree lets it see; without
+// one, row r writes slot positions[r] and sees every slot up to it.
 void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
                       int64_t rows, const int64_t* positions, float* index_key_cache);
 
@@ -53,15 +58,19 @@ void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const Rotar
 //   head_weights = x · weights_projᵀ [rows, N_I].
 // All three are modified in place (norm, RoPE, scaling).
 void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
-                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache);
+                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
+                      const TreeMask* tree = nullptr);
 void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
                                   int64_t rows, const int64_t* positions, const float* index_key_cache,
-                                  int64_t num_keys, float* scores);
+                                  int64_t num_keys, float* scores, const TreeMask* tree = nullptr);
 
-// Top-min(K, num_keys) per row of `scores` ([rows, num_keys], −∞ = masked).
-TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions);
+// Top-min(K, num_keys) per row of `scores` ([rows, num_keys], −∞ = masked). A row that sees at
+// most K keys selects all of them; with a tree, the rest of its row is −1.
+TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions,
+                const TreeMask* tree = nullptr);
 
-// Every causal key: the selection when num_keys ≤ K (the indexer is then a no-op, §4.5).
-TopK AllCausalKeys(int64_t rows, int64_t num_keys, const int64_t* positions);
+// Every visible key: the selection when num_keys ≤ K (the indexer is then a no-op, §4.5); with a
+// tree, each row lists the keys it sees, then −1.
+TopK AllCausalKeys(int64_t rows, int64_t num_keys, const int64_t* positions, const TreeMask* tree = nullptr);
 
 }  // namespace mtpspec

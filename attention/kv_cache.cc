@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/linear.h"
@@ -28,6 +29,32 @@ absl::Status KvCache::Truncate(int64_t n) {
         absl::StrCat("KvCache::Truncate: n = ", n, " is outside [0, length = ", length_, "]"));
   }
   length_ = n;
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
+  const int64_t kept = static_cast<int64_t>(slots.size());
+  for (int64_t i = 0; i < kept; ++i) {
+    if (slots[i] < first + i || slots[i] >= length_ || (i > 0 && slots[i] <= slots[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat("KvCache::KeepSlots: slots[", i, "] = ", slots[i],
+                                                     " must increase and lie in [", first + i, ", length = ", length_,
+                                                     ")"));
+    }
+  }
+  auto move_row = [](Tensor& t, int64_t from, int64_t to) {
+    if (t.empty() || t.numel() == 0 || from == to) return;
+    const int64_t row_bytes = t.view().nbytes() / t.dim(0);
+    uint8_t* base = t.data<uint8_t>();
+    std::memmove(base + to * row_bytes, base + from * row_bytes, row_bytes);
+  };
+  for (LayerKvCache& layer : layers_) {
+    for (int64_t i = 0; i < kept; ++i) {
+      for (Tensor* t : {&layer.latent, &layer.latent_scale, &layer.rope_key, &layer.index_key}) {
+        move_row(*t, slots[i], first + i);
+      }
+    }
+  }
+  length_ = first + kept;
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ class KvCache {
 
   // Rolls the cache back to its first n positions (speculative rollback). n ≤ length.
   absl::Status Truncate(int64_t n);
+  // Keeps the accepted path of a tree verify: slot slots[i] moves to first + i in every layer
+  // (latent, its scale, rope key, indexer key), then the cache is truncated to first + slots.size().
+  // slots must increase, with slots[i] ≥ first + i and < length. Their RoPE positions were already
+  // first + i (each node's depth), so the moved rows are what a chain would have written there.
+  absl::Status KeepSlots(int64_t first, std::span<const int64_t> slots);
   // Marks positions [length, n) valid after a forward wrote them. Internal to the model.
   void SetLength(int64_t n) { length_ = n; }
   void Clear() { length_ = 0; }

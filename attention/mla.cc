@@ -23,8 +23,19 @@ struct QueryBlock {
   std::vector<float> q;  // [rows, N_h, d_n + d_r]; rope part already rotated
 };
 
-// Key j is usable by row r: in range and causal.
-inline bool KeyValid(int64_t j, int64_t position, int64_t num_keys) { return j >= 0 && j < num_keys && j <= position; }
+// Which keys each row of a call may use: in range, and causal (j ≤ the row's position) or, with a
+// tree, visible to the row (the committed context and the row's own path).
+struct KeyRule {
+  const int64_t* positions = nullptr;  // [rows]
+  int64_t num_keys = 0;                // T
+  const TreeMask* tree = nullptr;
+  // The row's own slot: the last key it may see.
+  int64_t OwnSlot(int64_t r) const { return tree ? tree->slots[r] : positions[r]; }
+  bool Valid(int64_t r, int64_t j) const {
+    if (j < 0 || j >= num_keys) return false;
+    return tree ? tree->Visible(r, j) : j <= positions[r];
+  }
+};
 
 // Pointers to rows first, first+1, ... of a 2-D weight (f32 or bf16).
 template <typename W>
@@ -104,13 +115,13 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
 // would, since its softmax weight would be exactly 0. One parallel region, split by head.
 template <typename KeysOf>
 void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
-                    const int64_t* positions, int64_t num_keys, KeysOf keys_of, float* o /*[rows, N_h·d_v]*/) {
+                    const KeyRule& rule, KeysOf keys_of, float* o /*[rows, N_h·d_v]*/) {
   std::vector<std::vector<int32_t>> keys(qb.rows);  // [rows][≤ K] usable keys, in the given order
   for (int64_t r = 0; r < qb.rows; ++r) {
     const auto [list, n] = keys_of(r);
     keys[r].reserve(n);
     for (int64_t k = 0; k < n; ++k) {
-      if (KeyValid(list[k], positions[r], num_keys)) keys[r].push_back(list[k]);
+      if (rule.Valid(r, list[k])) keys[r].push_back(list[k]);
     }
   }
   DefaultThreadPool().ParallelFor(dims.heads, 1, [&](int64_t begin, int64_t end) {
@@ -127,7 +138,8 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
 // allowed(r, j) says whether row r may attend key j (causality is checked here as well).
 template <typename Allowed>
 void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
-                 const int64_t* positions, int64_t num_keys, Allowed allowed, float* o /*[rows, N_h·d_v]*/) {
+                 const KeyRule& rule, Allowed allowed, float* o /*[rows, N_h·d_v]*/) {
+  const int64_t num_keys = rule.num_keys;
   const int64_t nh = dims.heads, d_r = dims.rope_dim, d_n = dims.nope_dim, d_v = dims.v_dim;
   const int64_t d_qk = d_n + d_r, kv_width = nh * (d_n + d_v);
   std::vector<float> expanded(num_keys * kv_width);  // [T, N_h, d_n + d_v]
@@ -147,7 +159,7 @@ void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb,
       const float* q_nope = qb.q.data() + idx * d_qk;
       const float* q_rope = q_nope + d_n;
       for (int64_t j = 0; j < num_keys; ++j) {
-        if (!KeyValid(j, positions[r], num_keys) || !allowed(r, j)) {
+        if (!rule.Valid(r, j) || !allowed(r, j)) {
           scores[j] = kNegInf;
           continue;
         }
@@ -197,9 +209,15 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
                                          LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,
                                          TopK* topk, float* out) {
   MTPSPEC_CHECK(rows > 0);
-  for (int64_t r = 1; r < rows; ++r) MTPSPEC_CHECK(positions[r] == positions[0] + r);
-  const int64_t num_keys = positions[rows - 1] + 1;  // T
+  const TreeMask* tree = options.tree;
+  if (tree) {
+    MTPSPEC_CHECK(tree->rows() == rows);
+  } else {
+    for (int64_t r = 1; r < rows; ++r) MTPSPEC_CHECK(positions[r] == positions[0] + r);
+  }
+  const int64_t num_keys = tree ? tree->num_slots() : positions[rows - 1] + 1;  // T
   MTPSPEC_CHECK(num_keys <= capacity);
+  const KeyRule rule{positions, num_keys, tree};
   const int64_t nh = dims.heads, r_q = dims.q_lora, r_kv = dims.kv_lora, d_r = dims.rope_dim;
   const int64_t d_n = dims.nope_dim, d_qk = d_n + d_r, d_v = dims.v_dim;
   const int64_t k_top = dims.indexer.topk;
@@ -257,8 +275,8 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = kv.data() + r * (r_kv + d_r);
     RmsNorm(row, w.kv_a_norm.data<float>(), r_kv, dims.latent_norm_eps, c.data());
-    cache.StoreLatent(positions[r], c.data());
-    float* kr = rope_cache + positions[r] * d_r;
+    cache.StoreLatent(rule.OwnSlot(r), c.data());
+    float* kr = rope_cache + rule.OwnSlot(r) * d_r;
     std::copy(row + r_kv, row + r_kv + d_r, kr);
     rope.Apply(kr, positions[r], dims.rope_style);
   }
@@ -268,7 +286,7 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
   if (w.indexer.has_value()) {
     ScopedTimer timer(profile, Component::kIndexerScores);
     IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys.data(), rows, positions,
-                     cache.index_key.data<float>());
+                     cache.index_key.data<float>(), tree);
   }
   if (!use_given_topk) {
     if (score_keys) {
@@ -276,12 +294,12 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
       {
         ScopedTimer timer(profile, Component::kIndexerScores);
         IndexerScoresFromProjections(dims.indexer, rope, index_q.data(), index_weights.data(), rows, positions,
-                                     cache.index_key.data<float>(), num_keys, scores.data());
+                                     cache.index_key.data<float>(), num_keys, scores.data(), tree);
       }
       ScopedTimer timer(profile, Component::kTopK);
-      *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions);
+      *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions, tree);
     } else {
-      *topk = AllCausalKeys(rows, num_keys, positions);
+      *topk = AllCausalKeys(rows, num_keys, positions, tree);
     }
   } else if (path != AttentionPath::kDense) {
     if (topk == nullptr || topk->width <= 0 || static_cast<int64_t>(topk->selected.size()) != rows * topk->width) {
@@ -300,14 +318,14 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
     std::vector<int32_t> all_keys(num_keys);
     for (int64_t j = 0; j < num_keys; ++j) all_keys[j] = static_cast<int32_t>(j);
     if (form == AttentionForm::kAbsorbed) {
-      AttendAbsorbed(w, dims, qb, cache, positions, num_keys,
-                     [&](int64_t r) { return std::pair<const int32_t*, int64_t>(all_keys.data(), positions[r] + 1); },
+      AttendAbsorbed(w, dims, qb, cache, rule,
+                     [&](int64_t r) { return std::pair<const int32_t*, int64_t>(all_keys.data(), rule.OwnSlot(r) + 1); },
                      o.data());
     } else {
-      AttendNaive(w, dims, qb, cache, positions, num_keys, [](int64_t, int64_t) { return true; }, o.data());
+      AttendNaive(w, dims, qb, cache, rule, [](int64_t, int64_t) { return true; }, o.data());
     }
   } else if (path == AttentionPath::kGather) {
-    AttendAbsorbed(w, dims, qb, cache, positions, num_keys,
+    AttendAbsorbed(w, dims, qb, cache, rule,
                    [&](int64_t r) { return std::pair<const int32_t*, int64_t>(topk->row(r), topk->width); },
                    o.data());
   } else {  // mask
@@ -323,13 +341,13 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = 0; j < num_keys; ++j) masked_keys[r * num_keys + j] = selected[r * num_keys + j] ? j : -1;
       }
-      AttendAbsorbed(w, dims, qb, cache, positions, num_keys,
+      AttendAbsorbed(w, dims, qb, cache, rule,
                      [&](int64_t r) {
                        return std::pair<const int32_t*, int64_t>(masked_keys.data() + r * num_keys, num_keys);
                      },
                      o.data());
     } else {
-      AttendNaive(w, dims, qb, cache, positions, num_keys,
+      AttendNaive(w, dims, qb, cache, rule,
                   [&](int64_t r, int64_t j) { return selected[r * num_keys + j] != 0; }, o.data());
     }
   }

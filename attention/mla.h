@@ -16,6 +16,7 @@
 #include "attention/indexer.h"
 #include "attention/kv_cache.h"
 #include "attention/rope.h"
+#include "attention/tree_mask.h"
 #include "core/limits.h"
 #include "core/profile.h"
 #include "core/tensor.h"
@@ -60,6 +61,9 @@ struct AttentionOptions {
   // tokens' indexer keys are still written to the cache.
   bool reuse_topk = false;
   ForwardProfile* profile = nullptr;  // optional per-component timing (benchmarks)
+  // The call's rows as a token tree (attention/tree_mask.h): each row writes its tree slot and sees
+  // the committed context plus its own path. Null: a chain at consecutive positions.
+  const TreeMask* tree = nullptr;
 };
 
 // The key-selection path for `rows` query rows over T = num_keys keys, with index_topk K: the path
@@ -76,6 +80,8 @@ struct MlaStepResult {
 // the cache length; slots from positions[0] on are overwritten). x: [rows, H] the layer's normed
 // input; out: [rows, H]. On a full layer the selection is computed and written to *topk; on a
 // shared layer `*topk` must hold the donor's selection for these rows (ignored when T ≤ K).
+// With options.tree, `positions` are the rows' RoPE positions (any order), row r writes slot
+// tree->slots[r], and T is tree->num_slots().
 absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope,
                                          const float* x, int64_t rows, const int64_t* positions,
                                          LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,

@@ -73,18 +73,34 @@ absl::Status Model::CheckForwardArguments(int64_t cache_layers, int64_t cache_le
   if (cache_layers != config_.num_hidden_layers) {
     return absl::InvalidArgumentError("Forward: the cache was not made for this model");
   }
-  for (int64_t r = 1; r < rows; ++r) {
-    if (positions[r] != positions[0] + r) {
-      return absl::InvalidArgumentError(absl::StrCat("Forward: positions must be consecutive; positions[", r, "] = ",
-                                                     positions[r], " after ", positions[r - 1]));
+  if (const TreeMask* tree = options.attention.tree) {
+    RETURN_IF_ERROR(tree->Validate("Forward"));
+    if (tree->rows() != rows) {
+      return absl::InvalidArgumentError(absl::StrCat("Forward: ", rows, " tokens but a tree of ", tree->rows(), " rows"));
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // a node's RoPE position: first slot + its depth ≤ its slot
+      if (positions[r] < tree->first_slot || positions[r] > tree->slots[r]) {
+        return absl::InvalidArgumentError(absl::StrCat("Forward: tree row ", r, " at position ", positions[r],
+                                                       " outside [", tree->first_slot, ", its slot ", tree->slots[r],
+                                                       "]"));
+      }
+    }
+  } else {
+    for (int64_t r = 1; r < rows; ++r) {
+      if (positions[r] != positions[0] + r) {
+        return absl::InvalidArgumentError(absl::StrCat("Forward: positions must be consecutive; positions[", r,
+                                                       "] = ", positions[r], " after ", positions[r - 1]));
+      }
     }
   }
-  if (positions[0] < 0 || positions[0] > cache_length) {
-    return absl::InvalidArgumentError(absl::StrCat("Forward: first position ", positions[0],
+  const int64_t first_slot = options.attention.tree ? options.attention.tree->slots[0] : positions[0];
+  if (first_slot < 0 || first_slot > cache_length) {
+    return absl::InvalidArgumentError(absl::StrCat("Forward: first position ", first_slot,
                                                    " leaves a gap after the cache's ", cache_length, " tokens"));
   }
-  if (positions[rows - 1] >= cache_capacity) {
-    return absl::OutOfRangeError(absl::StrCat("Forward: position ", positions[rows - 1], " is beyond the cache capacity ",
+  const int64_t last_slot = options.attention.tree ? options.attention.tree->num_slots() - 1 : positions[rows - 1];
+  if (last_slot >= cache_capacity) {
+    return absl::OutOfRangeError(absl::StrCat("Forward: position ", last_slot, " is beyond the cache capacity ",
                                               cache_capacity));
   }
   const int64_t num_layers = config_.num_hidden_layers;
@@ -127,7 +143,7 @@ absl::StatusOr<ForwardOutput> Model::Forward(KvCache& cache, std::span<const int
       out.topk[l].selected = topk.selected;
     }
   }
-  cache.SetLength(positions[rows - 1] + 1);
+  cache.SetLength(options.attention.tree ? options.attention.tree->num_slots() : positions[rows - 1] + 1);
 
   ScopedTimer head_timer(profile, Component::kHead);
   out.hidden_postnorm = Tensor::Empty(DType::kF32, {rows, H});

@@ -62,7 +62,9 @@ class Model {
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
   // cache.length(); a start before the end first truncates the cache there. On error the cache is
-  // unchanged.
+  // unchanged. With options.attention.tree (a tree verify, attention/tree_mask.h), row i writes
+  // the tree's slot i and positions[i] is its RoPE position, first slot + its depth; the tree's root
+  // (row 0) is at positions[0] = the first slot.
   absl::StatusOr<ForwardOutput> Forward(KvCache& cache, std::span<const int32_t> tokens,
                                         std::span<const int64_t> positions, const ForwardOptions& options = {}) const;
 

@@ -15,6 +15,9 @@ absl::Status CheckForwardArgs(const Model& host, const DeviceKvCache& cache, std
   if (options.trunk_layers != -1) {
     return absl::UnimplementedError("Forward on CUDA: trunk_layers (a truncated forward) is CPU only");
   }
+  if (options.attention.tree != nullptr) {
+    return absl::UnimplementedError("Forward on CUDA: a token tree verify is CPU only");
+  }
   return host.CheckForwardArguments(cache.num_layers(), cache.length(), cache.capacity(), tokens, positions, options);
 }
 

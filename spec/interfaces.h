@@ -49,6 +49,18 @@ class Target {
   virtual absl::StatusOr<std::vector<int32_t>> SampleLastRun(const SamplingParams& params, int64_t first_position) {
     return absl::UnimplementedError("this target samples on the host");
   }
+  // Optional tree verify. Runs `tokens` as a token tree after the committed positions n = length():
+  // row 0 (the pending token) is the root at position n; row r > 0 is a child of row parents[r] < r
+  // at position n + its depth, and sees the committed positions plus its own ancestors. Returns
+  // logits and hidden states for every row, each equal to what the chain of its path would give.
+  virtual absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+    return absl::UnimplementedError("this target cannot verify a token tree");
+  }
+  // After RunTree: keeps the rows `path` (path[0] = 0, each the parent of the next) as positions
+  // n, n + 1, … and drops the rest of the tree.
+  virtual absl::Status KeepTreePath(std::span<const int64_t> path) {
+    return absl::UnimplementedError("this target cannot verify a token tree");
+  }
 };
 
 // How drafts are chosen from the draft distribution.

@@ -1,5 +1,7 @@
 #include "spec/model_target.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace mtpspec {
 
 absl::StatusOr<std::unique_ptr<ModelTarget>> ModelTarget::Create(const Model& model, int64_t capacity,
@@ -25,14 +27,58 @@ absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::s
 
 absl::StatusOr<TargetStep> ModelTarget::Run(std::span<const int32_t> tokens, bool all_logits) {
   kept_logits_ = Tensor();
+  tree_first_ = -1;
   return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
 }
 
 absl::StatusOr<TargetStep> ModelTarget::RunKeepingLogits(std::span<const int32_t> tokens, bool all_logits) {
+  tree_first_ = -1;
   ASSIGN_OR_RETURN(TargetStep step, RunOnCache(model_, *cache_, tokens, attention_, all_logits));
   kept_logits_ = std::move(step.logits);
   step.logits = Tensor();  // none cross to the caller
   return step;
+}
+
+absl::StatusOr<TargetStep> ModelTarget::RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+  kept_logits_ = Tensor();
+  tree_first_ = -1;
+  if (tokens.size() != parents.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RunTree: ", tokens.size(), " tokens but ", parents.size(), " parents"));
+  }
+  const int64_t n = cache_->length();
+  ASSIGN_OR_RETURN(const TreeMask mask, TreeMaskFromParents(n, parents));
+  const std::vector<int64_t> depths = TreeDepths(parents);  // [rows]
+  std::vector<int64_t> positions;                           // [rows] n + depth
+  for (int64_t depth : depths) positions.push_back(n + depth);
+  ForwardOptions options;
+  options.attention = attention_;
+  options.attention.tree = &mask;
+  ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, tokens, positions, options));
+  tree_first_ = n;
+  tree_parents_.assign(parents.begin(), parents.end());
+  TargetStep step;
+  step.logits = std::move(out.logits);
+  step.hidden_postnorm = std::move(out.hidden_postnorm);
+  step.hidden_prenorm = std::move(out.hidden_prenorm);
+  return step;
+}
+
+absl::Status ModelTarget::KeepTreePath(std::span<const int64_t> path) {
+  if (tree_first_ < 0) return absl::FailedPreconditionError("KeepTreePath: no RunTree since the last Run");
+  const int64_t rows = static_cast<int64_t>(tree_parents_.size());
+  std::vector<int64_t> slots;  // [path] the tree slots kept, in order
+  for (size_t i = 0; i < path.size(); ++i) {
+    const bool from_parent = i == 0 ? path[0] == 0 : (path[i] > 0 && path[i] < rows && tree_parents_[path[i]] == path[i - 1]);
+    if (!from_parent) {
+      return absl::InvalidArgumentError(absl::StrCat("KeepTreePath: path[", i, "] = ", path[i],
+                                                     i == 0 ? " is not the root 0" : " is not a child of the row before"));
+    }
+    slots.push_back(tree_first_ + path[i]);
+  }
+  RETURN_IF_ERROR(cache_->KeepSlots(tree_first_, slots));
+  tree_first_ = -1;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int32_t>> ModelTarget::SampleLastRun(const SamplingParams& params, int64_t first_position) {

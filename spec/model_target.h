@@ -23,8 +23,14 @@ class ModelTarget : public Target {
   int64_t length() const override { return cache_->length(); }
   std::vector<int64_t> eos_tokens() const override { return model_.config().eos_token_ids; }
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override;
-  absl::Status Truncate(int64_t length) override { return cache_->Truncate(length); }
-  void Reset() override { cache_->Clear(); }
+  absl::Status Truncate(int64_t length) override {
+    tree_first_ = -1;
+    return cache_->Truncate(length);
+  }
+  void Reset() override {
+    tree_first_ = -1;
+    cache_->Clear();
+  }
 
   // Emulates a device target on the host (for tests and A/B work): the loop then samples through
   // RunKeepingLogits and SampleLastRun, which keep the last logits here and draw with SampleToken.
@@ -32,6 +38,8 @@ class ModelTarget : public Target {
   bool samples_on_device() const override { return samples_in_target_; }
   absl::StatusOr<TargetStep> RunKeepingLogits(std::span<const int32_t> tokens, bool all_logits) override;
   absl::StatusOr<std::vector<int32_t>> SampleLastRun(const SamplingParams& params, int64_t first_position) override;
+  absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) override;
+  absl::Status KeepTreePath(std::span<const int64_t> path) override;
 
  private:
   ModelTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)
@@ -41,6 +49,8 @@ class ModelTarget : public Target {
   AttentionOptions attention_;
   bool samples_in_target_ = false;
   Tensor kept_logits_;  // [R, V] of the last RunKeepingLogits
+  int64_t tree_first_ = -1;      // the committed length before the last RunTree (−1: none since)
+  std::vector<int32_t> tree_parents_;  // [rows] of the last RunTree
 };
 
 }  // namespace mtpspec
