@@ -1,0 +1,123 @@
+// Sampler-equality over a token tree. The oracle is the target sampler itself (SampleToken, tested
+// in sampler_test.cc) and the chain rule: a chain-shaped tree gives AcceptDrafts' result, and on a
+// branching tree the emitted tokens are the draws plain decoding would make along the followed path.
+#include "verify/tree_acceptance.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "verify/acceptance.h"
+
+namespace mtpspec {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+constexpr int64_t kVocab = 7;
+
+// Deterministic, non-degenerate logits for `nodes` rows.
+std::vector<float> Logits(int64_t nodes, uint64_t seed) {
+  std::vector<float> logits(nodes * kVocab);  // [nodes, V]
+  uint64_t s = seed;
+  for (float& v : logits) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<int64_t>((s >> 40) % 2001) - 1000) / 400.0f;
+  }
+  return logits;
+}
+
+TEST(TreeAcceptanceTest, AChainTreeGivesTheChainRule) {
+  for (double temperature : {0.0, 0.7, 1.3}) {
+    for (uint64_t seed = 0; seed < 40; ++seed) {
+      const std::vector<float> logits = Logits(5, seed);
+      SamplingParams sampling;
+      sampling.temperature = temperature;
+      sampling.seed = seed;
+      // Drafts: the sampler's own draws for the first `agree` rows, then a wrong token.
+      const int64_t agree = static_cast<int64_t>(seed % 5);
+      std::vector<int32_t> drafts;
+      for (int64_t j = 0; j < 4; ++j) {
+        const int32_t draw = SampleToken(logits.data() + j * kVocab, kVocab, sampling, 30 + j);
+        drafts.push_back(j < agree ? draw : (draw + 1) % kVocab);
+      }
+      VerifyBlock chain{logits.data(), kVocab, drafts, nullptr, 30};
+      AcceptParams params;
+      params.sampling = sampling;
+      const AcceptResult expected = AcceptDrafts(chain, params);
+
+      std::vector<int32_t> tokens = {99};  // the root's token is never read
+      tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+      const std::vector<int32_t> parents = {-1, 0, 1, 2, 3};
+      auto tree = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, parents, 30}, sampling);
+      ASSERT_TRUE(tree.ok()) << tree.status();
+      EXPECT_EQ(tree->accepted, expected.accepted) << "T " << temperature << " seed " << seed;
+      EXPECT_THAT(tree->tokens, ElementsAreArray(expected.tokens));
+      ASSERT_EQ(static_cast<int64_t>(tree->path.size()), tree->accepted + 1);
+      for (int64_t i = 0; i <= tree->accepted; ++i) EXPECT_EQ(tree->path[i], i);
+    }
+  }
+}
+
+// Root with three children (one per candidate token), each with one child. Whichever child holds
+// the root row's draw is followed; then that child's row decides.
+TEST(TreeAcceptanceTest, TheChildThatEqualsTheDrawIsFollowed) {
+  const std::vector<int32_t> parents = {-1, 0, 0, 0, 1, 2, 3};
+  for (double temperature : {0.0, 1.0}) {
+    for (uint64_t seed = 0; seed < 60; ++seed) {
+      const std::vector<float> logits = Logits(7, seed + 100);
+      SamplingParams sampling;
+      sampling.temperature = temperature;
+      sampling.seed = seed;
+      const int32_t first = SampleToken(logits.data(), kVocab, sampling, 50);
+      // Children 1..3 hold first − 1, first, first + 1 rotated by the seed, so the draw sits at
+      // any sibling rank, or (every fourth seed) at none.
+      std::vector<int32_t> tokens(7, 0);
+      for (int64_t c = 0; c < 3; ++c) {
+        const int64_t shift = (seed % 4 == 3) ? 3 + c : static_cast<int64_t>((c + seed) % 3);
+        tokens[1 + c] = static_cast<int32_t>((first + kVocab - 1 + shift) % kVocab);
+      }
+      for (int64_t g = 4; g < 7; ++g) {  // grandchildren: the draw of their parent's row for even seeds
+        const int32_t draw = SampleToken(logits.data() + parents[g] * kVocab, kVocab, sampling, 51);
+        tokens[g] = seed % 2 == 0 ? draw : (draw + 2) % kVocab;
+      }
+      auto result = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, parents, 50}, sampling);
+      ASSERT_TRUE(result.ok());
+      int64_t child = -1;
+      for (int64_t c = 1; c <= 3; ++c) {
+        if (tokens[c] == first && child < 0) child = c;
+      }
+      if (child < 0) {
+        EXPECT_EQ(result->accepted, 0);
+        EXPECT_THAT(result->tokens, ElementsAreArray({first}));
+        continue;
+      }
+      const int32_t second = SampleToken(logits.data() + child * kVocab, kVocab, sampling, 51);
+      const int64_t grandchild = child + 3;
+      if (tokens[grandchild] == second) {
+        const int32_t third = SampleToken(logits.data() + grandchild * kVocab, kVocab, sampling, 52);
+        EXPECT_THAT(result->path, ElementsAreArray({int64_t{0}, child, grandchild}));
+        EXPECT_THAT(result->tokens, ElementsAreArray({first, second, third}));
+      } else {
+        EXPECT_THAT(result->path, ElementsAreArray({int64_t{0}, child}));
+        EXPECT_THAT(result->tokens, ElementsAreArray({first, second}));
+      }
+    }
+  }
+}
+
+TEST(TreeAcceptanceTest, BadTreesAreErrors) {
+  const std::vector<float> logits = Logits(3, 1);
+  const std::vector<int32_t> tokens = {0, 1, 2};
+  SamplingParams sampling;
+  auto bad_root = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{0, 0, 1}, 0}, sampling);
+  EXPECT_THAT(std::string(bad_root.status().message()), HasSubstr("parents[0] = -1"));
+  auto forward = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{-1, 2, 0}, 0}, sampling);
+  EXPECT_THAT(std::string(forward.status().message()), HasSubstr("parents[1] = 2 must name an earlier node"));
+  auto short_parents = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{-1}, 0}, sampling);
+  EXPECT_FALSE(short_parents.ok());
+}
+
+}  // namespace
+}  // namespace mtpspec
