@@ -173,7 +173,8 @@ One model stays loaded for every request of a run. Each speculative request is c
 plain twin (`--draft none` / `draft="none"`, the same sampling and seed): sampler-equality must
 give the same tokens. The resident memory (VmRSS) after the first 100 requests is the baseline:
 the caches, the thread pool and the allocator's pools exist by then, so growth after it would be a
-leak. The limit is {100 * result['max_growth']:.0f}%.
+leak. The limit is {100 * result['max_growth']:.0f}%. The CLI's RSS is read from /proc with the process paused
+(SIGSTOP) after request 100 and after the last request, before it exits.
 
 | run | requests | differing from plain | RSS after 100 (MiB) | RSS at the end (MiB) | growth | tokens | accepted / drafted |
 |---|---|---|---|---|---|---|---|
