@@ -70,15 +70,13 @@ absl::Status MtpDraftChain::ExtendQueued() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MtpChainDraft> MtpDraftChain::Propose(std::span<const int32_t> sequence, int64_t k,
-                                                     const MtpDraftPicker& pick) {
-  MtpChainDraft draft;
+absl::StatusOr<int64_t> MtpDraftChain::BeginDraft(std::span<const int32_t> sequence, double* catch_up_seconds) {
   extend_at_commit_ = true;
-  if (k <= 0 || committed_ + static_cast<int64_t>(queued_tokens_.size()) == 0) return draft;
+  if (committed_ + static_cast<int64_t>(queued_tokens_.size()) == 0) return -1;
   if (!queued_tokens_.empty()) {
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(ExtendQueued());
-    draft.catch_up_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    *catch_up_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   // The newest committed pair (h_{n−1}, x_n) sits at position n − 1 = sequence.size() − 2.
   const int64_t anchor = committed_ - 1;
@@ -86,14 +84,30 @@ absl::StatusOr<MtpChainDraft> MtpDraftChain::Propose(std::span<const int32_t> se
     return absl::InternalError(absl::StrCat("MTP drafter: the newest pair is at ", anchor, " but the sequence has ",
                                             sequence.size(), " tokens"));
   }
+  // Slots past the committed pairs belong to an earlier chain.
+  RETURN_IF_ERROR(backend_->TruncateCache(committed_));
+  return anchor;
+}
+
+bool MtpDraftChain::ShareSelection() const {
+  return options_.index_share == MtpIndexShare::kShared && backend_->start_has_selection() &&
+         committed_ > backend_->config().index_topk;
+}
+
+absl::StatusOr<MtpChainDraft> MtpDraftChain::Propose(std::span<const int32_t> sequence, int64_t k,
+                                                     const MtpDraftPicker& pick) {
+  MtpChainDraft draft;
+  if (k <= 0) {
+    extend_at_commit_ = true;
+    return draft;
+  }
+  ASSIGN_OR_RETURN(const int64_t anchor, BeginDraft(sequence, &draft.catch_up_seconds));
+  if (anchor < 0) return draft;
   // Chained step j writes slot anchor + j; the last one must fit the cache.
   k = std::min(k, backend_->capacity() - anchor);
   if (k <= 0) return draft;
-  // Slots past the committed pairs belong to an earlier chain.
-  RETURN_IF_ERROR(backend_->TruncateCache(committed_));
 
-  const bool share = options_.index_share == MtpIndexShare::kShared && backend_->start_has_selection() &&
-                     committed_ > backend_->config().index_topk;
+  const bool share = ShareSelection();
   RETURN_IF_ERROR(backend_->BeginChain());
   for (int64_t j = 0; j < k; ++j) {
     if (j > 0) RETURN_IF_ERROR(backend_->Step(draft.tokens.back(), anchor + j, options_, share));

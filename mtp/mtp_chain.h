@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "attention/tree_mask.h"
+#include "core/draft_tree.h"
 #include "mtp/mtp_module.h"
 
 namespace mtpspec {
@@ -71,11 +73,38 @@ class MtpChainBackend {
   // One chained step: runs (chained input, token) at `position`; its outputs become the chained
   // state. With `share_selection`, attention reuses the start state's selection.
   virtual absl::Status Step(int32_t token, int64_t position, const MtpOptions& options, bool share_selection) = 0;
+
+  // Tree drafting (MtpDraftChain::ProposeTree), optional: a backend without it answers
+  // Unimplemented. The tree's node states: state 0 is the start state, and each TreeStep appends
+  // one state per row.
+  virtual absl::Status BeginTree() { return absl::UnimplementedError("tree drafting is not available on this device"); }
+  // The head over the normed outputs of `states`: [rows, V] on the host.
+  virtual absl::StatusOr<Tensor> TreeHeads(std::span<const int64_t> states) {
+    return absl::UnimplementedError("tree drafting is not available on this device");
+  }
+  // One depth of a tree: row r runs (the chained input of state parent_states[r], tokens[r]) at
+  // RoPE position positions[r], writing the module cache as `mask` says (attention/tree_mask.h).
+  // With `share_selection`, every row reuses the start state's indexer selection.
+  virtual absl::Status TreeStep(std::span<const int64_t> parent_states, std::span<const int32_t> tokens,
+                                std::span<const int64_t> positions, const TreeMask& mask, const MtpOptions& options,
+                                bool share_selection) {
+    return absl::UnimplementedError("tree drafting is not available on this device");
+  }
 };
 
 struct MtpChainDraft {
   std::vector<int32_t> tokens;  // [k'] k' ≤ k
   double catch_up_seconds = 0;  // of this Propose, spent extending deferred pairs
+};
+
+// A draft tree (core/draft_tree.h) in breadth-first order: every node after its parent, the nodes of
+// one depth together.
+struct MtpTreeDraft {
+  std::vector<int32_t> tokens;   // [nodes]
+  std::vector<int32_t> parents;  // [nodes] the parent's verify row: 0 = the pending token, i + 1 = node i
+  std::vector<int64_t> ranks;    // [nodes] rank among its parent's candidates (0 = the head's top token)
+  std::vector<double> probs;     // [nodes] its probability under the parent's head (softmax at T = 1)
+  double catch_up_seconds = 0;   // of this ProposeTree, spent extending deferred pairs
 };
 
 class MtpDraftChain {
@@ -93,6 +122,14 @@ class MtpDraftChain {
   // Up to k drafts continuing `sequence`, whose last token is the newest sample: fewer when the
   // cache's capacity runs out, none before the first Commit.
   absl::StatusOr<MtpChainDraft> Propose(std::span<const int32_t> sequence, int64_t k, const MtpDraftPicker& pick);
+  // A draft tree continuing `sequence` (mtp/mtp_tree.cc). Each node's children are the head's top
+  // tokens over that node's state; each depth is one module forward over all of its nodes that get
+  // children, under a tree mask, so a node's state equals the chain step of its path. A static tree
+  // takes its branching; a dynamic one expands, depth by depth, the shape's expand_width newest nodes
+  // of highest cumulative probability, then keeps the max_nodes best nodes overall. The chain
+  // 1,1,…,1 of k drafts gives Propose's k argmax drafts. Smaller when the cache runs out; empty
+  // before the first Commit.
+  absl::StatusOr<MtpTreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape);
 
   const MtpOptions& options() const { return options_; }
   MtpChainBackend& backend() const { return *backend_; }
@@ -104,6 +141,12 @@ class MtpDraftChain {
       : backend_(std::move(backend)), options_(options) {}
   // Runs the queued pairs through the module in chunks; the newest one becomes the start state.
   absl::Status ExtendQueued();
+  // The start of a Propose: catches up on deferred pairs (adding the time to *catch_up_seconds),
+  // checks that the newest pair is the sequence's, and drops an earlier draft's slots. Returns the
+  // anchor (the newest committed pair's position), or −1 when there is nothing to draft from.
+  absl::StatusOr<int64_t> BeginDraft(std::span<const int32_t> sequence, double* catch_up_seconds);
+  // Whether chained steps reuse the start's indexer selection (index_share = kShared, sparse cache).
+  bool ShareSelection() const;
 
   std::unique_ptr<MtpChainBackend> backend_;
   MtpOptions options_;

@@ -77,4 +77,49 @@ absl::Status CpuMtpBackend::Step(int32_t token, int64_t position, const MtpOptio
   return absl::OkStatus();
 }
 
+absl::Status CpuMtpBackend::BeginTree() {
+  if (start_normed_.empty()) return absl::InternalError("MTP drafter: no committed pair to start a tree from");
+  tree_normed_ = start_normed_;
+  tree_raw_ = start_raw_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> CpuMtpBackend::TreeHeads(std::span<const int64_t> states) {
+  const int64_t H = config().hidden_size, rows = static_cast<int64_t>(states.size());
+  const int64_t have = static_cast<int64_t>(tree_normed_.size()) / H;
+  std::vector<float> normed(rows * H);  // [rows, H]
+  for (int64_t r = 0; r < rows; ++r) {
+    if (states[r] < 0 || states[r] >= have) return absl::InternalError("MTP drafter: tree head of an unknown state");
+    std::copy_n(tree_normed_.data() + states[r] * H, H, normed.data() + r * H);
+  }
+  return module_->Logits(normed.data(), rows);  // [rows, V]
+}
+
+absl::Status CpuMtpBackend::TreeStep(std::span<const int64_t> parent_states, std::span<const int32_t> tokens,
+                                     std::span<const int64_t> positions, const TreeMask& mask,
+                                     const MtpOptions& options, bool share_selection) {
+  const int64_t H = config().hidden_size, rows = static_cast<int64_t>(tokens.size());
+  const int64_t have = static_cast<int64_t>(tree_normed_.size()) / H;
+  const std::vector<float>& states = options.chain == MtpChain::kNormed ? tree_normed_ : tree_raw_;  // [states, H]
+  std::vector<float> input(rows * H);  // [rows, H] each row's chained input
+  for (int64_t r = 0; r < rows; ++r) {
+    if (parent_states[r] < 0 || parent_states[r] >= have) {
+      return absl::InternalError("MTP drafter: tree step from an unknown state");
+    }
+    std::copy_n(states.data() + parent_states[r] * H, H, input.data() + r * H);
+  }
+  MtpOptions tree_options = options;
+  tree_options.attention.tree = &mask;
+  TopK shared;  // [rows, width] the start's selection for every row
+  if (share_selection) {
+    shared.width = static_cast<int64_t>(start_topk_.size());
+    for (int64_t r = 0; r < rows; ++r) shared.selected.insert(shared.selected.end(), start_topk_.begin(), start_topk_.end());
+  }
+  ASSIGN_OR_RETURN(MtpStepOutput out, module_->Extend(*cache_, input.data(), tokens, positions, tree_options,
+                                                      share_selection ? &shared : nullptr));
+  tree_normed_.insert(tree_normed_.end(), out.normed.data<float>(), out.normed.data<float>() + rows * H);
+  tree_raw_.insert(tree_raw_.end(), out.raw.data<float>(), out.raw.data<float>() + rows * H);
+  return absl::OkStatus();
+}
+
 }  // namespace mtpspec

@@ -26,6 +26,11 @@ class CpuMtpBackend : public MtpChainBackend {
   absl::Status BeginChain() override;
   absl::StatusOr<MtpHeadRow*> Head() override;
   absl::Status Step(int32_t token, int64_t position, const MtpOptions& options, bool share_selection) override;
+  absl::Status BeginTree() override;
+  absl::StatusOr<Tensor> TreeHeads(std::span<const int64_t> states) override;
+  absl::Status TreeStep(std::span<const int64_t> parent_states, std::span<const int32_t> tokens,
+                        std::span<const int64_t> positions, const TreeMask& mask, const MtpOptions& options,
+                        bool share_selection) override;
 
   const KvCache& cache() const { return *cache_; }
 
@@ -53,6 +58,9 @@ class CpuMtpBackend : public MtpChainBackend {
   std::vector<float> chained_normed_;  // [H]
   std::vector<float> chained_raw_;     // [H]
   TopK shared_;                        // [1, width] the start's selection, for shared steps
+  // A tree's node states (state 0 = the start's), appended by each TreeStep.
+  std::vector<float> tree_normed_;  // [states, H]
+  std::vector<float> tree_raw_;     // [states, H]
   HostHead head_;
 };
 

@@ -59,11 +59,33 @@ absl::StatusOr<std::unique_ptr<KvCache>> MtpModule::NewCache(int64_t capacity) c
 
 absl::Status CheckMtpForwardArguments(const Model& model, std::span<const int32_t> tokens,
                                       std::span<const int64_t> positions, int64_t cache_length,
-                                      int64_t cache_capacity) {
+                                      int64_t cache_capacity, const TreeMask* tree) {
   const int64_t rows = static_cast<int64_t>(tokens.size());
   if (rows == 0) return absl::InvalidArgumentError("MTP forward: no tokens");
   if (positions.size() != tokens.size()) return absl::InvalidArgumentError("MTP forward: tokens/positions differ");
   RETURN_IF_ERROR(model.CheckTokens(tokens, "MTP token"));
+  if (tree != nullptr) {
+    RETURN_IF_ERROR(tree->Validate("MTP forward"));
+    if (tree->rows() != rows) {
+      return absl::InvalidArgumentError(absl::StrCat("MTP forward: ", rows, " tokens but a tree of ", tree->rows(),
+                                                     " rows"));
+    }
+    if (tree->first_slot > cache_length || tree->slots[0] > cache_length) {
+      return absl::InvalidArgumentError(absl::StrCat("MTP forward: tree slot ", tree->slots[0], " leaves a gap after ",
+                                                     cache_length, " cached pairs"));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      if (positions[r] < 0 || positions[r] > tree->slots[r]) {
+        return absl::InvalidArgumentError(absl::StrCat("MTP forward: tree row ", r, " at position ", positions[r],
+                                                       " is after its slot ", tree->slots[r]));
+      }
+    }
+    if (tree->num_slots() > cache_capacity) {
+      return absl::OutOfRangeError(absl::StrCat("MTP forward: tree slot ", tree->num_slots() - 1,
+                                                " is beyond the MTP cache capacity ", cache_capacity));
+    }
+    return absl::OkStatus();
+  }
   for (int64_t r = 1; r < rows; ++r) {
     if (positions[r] != positions[0] + r) return absl::InvalidArgumentError("MTP forward: positions not consecutive");
   }
@@ -83,7 +105,8 @@ absl::StatusOr<MtpStepOutput> MtpModule::Extend(KvCache& cache, const float* hid
                                                 const TopK* reuse_topk) const {
   const ModelConfig& c = model_.config();
   const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
-  RETURN_IF_ERROR(CheckMtpForwardArguments(model_, tokens, positions, cache.length(), cache.capacity()));
+  RETURN_IF_ERROR(
+      CheckMtpForwardArguments(model_, tokens, positions, cache.length(), cache.capacity(), options.attention.tree));
 
   // u = W_eh [enorm(Emb(x)); hnorm(h)]  [rows, H]
   std::vector<float> embedded(rows * H), joined(rows * 2 * H);
@@ -104,7 +127,7 @@ absl::StatusOr<MtpStepOutput> MtpModule::Extend(KvCache& cache, const float* hid
   }
   RETURN_IF_ERROR(DecoderLayerForward(w_.block, model_.layer_context(), g, rows, positions.data(), cache.layer(0),
                                       cache.capacity(), attention, &out.topk, &out.path));
-  cache.SetLength(positions[rows - 1] + 1);
+  cache.SetLength(options.attention.tree ? options.attention.tree->num_slots() : positions[rows - 1] + 1);
 
   out.normed = Tensor::Empty(DType::kF32, {rows, H});
   float* normed = out.normed.data<float>();

@@ -56,9 +56,11 @@ struct MtpStepOutput {
 // The argument rules of an MTP forward (host or device): at least one token, one position per
 // token, in-vocabulary tokens, consecutive positions that start at or before `cache_length` (no
 // gap) and end inside `cache_capacity`. Shared by MtpModule and its CUDA twin.
+// With `tree` (options.attention.tree: a tree drafting step) the rows write the tree's slots and
+// `positions` are their RoPE positions instead.
 absl::Status CheckMtpForwardArguments(const Model& model, std::span<const int32_t> tokens,
                                       std::span<const int64_t> positions, int64_t cache_length,
-                                      int64_t cache_capacity);
+                                      int64_t cache_capacity, const TreeMask* tree = nullptr);
 
 class MtpModule {
  public:

@@ -57,6 +57,7 @@ absl::StatusOr<DeviceMtpStep> CudaMtpModule::ExtendDevice(DeviceKvCache& cache, 
                                                           const MtpOptions& options, const DeviceTopK* reuse_topk) {
   const ModelConfig& c = model_.config();
   const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
+  if (options.attention.tree != nullptr) return absl::UnimplementedError("MTP forward on CUDA: tree drafting is CPU only");
   RETURN_IF_ERROR(CheckMtpForwardArguments(model_.host(), tokens, positions, cache.length(), cache.capacity()));
   if (cache.num_layers() != 1) return absl::InvalidArgumentError("MTP forward: the cache is not a one-layer MTP cache");
   Context& ctx = model_.ctx();

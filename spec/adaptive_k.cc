@@ -86,6 +86,19 @@ double AdaptiveK::ComposedCost(int64_t k) const {
   return VerifyCost(k + 1) + static_cast<double>(k) * draft_cost_ + extend_cost_;
 }
 
+double AdaptiveK::TreeCycleCost(int64_t rows, int64_t draft_steps) const {
+  const int64_t longest = static_cast<int64_t>(verify_cost_.size()) - 1;
+  double verify = 0;
+  if (rows <= longest) {
+    verify = VerifyCost(rows);
+  } else {
+    const double last = VerifyCost(longest), before = VerifyCost(longest - 1);
+    verify = last + std::max(0.0, last - before) * static_cast<double>(rows - longest);
+  }
+  if (draft_steps == 0) return verify;
+  return verify + static_cast<double>(draft_steps) * draft_cost_ + extend_cost_;
+}
+
 double AdaptiveK::MeasuredCycleCost(int64_t k) const {
   const std::vector<CycleSample>& samples = cycle_samples_[k];
   if (samples.empty()) return 0;

@@ -155,6 +155,13 @@ class AdaptiveK {
   double ExpectedTokensHigh(int64_t k) const;
   double ExpectedCost(int64_t k) const;
   double VerifyCost(int64_t rows) const;
+  // The cost model's price of a tree cycle (spec/tree_loop.h), in seconds: a verify of `rows` rows
+  // (the pending token and every node; lengths past the measured range extend the slope of the two
+  // longest), `draft_steps` draft steps (a tree's drafter makes one head and one forward per depth,
+  // each priced as a chain's draft step) and the cycle's extend. The chain tree of k nodes with k
+  // draft steps is priced exactly as draft length k: TreeCycleCost(k + 1, k) equals the parts of
+  // ExpectedCost(k).
+  double TreeCycleCost(int64_t rows, int64_t draft_steps) const;
   double conditional_acceptance(int64_t position) const;
 
  private:

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spec/loop.h"
 #include "spec/observers.h"
+#include "spec/tree_loop.h"
 
 namespace mtpspec {
 namespace {
@@ -74,6 +75,16 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
   for (double r : o.accept.synthetic_rates) {
     if (!(r >= 0.0 && r <= 1.0)) return absl::InvalidArgumentError("synthetic acceptance rates must be in [0, 1]");
   }
+  if (!o.tree.empty()) {
+    RETURN_IF_ERROR(ValidateTreeShape(o.tree, "tree"));
+    if (o.custom_accept || !IsLossless(o.accept.rule)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tree drafting verifies with sampler-equality or rejection; accept = ",
+          o.custom_accept ? "custom" : AcceptRuleName(o.accept.rule), " does not support trees"));
+    }
+    if (o.sample_drafts) return absl::InvalidArgumentError("tree drafting takes argmax drafts; sample_drafts must be off");
+    if (o.adaptive_k) return absl::InvalidArgumentError("tree drafting has a fixed shape; adaptive k must be off");
+  }
   if (o.adaptive_controller && !o.adaptive_k) {
     return absl::InvalidArgumentError("adaptive_controller is set but adaptive_k is false");
   }
@@ -88,7 +99,12 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
                                         const GenerateOptions& options) {
   RETURN_IF_ERROR(ValidateGenerateOptions(options));
   RETURN_IF_ERROR(CheckRequest(target, prompt, options));
-  const int64_t k_max = drafter == nullptr ? 0 : options.k;
+  const bool tree = !options.tree.empty() && drafter != nullptr;
+  if (tree && !drafter->can_branch()) {
+    return absl::InvalidArgumentError(absl::StrCat("tree drafting needs a drafter that can branch (mtp on the CPU); the ",
+                                                   drafter->name(), " drafter cannot"));
+  }
+  const int64_t k_max = drafter == nullptr ? 0 : (tree ? options.tree.depth() : options.k);
   target.Reset();
   if (drafter) drafter->Reset();
   const LoopContext context(target, drafter, options);
@@ -102,6 +118,7 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
   stats.adaptive_k = options.adaptive_k;
   stats.sampled_on_device = context.device_sampling();
   stats.SizeFor(k_max);
+  if (tree) stats.tree = options.tree.Name();
   StatsRecorder recorder(stats);
   std::optional<AdaptivePolicy> adaptive;  // a fixed-k run has no policy and never calls one
   if (options.adaptive_k) adaptive.emplace(k_max, options.adaptive_controller);
@@ -129,6 +146,13 @@ absl::StatusOr<GenerateResult> Generate(Target& target, Drafter* drafter, std::s
     }
     const Clock::time_point cycle_start = Clock::now();
     CycleRecord cycle;
+    if (tree) {  // never past the token budget (depth) or the cache (nodes)
+      const int64_t room = target.capacity() - n - 1;
+      RETURN_IF_ERROR(TreeCycle(context, state, std::min(options.max_new_tokens - generated - 1, room), room, cycle));
+      cycle.cycle_seconds = Since(cycle_start);
+      observers.OnCycle(cycle);
+      continue;
+    }
     int64_t k = policy ? std::min(policy->Choose(state.TokensLeft(context), &cycle.probe), k_max) : k_max;
     // Never draft past the token budget or the cache.
     k = std::max<int64_t>(std::min({k, options.max_new_tokens - generated - 1, target.capacity() - n - 1}), 0);

@@ -52,6 +52,10 @@ struct GenerateOptions {
   std::function<absl::StatusOr<AcceptResult>(const VerifyBlock&)> custom_accept;
   // Optional: sees every step's record (spec/loop.h), after the statistics and adaptive k. Not owned.
   LoopObserver* observer = nullptr;
+  // Tree drafting (core/draft_tree.h, spec/tree_loop.h) instead of a chain of k: a static shape or
+  // a node budget. Needs a drafter that can branch (MTP on the host), sampler-equality or rejection,
+  // argmax drafts and a fixed shape (no adaptive k); k is then unused.
+  TreeShape tree;
 };
 
 struct GenerateResult {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/draft_tree.h"
 #include "core/tensor.h"
 #include "verify/sampler.h"
 
@@ -77,6 +78,14 @@ struct Draft {
   double catch_up_seconds = 0;
 };
 
+// A draft token tree (core/draft_tree.h) in breadth-first order.
+struct TreeDraft {
+  std::vector<int32_t> tokens;   // [nodes]
+  std::vector<int32_t> parents;  // [nodes] the parent's verify row: 0 = the pending token, i + 1 = node i
+  std::vector<int64_t> ranks;    // [nodes] rank among the parent's candidates (0 = the drafter's best)
+  double catch_up_seconds = 0;   // as in Draft
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -96,6 +105,12 @@ class Drafter {
   // in this request, so the drafter may leave the prompt's rows for its next Propose (and report
   // that work there as catch_up_seconds) instead of processing them at the prefill.
   virtual void DeferPrompt() {}
+  // Tree drafting (optional): a tree of the given shape continuing `sequence`, which may be smaller
+  // than the shape (or empty) where the drafter runs out of room. Argmax drafts only.
+  virtual bool can_branch() const { return false; }
+  virtual absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) {
+    return absl::UnimplementedError("this drafter cannot draft a tree");
+  }
 };
 
 }  // namespace mtpspec

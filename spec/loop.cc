@@ -95,6 +95,15 @@ absl::StatusOr<TargetStep> LoopContext::Run(std::span<const int32_t> tokens, boo
   return step;
 }
 
+absl::StatusOr<TargetStep> LoopContext::RunTree(std::span<const int32_t> tokens,
+                                                std::span<const int32_t> parents) const {
+  const int64_t first_position = target_.length();
+  ASSIGN_OR_RETURN(TargetStep step, target_.RunTree(tokens, parents));
+  // Rows are reported by index here: a node's position is first_position + its depth.
+  RETURN_IF_ERROR(CheckLogitsFinite(step.logits, first_position, static_cast<int64_t>(tokens.size())));
+  return step;
+}
+
 absl::StatusOr<std::vector<int32_t>> LoopContext::DeviceDraws(int64_t rows, int64_t first_position) const {
   ASSIGN_OR_RETURN(std::vector<int32_t> draws, target_.SampleLastRun(options_.accept.sampling, first_position));
   if (static_cast<int64_t>(draws.size()) != rows) {

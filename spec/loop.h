@@ -53,6 +53,10 @@ struct CycleRecord {
   double commit_seconds = 0;    // committing, the rollback and the token callback
   double extend_seconds = 0;    // the drafter's Observe of the committed rows
   double cycle_seconds = 0;     // the whole cycle
+  // Tree cycles (spec/tree_loop.h): `drafted` counts the tree's nodes.
+  bool tree = false;
+  int64_t tree_depth = 0;                // the deepest node verified
+  std::vector<int64_t> accepted_ranks;   // [accepted] each accepted node's rank among its siblings
 };
 
 // Watches the loop. Generate's statistics are one observer; GenerateOptions::observer adds another.
@@ -93,6 +97,8 @@ class LoopContext {
   std::string StopReasonOf(int32_t token) const;
   // A target forward, keeping the logits on the device when it samples there.
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) const;
+  // A tree verify (Target::RunTree), its logits checked as Run checks them.
+  absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) const;
   // The target's draws for the `rows` rows of its last run, row r at position first_position + r.
   absl::StatusOr<std::vector<int32_t>> DeviceDraws(int64_t rows, int64_t first_position) const;
 

@@ -64,4 +64,14 @@ absl::StatusOr<Draft> MtpDrafter::Propose(std::span<const int32_t> sequence, int
   return draft;
 }
 
+absl::StatusOr<TreeDraft> MtpDrafter::ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) {
+  ASSIGN_OR_RETURN(MtpTreeDraft tree, chain_->ProposeTree(sequence, shape));
+  TreeDraft draft;
+  draft.tokens = std::move(tree.tokens);
+  draft.parents = std::move(tree.parents);
+  draft.ranks = std::move(tree.ranks);
+  draft.catch_up_seconds = tree.catch_up_seconds;
+  return draft;
+}
+
 }  // namespace mtpspec

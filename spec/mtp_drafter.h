@@ -43,6 +43,9 @@ class MtpDrafter : public Drafter {
   // evicts the trunk's weights from the CPU caches, and a request that decodes plainly pays for
   // that in its first decode steps (about 2% of a 128-token request on models/glm-tiny-mtp).
   void DeferPrompt() override { chain_->DeferPrompt(); }
+  // Trees from the MTP head (MtpDraftChain::ProposeTree); the host backend only.
+  bool can_branch() const override { return host_cache() != nullptr; }
+  absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) override;
 
   const MtpDraftChain& chain() const { return *chain_; }
   const MtpOptions& options() const { return chain_->options(); }

@@ -20,7 +20,11 @@ void StatsRecorder::OnCycle(const CycleRecord& record) {
   stats_.other_seconds += record.catch_up_seconds + record.commit_seconds + record.extend_seconds;
   stats_.verify_seconds += record.verify_seconds;
   stats_.sample_seconds += record.accept_seconds;
-  stats_.RecordStep(record.drafted, record.accepted);
+  if (record.tree) {
+    stats_.RecordTreeStep(record.drafted, record.tree_depth, record.accepted, record.accepted_ranks);
+  } else {
+    stats_.RecordStep(record.drafted, record.accepted);
+  }
   if (record.probe) stats_.RecordProbe(record.drafted);
   stats_.generated_tokens += record.committed;
   stats_.RecordStepSeconds(record.drafted, record.verify_seconds, record.cycle_seconds);

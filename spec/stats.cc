@@ -49,6 +49,28 @@ void SpecStats::RecordStep(int64_t drafted, int64_t accepted) {
   ++accepted_histogram[accepted];
 }
 
+void SpecStats::RecordTreeStep(int64_t nodes, int64_t depth, int64_t accepted, const std::vector<int64_t>& ranks) {
+  ++verify_steps;
+  Grow(k_decisions, nodes + 1);
+  ++k_decisions[nodes];
+  if (nodes == 0) return;
+  ++num_drafts;
+  num_draft_tokens += nodes;
+  num_accepted_tokens += accepted;
+  for (auto* v : {&drafted_per_pos, &reached_per_pos, &accepted_per_pos}) Grow(*v, depth);
+  Grow(accepted_histogram, depth + 1);
+  for (int64_t i = 0; i < depth; ++i) {
+    ++drafted_per_pos[i];
+    if (i <= accepted) ++reached_per_pos[i];
+    if (i < accepted) ++accepted_per_pos[i];
+  }
+  ++accepted_histogram[accepted];
+  for (int64_t rank : ranks) {
+    Grow(accepted_per_rank, rank + 1);
+    ++accepted_per_rank[rank];
+  }
+}
+
 void SpecStats::RecordProbe(int64_t k) {
   Grow(probe_decisions, k + 1);
   ++probe_decisions[k];
@@ -76,6 +98,8 @@ void SpecStats::Merge(const SpecStats& o) {
   AddInto(probe_decisions, o.probe_decisions);
   AddInto(verify_seconds_by_k, o.verify_seconds_by_k);
   AddInto(cycle_seconds_by_k, o.cycle_seconds_by_k);
+  AddInto(accepted_per_rank, o.accepted_per_rank);
+  if (tree.empty()) tree = o.tree;
   prompts_deferred += o.prompts_deferred;
   prefill_seconds += o.prefill_seconds;
   draft_seconds += o.draft_seconds;
@@ -147,6 +171,10 @@ nlohmann::json SpecStats::ToJson() const {
       {"verify_seconds_by_k", verify_seconds_by_k},
       {"cycle_seconds_by_k", cycle_seconds_by_k},
       {"prompts_deferred", prompts_deferred},
+      {"tree", tree},
+      {"num_accepted_tokens_per_sibling_rank", accepted_per_rank},
+      {"draft_tokens_per_accepted_token",
+       num_accepted_tokens > 0 ? static_cast<double>(num_draft_tokens) / static_cast<double>(num_accepted_tokens) : 0.0},
       {"time_seconds",
        {{"prefill", prefill_seconds},
         {"draft", draft_seconds},
@@ -178,6 +206,12 @@ std::string SpecStats::Summary() const {
     s += "\nhistogram      ";
     for (size_t i = 0; i < accepted_histogram.size(); ++i) absl::StrAppendFormat(&s, " %d:%d", i, accepted_histogram[i]);
     s += "\n";
+  }
+  if (!tree.empty()) {
+    absl::StrAppendFormat(&s, "tree %s: per position = per depth; accepted by sibling rank", tree);
+    for (size_t r = 0; r < accepted_per_rank.size(); ++r) absl::StrAppendFormat(&s, " %d:%d", r, accepted_per_rank[r]);
+    absl::StrAppendFormat(&s, "; %.2f nodes verified per accepted token\n",
+                          num_accepted_tokens > 0 ? static_cast<double>(num_draft_tokens) / num_accepted_tokens : 0.0);
   }
   if (adaptive_k) {
     // The controller's decisions: cycles by draft length, of which probes, and the prompts it let the

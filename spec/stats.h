@@ -37,6 +37,11 @@ struct SpecStats {
   // --draft none's do.
   std::vector<double> verify_seconds_by_k;
   std::vector<double> cycle_seconds_by_k;
+  // Tree drafting: the shape (core/draft_tree.h, e.g. "3,2,1"; empty for chains). The per-position
+  // arrays then count depths (position i = depth i + 1), num_draft_tokens counts the tree nodes
+  // verified, and k_decisions / the seconds by k are indexed by node count.
+  std::string tree;
+  std::vector<int64_t> accepted_per_rank;  // [max rank + 1] accepted nodes by rank among their siblings
   // Requests whose drafter left the prompt for a later Propose (adaptive k expected plain decoding;
   // AdaptiveK::DeferPrompt): their draft_prefill is ~0, and any catch-up counts under extend.
   int64_t prompts_deferred = 0;
@@ -52,6 +57,9 @@ struct SpecStats {
   // request's k_max, so they have the documented lengths even when no step drafted k_max).
   void SizeFor(int64_t k_max);
   void RecordStep(int64_t drafted, int64_t accepted);
+  // A tree verify of `nodes` drafts down to `depth`, `accepted` of them on the path kept, with their
+  // sibling ranks.
+  void RecordTreeStep(int64_t nodes, int64_t depth, int64_t accepted, const std::vector<int64_t>& ranks);
   void RecordProbe(int64_t k);  // the step just recorded was an adaptive-k probe of length k
   void RecordStepSeconds(int64_t drafted, double verify_seconds, double cycle_seconds);
   void Merge(const SpecStats& other);

@@ -1,24 +1,42 @@
 #include "verify/tree_acceptance.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "core/philox.h"
+#include "core/status.h"
 
 namespace mtpspec {
 
-absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlock& block,
-                                                             const SamplingParams& sampling) {
+namespace {
+
+// Each node's children, in node order, after checking the tree's shape. [nodes][children]
+absl::StatusOr<std::vector<std::vector<int64_t>>> Children(const TreeVerifyBlock& block) {
   const int64_t nodes = static_cast<int64_t>(block.tokens.size());
   if (nodes == 0 || static_cast<int64_t>(block.parents.size()) != nodes || block.parents[0] != -1) {
     return absl::InvalidArgumentError(absl::StrCat("tree accept: ", nodes, " tokens and ", block.parents.size(),
                                                    " parents; need as many, with parents[0] = -1"));
   }
-  std::vector<std::vector<int64_t>> children(nodes);  // [nodes][their children, in node order]
+  std::vector<std::vector<int64_t>> children(nodes);
   for (int64_t i = 1; i < nodes; ++i) {
     if (block.parents[i] < 0 || block.parents[i] >= i) {
       return absl::InvalidArgumentError(
           absl::StrCat("tree accept: parents[", i, "] = ", block.parents[i], " must name an earlier node"));
     }
+    if (block.tokens[i] < 0 || block.tokens[i] >= block.vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("tree accept: tokens[", i, "] = ", block.tokens[i],
+                                                     " is outside the vocabulary [0, ", block.vocab, ")"));
+    }
     children[block.parents[i]].push_back(i);
   }
+  return children;
+}
+
+}  // namespace
+
+absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlock& block,
+                                                             const SamplingParams& sampling) {
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> children, Children(block));
   TreeAcceptResult result;
   result.path.push_back(0);
   for (int64_t node = 0;;) {
@@ -34,6 +52,54 @@ absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlo
       }
     }
     if (next < 0) break;
+    result.path.push_back(next);
+    ++result.accepted;
+    node = next;
+  }
+  return result;
+}
+
+absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& block, const SamplingParams& sampling) {
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> children, Children(block));
+  TreeAcceptResult result;
+  result.path.push_back(0);
+  std::vector<double> p, residual;  // [V]
+  for (int64_t node = 0;;) {
+    const int64_t position = block.first_position + static_cast<int64_t>(result.path.size()) - 1;
+    const float* logits = block.target_logits + node * block.vocab;
+    if (children[node].empty()) {  // a leaf: the bonus token
+      result.tokens.push_back(SampleToken(logits, block.vocab, sampling, position));
+      break;
+    }
+    SamplingDistribution(logits, block.vocab, sampling, &p);
+    int64_t next = -1;
+    for (size_t i = 0; i < children[node].size() && next < 0; ++i) {
+      const int64_t child = children[node][i];
+      const int32_t d = block.tokens[child];
+      const uint32_t stream = static_cast<uint32_t>(RngStream::kAccept) + 8 * static_cast<uint32_t>(i);
+      if (UniformAt(sampling.seed, static_cast<uint64_t>(position), stream) < std::min(1.0, p[d])) {
+        next = child;
+        break;
+      }
+      // normalize(max(0, p − onehot(d))), summed in id order as the chain's rule does.
+      residual.assign(block.vocab, 0.0);
+      double mass = 0.0;
+      for (int64_t v = 0; v < block.vocab; ++v) {
+        residual[v] = std::max(0.0, p[v] - (v == d ? 1.0 : 0.0));
+        mass += residual[v];
+      }
+      if (mass <= 0.0) {
+        residual = p;  // p was one-hot at d and still rejected: a rounding event; keep p
+        mass = 1.0;
+      }
+      for (int64_t v = 0; v < block.vocab; ++v) p[v] = residual[v] / mass;
+    }
+    if (next < 0) {
+      result.tokens.push_back(DrawFrom(p, UniformAt(sampling.seed, static_cast<uint64_t>(position),
+                                                    static_cast<uint32_t>(RngStream::kResidual))));
+      break;
+    }
+    result.tokens.push_back(block.tokens[next]);
     result.path.push_back(next);
     ++result.accepted;
     node = next;

@@ -35,4 +35,15 @@ struct TreeAcceptResult {
 absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlock& block,
                                                              const SamplingParams& sampling);
 
+// Rejection sampling over a tree of deterministic drafts (multi-draft speculative sampling in the
+// manner of SpecInfer, with one-hot draft distributions). At a node with target distribution p,
+// its children are tried in node order: child i is accepted with probability p(d_i) (the
+// Leviathan/Chen test min(1, p/q) with q one-hot at d_i), drawn with the (seed, position) key on
+// stream kAccept + 8·i; a rejected child's token is removed from p and the rest renormalised. The
+// first accepted child is followed; when every child is rejected, the remaining distribution is
+// sampled (stream kResidual), and at a leaf the target draws its bonus token. Each step leaves the
+// next token distributed as p, so the output is distributed as plain sampling. A chain-shaped tree
+// gives AcceptDrafts' rejection result with deterministic drafts.
+absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& block, const SamplingParams& sampling);
+
 }  // namespace mtpspec

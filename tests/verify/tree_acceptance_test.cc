@@ -7,11 +7,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/spec/chi_square.h"
 #include "verify/acceptance.h"
 
 namespace mtpspec {
 namespace {
 
+using spec_testing::ChiSquareTest;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
@@ -105,6 +107,82 @@ TEST(TreeAcceptanceTest, TheChildThatEqualsTheDrawIsFollowed) {
       }
     }
   }
+}
+
+TEST(TreeRejectionTest, AChainTreeGivesTheChainRule) {
+  for (double temperature : {0.0, 0.6, 1.2}) {
+    for (uint64_t seed = 0; seed < 60; ++seed) {
+      const std::vector<float> logits = Logits(5, seed + 300);
+      std::vector<int32_t> drafts;
+      for (int64_t j = 0; j < 4; ++j) drafts.push_back(static_cast<int32_t>((seed * 7 + j * 3) % kVocab));
+      AcceptParams params;
+      params.rule = AcceptRule::kRejection;
+      params.sampling.temperature = temperature;
+      params.sampling.seed = seed;
+      const AcceptResult expected = AcceptDrafts(VerifyBlock{logits.data(), kVocab, drafts, nullptr, 40}, params);
+      std::vector<int32_t> tokens = {0};
+      tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+      const std::vector<int32_t> parents = {-1, 0, 1, 2, 3};
+      auto tree = AcceptTreeByRejection({logits.data(), kVocab, tokens, parents, 40}, params.sampling);
+      ASSERT_TRUE(tree.ok()) << tree.status();
+      EXPECT_EQ(tree->accepted, expected.accepted) << "T " << temperature << " seed " << seed;
+      EXPECT_THAT(tree->tokens, ElementsAreArray(expected.tokens)) << "T " << temperature << " seed " << seed;
+    }
+  }
+}
+
+// Lossless in distribution: over 10^5 seeds, the first emitted token follows p1 and the second
+// follows p2(· | first), whether they came from accepted siblings, a residual draw or a bonus. The
+// tree: three root children (tokens 1, 3, 4), each with two children (tokens that overlap the
+// likely ones and not). When a cycle emits one token only, the next one is what the next cycle's
+// sampler draws, from the row of that token.
+TEST(TreeRejectionTest, EmittedTokensFollowTheTargetDistribution) {
+  constexpr int64_t V = 5;
+  const std::vector<float> first = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};  // root row
+  auto second_row = [](int64_t x1) {  // the target's row after token x1
+    std::vector<float> row(V);
+    for (int64_t v = 0; v < V; ++v) row[v] = 0.35f * static_cast<float>((v * (x1 + 2)) % V) - 0.2f * static_cast<float>(v == x1);
+    return row;
+  };
+  const std::vector<int32_t> tokens = {0, 1, 3, 4, 1, 2, 0, 3, 4, 1};
+  const std::vector<int32_t> parents = {-1, 0, 0, 0, 1, 1, 2, 2, 3, 3};
+  std::vector<float> logits;  // [10, V]: each node's row is the target's row after its token
+  logits.insert(logits.end(), first.begin(), first.end());
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    const std::vector<float> row = second_row(tokens[i]);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  SamplingParams sampling;
+  sampling.temperature = 0.9;
+  std::vector<double> p1, p2;
+  SamplingDistribution(first.data(), V, sampling, &p1);
+  std::vector<double> joint(V * V);  // [x1, x2]
+  for (int64_t a = 0; a < V; ++a) {
+    const std::vector<float> row = second_row(a);
+    SamplingDistribution(row.data(), V, sampling, &p2);
+    for (int64_t b = 0; b < V; ++b) joint[a * V + b] = p1[a] * p2[b];
+  }
+  constexpr int64_t kTrials = 100000;
+  std::vector<int64_t> first_counts(V, 0), joint_counts(V * V, 0);
+  int64_t accepted_twice = 0, accepted_at_rank_above_0 = 0;
+  for (int64_t t = 0; t < kTrials; ++t) {
+    sampling.seed = 1000 + static_cast<uint64_t>(t);
+    auto r = AcceptTreeByRejection({logits.data(), V, tokens, parents, 70}, sampling);
+    ASSERT_TRUE(r.ok());
+    const int32_t x1 = r->tokens[0];
+    const std::vector<float> row = second_row(x1);
+    const int32_t x2 = r->tokens.size() > 1 ? r->tokens[1] : SampleToken(row.data(), V, sampling, 71);
+    ++first_counts[x1];
+    ++joint_counts[x1 * V + x2];
+    accepted_twice += r->accepted == 2;
+    accepted_at_rank_above_0 += r->accepted >= 1 && r->path[1] != 1;
+  }
+  const auto chi_first = ChiSquareTest(first_counts, p1);
+  EXPECT_GT(chi_first.p_value, 0.001) << chi_first.detail;
+  const auto chi_joint = ChiSquareTest(joint_counts, joint);
+  EXPECT_GT(chi_joint.p_value, 0.001) << chi_joint.detail;
+  EXPECT_GT(accepted_twice, kTrials / 20);  // the test reaches the second depth
+  EXPECT_GT(accepted_at_rank_above_0, kTrials / 20);  // and siblings after the first
 }
 
 TEST(TreeAcceptanceTest, BadTreesAreErrors) {

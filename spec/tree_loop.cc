@@ -1,0 +1,120 @@
+#include "spec/tree_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "spec/generator.h"
+#include "verify/tree_acceptance.h"
+
+namespace mtpspec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Rows `rows` of a [L, W] tensor, in that order: [rows, W]. An empty tensor stays empty.
+Tensor GatherRows(const Tensor& from, const std::vector<int64_t>& rows) {
+  if (from.empty()) return Tensor();
+  const int64_t width = from.dim(1);
+  Tensor to = Tensor::Empty(DType::kF32, {static_cast<int64_t>(rows.size()), width});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(to.data<float>() + i * width, from.data<float>() + rows[i] * width, width * sizeof(float));
+  }
+  return to;
+}
+
+}  // namespace
+
+TreeDraft TrimTree(TreeDraft tree, int64_t max_depth, int64_t max_nodes) {
+  TreeDraft kept;
+  kept.catch_up_seconds = tree.catch_up_seconds;
+  std::vector<int64_t> depth = {0};       // [1 + nodes] depth of each verify row of the input tree
+  std::vector<int32_t> new_row = {0};     // [1 + nodes] its row in the kept tree, −1 when dropped
+  for (size_t i = 0; i < tree.tokens.size(); ++i) {
+    const int32_t parent = tree.parents[i];
+    depth.push_back(depth[parent] + 1);
+    const bool keep = new_row[parent] >= 0 && depth.back() <= max_depth &&
+                      static_cast<int64_t>(kept.tokens.size()) < max_nodes;
+    new_row.push_back(keep ? static_cast<int32_t>(kept.tokens.size() + 1) : -1);
+    if (!keep) continue;
+    kept.tokens.push_back(tree.tokens[i]);
+    kept.parents.push_back(new_row[parent]);
+    kept.ranks.push_back(i < tree.ranks.size() ? tree.ranks[i] : 0);
+  }
+  return kept;
+}
+
+absl::Status TreeCycle(const LoopContext& context, LoopState& state, int64_t max_depth, int64_t max_nodes,
+                       CycleRecord& record) {
+  const GenerateOptions& options = context.options();
+  record.tree = true;
+  TreeDraft tree;
+  if (context.drafter() != nullptr && max_depth > 0 && max_nodes > 0) {
+    const Clock::time_point t = Clock::now();
+    ASSIGN_OR_RETURN(tree, context.drafter()->ProposeTree(state.sequence, options.tree));
+    if (tree.parents.size() != tree.tokens.size()) {
+      return absl::InternalError("tree draft: as many parents as tokens are needed");
+    }
+    for (size_t i = 0; i < tree.parents.size(); ++i) {
+      if (tree.parents[i] < 0 || tree.parents[i] > static_cast<int32_t>(i)) {
+        return absl::InternalError("tree draft: a node's parent must be an earlier row");
+      }
+    }
+    tree = TrimTree(std::move(tree), max_depth, max_nodes);
+    record.catch_up_seconds = std::max(0.0, tree.catch_up_seconds);
+    record.draft_seconds = std::max(0.0, Since(t) - record.catch_up_seconds);
+  }
+  record.drafted = static_cast<int64_t>(tree.tokens.size());
+  if (tree.tokens.empty()) {  // a plain step through the chain's steps
+    const Draft none;
+    ASSIGN_OR_RETURN(const TargetStep verified, VerifyStep(context, state, none, record));
+    ASSIGN_OR_RETURN(const AcceptResult accepted, AcceptStep(context, state, none, verified, record));
+    return CommitStep(context, accepted, verified, state, record);
+  }
+
+  std::vector<int32_t> tokens = {state.sequence.back()};  // [1 + nodes] the root, then the drafts
+  tokens.insert(tokens.end(), tree.tokens.begin(), tree.tokens.end());
+  std::vector<int32_t> parents = {-1};  // [1 + nodes]
+  parents.insert(parents.end(), tree.parents.begin(), tree.parents.end());
+  std::vector<int64_t> depth(tokens.size(), 0);  // [1 + nodes]
+  for (size_t r = 1; r < tokens.size(); ++r) depth[r] = depth[parents[r]] + 1;
+  record.tree_depth = *std::max_element(depth.begin(), depth.end());
+
+  Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(const TargetStep verified, context.RunTree(tokens, parents));
+  record.verify_seconds = Since(t);
+
+  t = Clock::now();
+  TreeVerifyBlock block;
+  block.target_logits = verified.logits.data<float>();
+  block.vocab = context.vocab();
+  block.tokens = tokens;
+  block.parents = parents;
+  block.first_position = state.pending_position() + 1;
+  ASSIGN_OR_RETURN(const TreeAcceptResult chosen, options.accept.rule == AcceptRule::kRejection
+                                                       ? AcceptTreeByRejection(block, options.accept.sampling)
+                                                       : AcceptTreeBySamplerEquality(block, options.accept.sampling));
+  record.accept_seconds = Since(t);
+  record.accepted = chosen.accepted;
+  for (size_t i = 1; i < chosen.path.size(); ++i) record.accepted_ranks.push_back(tree.ranks[chosen.path[i] - 1]);
+
+  // The kept path as a chain: its rows move to consecutive positions, and the commit sees the
+  // path's logits and hidden states as a chain verify's rows.
+  t = Clock::now();
+  RETURN_IF_ERROR(context.target().KeepTreePath(chosen.path));
+  TargetStep path_rows;
+  path_rows.logits = GatherRows(verified.logits, chosen.path);
+  path_rows.hidden_postnorm = GatherRows(verified.hidden_postnorm, chosen.path);
+  path_rows.hidden_prenorm = GatherRows(verified.hidden_prenorm, chosen.path);
+  const double keep_seconds = Since(t);
+  AcceptResult accepted;
+  accepted.accepted = chosen.accepted;
+  accepted.tokens = chosen.tokens;
+  RETURN_IF_ERROR(CommitStep(context, accepted, path_rows, state, record));
+  record.commit_seconds += keep_seconds;
+  return absl::OkStatus();
+}
+
+}  // namespace mtpspec
