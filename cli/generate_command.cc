@@ -21,7 +21,7 @@ const std::set<std::string>& GenerateOptionNames() {
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
       "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
-      "stop-ids", "eos-ids", "logprobs"};
+      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes"};
   return names;
 }
 
@@ -159,6 +159,18 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
     }
   }
   ASSIGN_OR_RETURN(r.logprobs, ParseBool(args.Get("logprobs", "false"), "--logprobs"));
+  if (args.Has("tree") && args.Has("tree-nodes")) {
+    return absl::InvalidArgumentError("give --tree B1,B2,... (a static tree) or --tree-nodes M (a dynamic one), not both");
+  }
+  if (args.Has("tree")) {
+    ASSIGN_OR_RETURN(r.tree.branching, ParseTreeBranching(args.Get("tree"), "--tree"));
+  }
+  if (args.Has("tree-nodes")) {
+    ASSIGN_OR_RETURN(r.tree.max_nodes, args.GetInt("tree-nodes", 0));
+    if (r.tree.max_nodes < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--tree-nodes must be >= 1, got ", r.tree.max_nodes));
+    }
+  }
   RETURN_IF_ERROR(ValidateRequest(r, kCli));
   if (r.device == Device::kCuda && !BuiltWithCuda()) {
     return absl::FailedPreconditionError(

@@ -37,6 +37,7 @@ constexpr char kUsage[] =
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
     "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
+    "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
     "                 [--seed S] [--shard-gib G]\n";
 

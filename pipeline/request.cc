@@ -20,6 +20,35 @@ absl::Status Invalid(Frontend f, const std::string& option, const std::string& w
   return absl::InvalidArgumentError(absl::StrCat(OptionName(f, option), " ", what));
 }
 
+// The rules of tree drafting, in the front end's words.
+absl::Status ValidateTree(const RequestOptions& o, Frontend f) {
+  const std::string tree = OptionName(f, o.tree.dynamic() ? "tree_nodes" : "tree");
+  RETURN_IF_ERROR(ValidateTreeShape(o.tree, tree));
+  const bool cli = f == Frontend::kCli;
+  if (o.draft != DraftKind::kMtp) {
+    return absl::InvalidArgumentError(absl::StrCat(tree, " needs ", cli ? "--draft mtp" : "draft=\"mtp\"", ": the ",
+                                                   DraftKindName(o.draft), " drafter cannot branch"));
+  }
+  if (o.device != Device::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(tree, ": tree verify runs on the CPU only (", OptionName(f, "device"),
+                                                   " cuda cannot verify a tree yet)"));
+  }
+  if (o.custom_accept || !IsLossless(o.accept.rule)) {
+    return absl::InvalidArgumentError(absl::StrCat(tree, " verifies with sampler-equality or rejection; ",
+                                                   OptionName(f, "accept"), " ",
+                                                   o.custom_accept ? "(a custom rule)" : AcceptRuleName(o.accept.rule),
+                                                   " does not support trees"));
+  }
+  if (o.sample_drafts) {
+    return absl::InvalidArgumentError(absl::StrCat(tree, " drafts the head's top tokens; ", OptionName(f, "sample_drafts"),
+                                                   " must be off"));
+  }
+  if (o.adaptive_k) {
+    return absl::InvalidArgumentError(absl::StrCat(tree, " has a fixed shape; ", OptionName(f, "k"), " auto cannot choose it"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* DraftKindName(DraftKind kind) {
@@ -117,6 +146,7 @@ absl::Status ValidateRequest(const RequestOptions& o, Frontend f) {
   if (o.mtp.extend_chunk < 1) {
     return absl::InvalidArgumentError(absl::StrCat("MTP extend_chunk must be >= 1, got ", o.mtp.extend_chunk));
   }
+  if (!o.tree.empty()) RETURN_IF_ERROR(ValidateTree(o, f));
   return absl::OkStatus();
 }
 
@@ -145,6 +175,7 @@ GenerateOptions ToGenerateOptions(const RequestOptions& o) {
   g.eos_token_ids = o.eos_token_ids;
   g.stop_token_ids = o.stop_token_ids;
   g.logprobs = o.logprobs;
+  g.tree = o.tree;
   return g;
 }
 

@@ -46,6 +46,9 @@ struct RequestOptions {
   LookupOptions lookup;
   LatentStorage kv_cache = LatentStorage::kF32;
   Device device = Device::kCpu;
+  // Tree drafting (core/draft_tree.h): a static shape (`tree`, "--tree 3,2,1") or a node budget
+  // (`tree_nodes`, "--tree-nodes 8"). Empty: a chain of k.
+  TreeShape tree;
 };
 
 // The name of an option in the front end's spelling: Name(Frontend::kCli, "max_new_tokens") is

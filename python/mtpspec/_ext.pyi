@@ -81,6 +81,8 @@ class SpecStats:
     adaptive_k: bool
     extend_seconds: float
     total_seconds: float
+    tree: str
+    accepted_per_rank: List[int]
     @property
     def mean_acceptance_length(self) -> float: ...
     @property
@@ -133,6 +135,8 @@ def generate(
     kv_cache: str = "f32",
     device: str = "cpu",
     adaptive_controller: Optional[AdaptiveController] = None,
+    tree: Optional[Sequence[int]] = None,
+    tree_nodes: Optional[int] = None,
 ) -> GenerateResult: ...
 
 class AdaptiveController:

@@ -283,6 +283,8 @@ class Model:
         kv_cache: str = "f32",
         device: str = "cpu",
         adaptive_controller: Optional[_ext.AdaptiveController] = None,
+        tree: Optional[Sequence[int]] = None,
+        tree_nodes: Optional[int] = None,
     ) -> GenerateResult:
         """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
         Every option but the prompt and ``max_new_tokens`` is keyword-only; the C++ request builder
@@ -323,6 +325,17 @@ class Model:
             probes drafting only in requests long enough to pay for it (~200 tokens at the default 1%
             exploration budget; ``AdaptiveController(k, exploration_budget=...)`` sets another).
 
+        tree: a draft tree from the MTP head instead of a chain of ``k``: its branching per depth,
+            e.g. ``[3, 2, 1]`` (3 children of the pending token, 2 under each, 1 under each of
+            those: 15 nodes). Each node's children are the head's top tokens at that node; one
+            forward verifies every node, and sampler-equality follows the child equal to the
+            target's draw, so the output is still identical to plain decoding (``accept="rejection"``
+            tries the siblings in turn and stays lossless in distribution). At most 15 nodes;
+            ``draft="mtp"`` on the CPU, argmax drafts, fixed shape only.
+            ``result.stats.accepted_per_rank`` counts accepted nodes by sibling rank.
+        tree_nodes: a dynamic tree instead (EAGLE-2 style): grown depth by depth by cumulative
+            draft probability, keeping the ``tree_nodes`` most probable nodes (1..15).
+
         Ctrl-C (KeyboardInterrupt) stops generation within one verify step when called from the
         main thread; the model stays usable. From another thread, stop it with ``on_tokens``
         returning False (``stream()`` does this when closed).
@@ -340,7 +353,7 @@ class Model:
             synthetic_rates=synthetic_rates, acceptance_hook=acceptance_hook, on_tokens=on_tokens,
             stop_at_eos=stop_at_eos, eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, logprobs=logprobs,
             ngram=ngram, relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
-            adaptive_controller=adaptive_controller)
+            adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
         return self._result(r, stops)
 
     def stream(

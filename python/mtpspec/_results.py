@@ -58,6 +58,10 @@ class Stats:
     extend_seconds: float  # the drafter's extend of committed rows (part of other_seconds)
     total_seconds: float
     adaptive_k: bool = False  # k was chosen each cycle by an adaptive-k controller
+    # Tree drafting: the shape ("3,2,1", "nodes=8"; empty for a chain). The per-position arrays then
+    # count depths, num_draft_tokens the tree nodes verified, and k_decisions the node counts.
+    tree: str = ""
+    accepted_per_rank: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # [max rank + 1]
     summary: str = field(default="", repr=False, compare=False)  # the C++ one-screen summary
 
     @classmethod
@@ -94,6 +98,8 @@ class Stats:
             cycle_seconds_by_k=floats(s.cycle_seconds_by_k),
             prompts_deferred=s.prompts_deferred,
             adaptive_k=s.adaptive_k,
+            tree=s.tree,
+            accepted_per_rank=ints(s.accepted_per_rank),
             summary=s.summary(),
             **{name: getattr(s, name) for name in _TIMINGS},
         )

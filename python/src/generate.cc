@@ -112,6 +112,16 @@ RequestOptions ParseRequest(Kwargs& kw) {
   r.lookup.max_ngram = kw.Int("ngram", 3);
   r.kv_cache = ValueOrThrow(ParseLatentStorage(kw.Str("kv_cache", "f32"), "kv_cache"));
   r.device = ValueOrThrow(ParseDevice(kw.Str("device", "cpu"), "device"));
+  if (auto tree = kw.IntList("tree")) {
+    if (tree->empty()) throw py::value_error("tree must list the branching of at least one depth, e.g. [3, 2, 1]");
+    r.tree.branching = *tree;
+  }
+  py::object nodes = kw.Object("tree_nodes");
+  if (!nodes.is_none()) {
+    if (!r.tree.branching.empty()) throw py::value_error("give tree=[B1, B2, ...] or tree_nodes=M, not both");
+    r.tree.max_nodes = IntArgument(nodes, "tree_nodes");
+    if (r.tree.max_nodes < 1) throw py::value_error(absl::StrCat("tree_nodes must be >= 1, got ", r.tree.max_nodes));
+  }
   ThrowIfError(ValidateRequest(r, kPy));
   return r;
 }

@@ -103,3 +103,27 @@ def test_stop_ids_eos_override_and_logprobs(cli: Path, tmp_path: Path) -> None:
         assert bad.returncode != 0 and f"{flag}[1] = 256 is outside the vocabulary [0, 256)" in bad.stderr
     bad = run(cli, str(GLM_A), "--ids", ids, "--logprobs", "yes")
     assert bad.returncode != 0 and "--logprobs" in bad.stderr
+
+
+def test_tree_drafting_from_the_cli(cli: Path, tmp_path: Path) -> None:
+    """--tree and --tree-nodes: the output equals plain decoding, and the statistics name the tree."""
+    ids = "5,17,42,99,3,250,7,64"
+    plain_stats, tree_stats = tmp_path / "plain.json", tmp_path / "tree.json"
+    plain = run(cli, str(GLM_A), "--ids", ids, "--max-new", "30", "--draft", "none", "--temperature", "0.8",
+                "--seed", "4", "--stats-json", str(plain_stats))
+    assert plain.returncode == 0, plain.stderr
+    for shape in (["--tree", "3,2,1"], ["--tree-nodes", "6"]):
+        tree = run(cli, str(GLM_A), "--ids", ids, "--max-new", "30", *shape, "--temperature", "0.8", "--seed", "4",
+                   "--stats-json", str(tree_stats))
+        assert tree.returncode == 0, tree.stderr
+        j = json.loads(tree_stats.read_text())
+        assert j["tokens"] == json.loads(plain_stats.read_text())["tokens"]
+        assert j["tree"] == ("3,2,1" if shape[0] == "--tree" else "nodes=6")
+        assert sum(j["num_accepted_tokens_per_sibling_rank"]) == j["num_accepted_tokens"]
+        assert "tree " in tree.stdout and "accepted by sibling rank" in tree.stdout
+    for bad, message in ((["--tree", "3,x"], "--tree must be a comma-separated list"),
+                         (["--tree", "4,4"], "--tree: tree 4,4 has 20 draft nodes"),
+                         (["--tree", "2", "--tree-nodes", "3"], "not both"),
+                         (["--tree", "2", "--draft", "lookup"], "--tree needs --draft mtp")):
+        r = run(cli, str(GLM_A), "--ids", ids, *bad)
+        assert r.returncode != 0 and message in r.stderr, r.stderr

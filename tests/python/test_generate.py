@@ -3,6 +3,8 @@ argument errors."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -362,3 +364,46 @@ def test_per_position_arrays_have_the_documented_lengths(model: mtpspec.Model, k
     for name in ["accepted_histogram", "k_decisions", "probe_decisions", "verify_seconds_by_k",
                  "cycle_seconds_by_k"]:
         assert len(getattr(s, name)) == k + 1, name
+
+
+@pytest.mark.parametrize("tree", [dict(tree=[3, 2, 1]), dict(tree=[2, 2, 2]), dict(tree_nodes=8)])
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=0.9, top_p=0.95, seed=6)])
+def test_tree_drafting_equals_plain(model: mtpspec.Model, tree: dict, sampling: dict) -> None:
+    plain = model.generate(PROMPT, 40, draft="none", stop_at_eos=False, **sampling)
+    spec = model.generate(PROMPT, 40, stop_at_eos=False, **tree, **sampling)
+    assert spec.tokens == plain.tokens
+    stats = spec.stats
+    assert stats.tree == ("3,2,1" if tree.get("tree") == [3, 2, 1] else "2,2,2" if "tree" in tree else "nodes=8")
+    assert stats.num_drafts > 0
+    assert stats.accepted_per_rank.sum() == stats.num_accepted_tokens
+    assert stats.accepted_histogram.sum() == stats.num_drafts
+    assert stats.to_dict()["tree"] == stats.tree
+
+
+def test_the_chain_tree_is_the_chain(model: mtpspec.Model) -> None:
+    for k in (1, 2, 3):
+        chain = model.generate(PROMPT, 40, k=k, stop_at_eos=False, temperature=0.7, seed=2)
+        tree = model.generate(PROMPT, 40, tree=[1] * k, stop_at_eos=False, temperature=0.7, seed=2)
+        assert tree.tokens == chain.tokens
+        assert tree.stats.num_accepted_tokens == chain.stats.num_accepted_tokens
+        assert tree.stats.num_draft_tokens == chain.stats.num_draft_tokens
+        assert list(tree.stats.accepted_per_pos) == list(chain.stats.accepted_per_pos)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(tree=[2, 0]), "tree: the branch at depth 2 is 0"),
+        (dict(tree=[4, 4]), "tree: tree 4,4 has 20 draft nodes; one verify holds at most 16 rows"),
+        (dict(tree_nodes=0), "tree_nodes must be >= 1"),
+        (dict(tree_nodes=16), "tree_nodes: tree nodes=16 has 16 draft nodes"),
+        (dict(tree=[2], tree_nodes=4), "not both"),
+        (dict(tree=[2], draft="lookup"), 'tree needs draft="mtp": the lookup drafter cannot branch'),
+        (dict(tree=[2], accept="relaxed", temperature=1.0), "accept relaxed does not support trees"),
+        (dict(tree=[2], k="auto"), "k auto cannot choose it"),
+        (dict(tree=[2], sample_drafts=True), "sample_drafts must be off"),
+    ],
+)
+def test_bad_trees_raise_value_error(model: mtpspec.Model, options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model.generate(PROMPT, 8, **options)
