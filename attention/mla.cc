@@ -20,7 +20,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Everything one call needs, with the per-row query pieces laid out once.
 struct QueryBlock {
   int64_t rows = 0;
-  std::vector<float> q;  // [rows, N_h, d_n + d_r]; rope part already rotated
+  const float* q = nullptr;  // [rows, N_h, d_n + d_r]; rope part already rotated
 };
 
 // Which keys each row of a call may use: in range, and causal (j ≤ the row's position) or, with a
@@ -61,7 +61,7 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
   std::vector<float> q_lat(rows * heads * r_kv);  // [rows, heads, r_kv]
   for (int64_t h = h_begin; h < h_end; ++h) {
     const std::vector<const W*> w_uk = WeightRows<W>(w.kv_b_proj, h * (d_n + d_v), d_n);
-    CombineRows(qb.q.data() + h * d_qk, rows, nh * d_qk, w_uk.data(), d_n, r_kv,
+    CombineRows(qb.q + h * d_qk, rows, nh * d_qk, w_uk.data(), d_n, r_kv,
                 q_lat.data() + (h - h_begin) * r_kv, heads * r_kv);
   }
   std::vector<float> z(rows * heads * r_kv);  // [rows, heads, r_kv] softmax-weighted latents
@@ -92,7 +92,7 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
     // scores[h, k] = scale · (q_lat^h · c_k + q_rope^h · k_r_k)
     scores.resize(heads * n);
     DotRows(q_lat.data() + r * heads * r_kv, heads, r_kv, latent_rows.data(), n, r_kv, scores.data(), n);
-    DotRows(qb.q.data() + (r * nh + h_begin) * d_qk + d_n, heads, d_qk, rope_rows.data(), n, d_r, scores.data(), n,
+    DotRows(qb.q + (r * nh + h_begin) * d_qk + d_n, heads, d_qk, rope_rows.data(), n, d_r, scores.data(), n,
             /*accumulate=*/true);
     for (int64_t h = 0; h < heads; ++h) {
       float* s = scores.data() + h * n;
@@ -156,7 +156,7 @@ void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb,
     std::vector<float> scores(num_keys);
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t r = idx / nh, h = idx % nh;
-      const float* q_nope = qb.q.data() + idx * d_qk;
+      const float* q_nope = qb.q + idx * d_qk;
       const float* q_rope = q_nope + d_n;
       for (int64_t j = 0; j < num_keys; ++j) {
         if (!rule.Valid(r, j) || !allowed(r, j)) {
@@ -208,92 +208,79 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
                                          const float* x, int64_t rows, const int64_t* positions,
                                          LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,
                                          TopK* topk, float* out) {
-  MTPSPEC_CHECK(rows > 0);
-  const TreeMask* tree = options.tree;
+  MlaSegment segment;
+  segment.rows = rows;
+  segment.positions = positions;
+  segment.cache = &cache;
+  segment.capacity = capacity;
+  segment.tree = options.tree;
+  segment.topk = topk;
+  RETURN_IF_ERROR(MlaForwardSegments(w, dims, rope, x, std::span<MlaSegment>(&segment, 1), options, out));
+  MlaStepResult result;
+  result.path_used = segment.path_used;
+  return result;
+}
+
+namespace {
+
+// One segment's attention (after the projections): RoPE on its queries, its keys into its cache,
+// its selection, and its rows of o. The projections are rotated and scaled in place. q: [rows, N_h, d_qk] (rotated here); kv: [rows, r_kv + d_r];
+// index_keys: [rows, d_I] on full layers; index_q, index_weights: [rows, N_I·d_I], [rows, N_I]
+// when `scored`; o: [rows, N_h·d_v].
+absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope,
+                           const AttentionOptions& options, MlaSegment& segment, float* q, const float* kv,
+                           float* index_keys, float* index_q, float* index_weights, bool scored, float* o) {
+  const int64_t rows = segment.rows;
+  const int64_t* positions = segment.positions;
+  const TreeMask* tree = segment.tree;
+  LayerKvCache& cache = *segment.cache;
+  TopK* topk = segment.topk;
   if (tree) {
     MTPSPEC_CHECK(tree->rows() == rows);
   } else {
     for (int64_t r = 1; r < rows; ++r) MTPSPEC_CHECK(positions[r] == positions[0] + r);
   }
   const int64_t num_keys = tree ? tree->num_slots() : positions[rows - 1] + 1;  // T
-  MTPSPEC_CHECK(num_keys <= capacity);
+  MTPSPEC_CHECK(num_keys <= segment.capacity);
   const KeyRule rule{positions, num_keys, tree};
-  const int64_t nh = dims.heads, r_q = dims.q_lora, r_kv = dims.kv_lora, d_r = dims.rope_dim;
-  const int64_t d_n = dims.nope_dim, d_qk = d_n + d_r, d_v = dims.v_dim;
+  const int64_t nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim;
+  const int64_t d_qk = dims.nope_dim + d_r;
   const int64_t k_top = dims.indexer.topk;
-
-  MlaStepResult result;
   ASSIGN_OR_RETURN(const AttentionPath path, ChooseAttentionPath(num_keys, k_top, rows, options));
-  result.path_used = path;
-
-  // Full layers score keys with their indexer unless told to reuse a selection; on the dense path
-  // every causal key is selected anyway.
+  segment.path_used = path;
   const bool use_given_topk = !w.indexer.has_value() || options.reuse_topk;
   const bool score_keys = !use_given_topk && path != AttentionPath::kDense;
-  const int64_t n_i = dims.indexer.n_heads, d_i = dims.indexer.head_dim;
-
+  MTPSPEC_CHECK(!score_keys || scored);
   ForwardProfile* profile = options.profile;
+
   std::optional<ScopedTimer> projection_timer(std::in_place, profile, Component::kAttentionProjections);
-  // Every projection of x in one parallel region (then those of c_q in a second): the query
-  // latent, the key latent + rope key, and on full layers the indexer key and head weights.
-  std::vector<float> q_latent(rows * r_q);      // [rows, r_q]
-  std::vector<float> kv(rows * (r_kv + d_r));   // [rows, r_kv + d_r]
-  std::vector<float> index_keys;                // [rows, d_I] full layers
-  std::vector<float> index_q, index_weights;    // [rows, N_I·d_I], [rows, N_I] when scoring
-  std::vector<LinearJob> jobs = {{x, rows, w.q_a_proj, q_latent.data()}, {x, rows, w.kv_a_proj, kv.data()}};
-  if (w.indexer.has_value()) {
-    index_keys.resize(rows * d_i);
-    jobs.push_back({x, rows, w.indexer->wk, index_keys.data()});
-  }
-  if (score_keys) {
-    index_weights.resize(rows * n_i);
-    jobs.push_back({x, rows, w.indexer->weights_proj, index_weights.data()});
-  }
-  LinearBatch(jobs);
-
-  // Query: c_q = RMSNorm(W_qa x); q = W_qb c_q, RoPE on each head's trailing d_r dims.
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = q_latent.data() + r * r_q;
-    RmsNorm(row, w.q_a_norm.data<float>(), r_q, dims.latent_norm_eps, row);
+    for (int64_t h = 0; h < nh; ++h) rope.Apply(q + (r * nh + h) * d_qk + dims.nope_dim, positions[r], dims.rope_style);
   }
-  QueryBlock qb;
-  qb.rows = rows;
-  qb.q.resize(rows * nh * d_qk);  // [rows, N_h, d_qk]
-  jobs = {{q_latent.data(), rows, w.q_b_proj, qb.q.data()}};
-  if (score_keys) {
-    index_q.resize(rows * n_i * d_i);
-    jobs.push_back({q_latent.data(), rows, w.indexer->wq_b, index_q.data()});
-  }
-  LinearBatch(jobs);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t h = 0; h < nh; ++h) rope.Apply(qb.q.data() + (r * nh + h) * d_qk + d_n, positions[r], dims.rope_style);
-  }
-
   // Latent and rope key of the new tokens go straight into the cache.
   float* rope_cache = cache.rope_key.data<float>();
   std::vector<float> c(r_kv);  // [r_kv] normalized latent of one token
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = kv.data() + r * (r_kv + d_r);
+    const float* row = kv + r * (r_kv + d_r);
     RmsNorm(row, w.kv_a_norm.data<float>(), r_kv, dims.latent_norm_eps, c.data());
     cache.StoreLatent(rule.OwnSlot(r), c.data());
     float* kr = rope_cache + rule.OwnSlot(r) * d_r;
     std::copy(row + r_kv, row + r_kv + d_r, kr);
     rope.Apply(kr, positions[r], dims.rope_style);
   }
-
   projection_timer.reset();
+
   // Selection: full layers run their indexer; shared layers received the donor's top-k.
   if (w.indexer.has_value()) {
     ScopedTimer timer(profile, Component::kIndexerScores);
-    IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys.data(), rows, positions,
-                     cache.index_key.data<float>(), tree);
+    IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<float>(), tree);
   }
   if (!use_given_topk) {
     if (score_keys) {
       std::vector<float> scores(rows * num_keys);  // [rows, T]
       {
         ScopedTimer timer(profile, Component::kIndexerScores);
-        IndexerScoresFromProjections(dims.indexer, rope, index_q.data(), index_weights.data(), rows, positions,
+        IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
                                      cache.index_key.data<float>(), num_keys, scores.data(), tree);
       }
       ScopedTimer timer(profile, Component::kTopK);
@@ -307,27 +294,28 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
     }
   }
 
-  std::optional<ScopedTimer> attention_timer(std::in_place, profile, Component::kAttention);
+  ScopedTimer attention_timer(profile, Component::kAttention);
   AttentionForm form = options.form;
   if (path == AttentionPath::kGather) form = AttentionForm::kAbsorbed;
   if (form == AttentionForm::kAuto) {
     form = rows <= options.gather_max_rows ? AttentionForm::kAbsorbed : AttentionForm::kNaive;
   }
-  std::vector<float> o(rows * nh * d_v);  // [rows, N_h·d_v]
+  QueryBlock qb;
+  qb.rows = rows;
+  qb.q = q;
   if (path == AttentionPath::kDense) {
     std::vector<int32_t> all_keys(num_keys);
     for (int64_t j = 0; j < num_keys; ++j) all_keys[j] = static_cast<int32_t>(j);
     if (form == AttentionForm::kAbsorbed) {
       AttendAbsorbed(w, dims, qb, cache, rule,
                      [&](int64_t r) { return std::pair<const int32_t*, int64_t>(all_keys.data(), rule.OwnSlot(r) + 1); },
-                     o.data());
+                     o);
     } else {
-      AttendNaive(w, dims, qb, cache, rule, [](int64_t, int64_t) { return true; }, o.data());
+      AttendNaive(w, dims, qb, cache, rule, [](int64_t, int64_t) { return true; }, o);
     }
   } else if (path == AttentionPath::kGather) {
     AttendAbsorbed(w, dims, qb, cache, rule,
-                   [&](int64_t r) { return std::pair<const int32_t*, int64_t>(topk->row(r), topk->width); },
-                   o.data());
+                   [&](int64_t r) { return std::pair<const int32_t*, int64_t>(topk->row(r), topk->width); }, o);
   } else {  // mask
     std::vector<uint8_t> selected(rows * num_keys, 0);  // [rows, T]
     for (int64_t r = 0; r < rows; ++r) {
@@ -345,16 +333,81 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
                      [&](int64_t r) {
                        return std::pair<const int32_t*, int64_t>(masked_keys.data() + r * num_keys, num_keys);
                      },
-                     o.data());
+                     o);
     } else {
       AttendNaive(w, dims, qb, cache, rule,
-                  [&](int64_t r, int64_t j) { return selected[r * num_keys + j] != 0; }, o.data());
+                  [&](int64_t r, int64_t j) { return selected[r * num_keys + j] != 0; }, o);
     }
   }
-  attention_timer.reset();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MlaForwardSegments(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope, const float* x,
+                                std::span<MlaSegment> segments, const AttentionOptions& options, float* out) {
+  int64_t rows = 0;  // all segments'
+  bool score_any = false;
+  const bool use_given_topk = !w.indexer.has_value() || options.reuse_topk;
+  for (const MlaSegment& segment : segments) {
+    MTPSPEC_CHECK(segment.rows > 0 && segment.cache != nullptr);
+    rows += segment.rows;
+    const int64_t num_keys = segment.tree ? segment.tree->num_slots() : segment.positions[segment.rows - 1] + 1;
+    ASSIGN_OR_RETURN(const AttentionPath path, ChooseAttentionPath(num_keys, dims.indexer.topk, segment.rows, options));
+    score_any = score_any || (!use_given_topk && path != AttentionPath::kDense);
+  }
+  const int64_t nh = dims.heads, r_q = dims.q_lora, r_kv = dims.kv_lora, d_r = dims.rope_dim;
+  const int64_t d_qk = dims.nope_dim + d_r, d_v = dims.v_dim;
+  const int64_t n_i = dims.indexer.n_heads, d_i = dims.indexer.head_dim;
+
+  ForwardProfile* profile = options.profile;
+  std::optional<ScopedTimer> projection_timer(std::in_place, profile, Component::kAttentionProjections);
+  // Every projection of x in one parallel region (then those of c_q in a second), over the rows of
+  // every segment: the query latent, the key latent + rope key, and on full layers the indexer key
+  // and head weights. Each row's result does not depend on the other rows (kernels/linear.h).
+  std::vector<float> q_latent(rows * r_q);      // [rows, r_q]
+  std::vector<float> kv(rows * (r_kv + d_r));   // [rows, r_kv + d_r]
+  std::vector<float> index_keys;                // [rows, d_I] full layers
+  std::vector<float> index_q, index_weights;    // [rows, N_I·d_I], [rows, N_I] when a segment scores keys
+  std::vector<LinearJob> jobs = {{x, rows, w.q_a_proj, q_latent.data()}, {x, rows, w.kv_a_proj, kv.data()}};
+  if (w.indexer.has_value()) {
+    index_keys.resize(rows * d_i);
+    jobs.push_back({x, rows, w.indexer->wk, index_keys.data()});
+  }
+  if (score_any) {
+    index_weights.resize(rows * n_i);
+    jobs.push_back({x, rows, w.indexer->weights_proj, index_weights.data()});
+  }
+  LinearBatch(jobs);
+
+  // Query: c_q = RMSNorm(W_qa x); q = W_qb c_q (RoPE per segment, at its positions).
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = q_latent.data() + r * r_q;
+    RmsNorm(row, w.q_a_norm.data<float>(), r_q, dims.latent_norm_eps, row);
+  }
+  std::vector<float> q(rows * nh * d_qk);  // [rows, N_h, d_qk]
+  jobs = {{q_latent.data(), rows, w.q_b_proj, q.data()}};
+  if (score_any) {
+    index_q.resize(rows * n_i * d_i);
+    jobs.push_back({q_latent.data(), rows, w.indexer->wq_b, index_q.data()});
+  }
+  LinearBatch(jobs);
+  projection_timer.reset();
+
+  // Block-diagonal attention: each segment attends over its own cache only.
+  std::vector<float> o(rows * nh * d_v);  // [rows, N_h·d_v]
+  int64_t first = 0;                      // the segment's first row
+  for (MlaSegment& segment : segments) {
+    RETURN_IF_ERROR(AttendSegment(
+        w, dims, rope, options, segment, q.data() + first * nh * d_qk, kv.data() + first * (r_kv + d_r),
+        index_keys.empty() ? nullptr : index_keys.data() + first * d_i,
+        score_any ? index_q.data() + first * n_i * d_i : nullptr,
+        score_any ? index_weights.data() + first * n_i : nullptr, score_any, o.data() + first * nh * d_v));
+    first += segment.rows;
+  }
   ScopedTimer timer(profile, Component::kAttentionProjections);
   Linear(o.data(), rows, w.o_proj, out);
-  return result;
+  return absl::OkStatus();
 }
 
 }  // namespace mtpspec

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <optional>
 
 #include "absl/status/statusor.h"
@@ -86,5 +87,24 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
                                          const float* x, int64_t rows, const int64_t* positions,
                                          LayerKvCache& cache, int64_t capacity, const AttentionOptions& options,
                                          TopK* topk, float* out);
+
+// One sequence's rows in a segmented MLA call.
+struct MlaSegment {
+  int64_t rows = 0;
+  const int64_t* positions = nullptr;  // [rows] as MlaForward's
+  LayerKvCache* cache = nullptr;       // the sequence's own cache layer
+  int64_t capacity = 0;
+  const TreeMask* tree = nullptr;      // as AttentionOptions::tree, for this segment
+  TopK* topk = nullptr;                // as MlaForward's, for this segment's rows
+  AttentionPath path_used = AttentionPath::kAuto;  // out: the path this segment took
+};
+
+// MlaForward over several sequences at once (a batched verify): x: [Σ rows, H], the segments' rows
+// in order; out: [Σ rows, H]. The projections run once over every row, so each weight is read once
+// for the batch; attention is block-diagonal: each segment chooses its path and attends over its
+// own cache only. Inside a RowInvariantScope (kernels/linear.h), every segment's rows come out
+// exactly as its own MlaForward would give them. options.tree is ignored (each segment has its own).
+absl::Status MlaForwardSegments(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope, const float* x,
+                                std::span<MlaSegment> segments, const AttentionOptions& options, float* out);
 
 }  // namespace mtpspec

@@ -197,10 +197,15 @@ void LinearManyRows(const float* x, int64_t rows, const Rows& w, int64_t in, int
 
 constexpr int64_t kManyRowsThreshold = 24;
 
+thread_local bool row_invariant = false;  // a RowInvariantScope lives on this thread
+
+// Whether a call of `rows` rows from this thread takes the GEMM path.
+bool UseGemm(int64_t rows) { return rows >= kManyRowsThreshold && !row_invariant; }
+
 template <typename Rows>
 void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t ob, int64_t oe, float* y,
-                   int64_t y_stride, int64_t y_col0) {
-  if (rows >= kManyRowsThreshold) {
+                   int64_t y_stride, int64_t y_col0, bool gemm) {
+  if (gemm) {
     LinearManyRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
   } else {
     LinearSmallRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
@@ -210,19 +215,19 @@ void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int6
 // Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
 // calling thread.
 void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, int64_t oe, float* y,
-                 int64_t y_stride, int64_t y_col0) {
+                 int64_t y_stride, int64_t y_col0, bool gemm) {
   const int64_t in = w.shape[1];
   switch (w.dtype) {
     case DType::kBF16:
-      LinearRangeOf(x, rows, DenseRows<uint16_t>{w.as<uint16_t>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0);
+      LinearRangeOf(x, rows, DenseRows<uint16_t>{w.as<uint16_t>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0, gemm);
       break;
     case DType::kF8E4M3:
       LinearRangeOf(x, rows, Fp8Rows{w.as<uint8_t>(), w.stride[0], w.block_scale, w.scale_stride}, in, ob, oe, y,
-                    y_stride, y_col0);
+                    y_stride, y_col0, gemm);
       break;
     default:
       MTPSPEC_CHECK(w.dtype == DType::kF32);
-      LinearRangeOf(x, rows, DenseRows<float>{w.as<float>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0);
+      LinearRangeOf(x, rows, DenseRows<float>{w.as<float>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0, gemm);
   }
 }
 
@@ -245,8 +250,9 @@ void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_b
   MTPSPEC_CHECK(out_begin >= 0 && out_end <= w.shape[0] && out_begin <= out_end);
   if (rows == 0 || out_end == out_begin) return;
   if (pool == nullptr) pool = &DefaultThreadPool();
+  const bool gemm = UseGemm(rows);  // decided on the calling thread, where a RowInvariantScope lives
   pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
-    LinearRange(x, rows, w, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin);
+    LinearRange(x, rows, w, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin, gemm);
   });
 }
 
@@ -260,6 +266,8 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
   }
   if (first_row.back() == 0) return;
   if (pool == nullptr) pool = &DefaultThreadPool();
+  std::vector<char> gemm(jobs.size());  // [jobs] decided on the calling thread
+  for (size_t j = 0; j < jobs.size(); ++j) gemm[j] = UseGemm(jobs[j].rows);
   pool->ParallelFor(first_row.back(), min_chunk, [&](int64_t b, int64_t e) {
     // Walk the jobs whose output rows overlap [b, e).
     size_t j = std::upper_bound(first_row.begin(), first_row.end(), b) - first_row.begin() - 1;
@@ -267,10 +275,16 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
       const LinearJob& job = jobs[j];
       const int64_t ob = std::max(b, first_row[j]) - first_row[j];
       const int64_t oe = std::min(e, first_row[j + 1]) - first_row[j];
-      if (ob < oe) LinearRange(job.x, job.rows, job.w, ob, oe, job.y, job.w.shape[0], 0);
+      if (ob < oe) LinearRange(job.x, job.rows, job.w, ob, oe, job.y, job.w.shape[0], 0, gemm[j] != 0);
     }
   });
 }
+
+RowInvariantScope::RowInvariantScope() : previous_(row_invariant) { row_invariant = true; }
+
+RowInvariantScope::~RowInvariantScope() { row_invariant = previous_; }
+
+bool RowInvariantActive() { return row_invariant; }
 
 void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadPool* pool) {
   LinearRows(x, rows, w, 0, w.shape[0], y, pool);

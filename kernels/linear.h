@@ -41,6 +41,24 @@ struct LinearJob {
 // rows < 24 (bitwise); with more rows the tiling follows the split, as in Linear.
 void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool = nullptr);
 
+// While one lives on a thread, Linear, LinearRows and LinearBatch called from that thread keep every
+// row's result independent of the other rows of the call whatever their number: they stay on the
+// small-row tiles (each weight chunk streamed once for all row groups) instead of the GEMM path they
+// take from 24 rows. A batched verify of several requests, tens of rows in all, so gives each
+// request the bits it would get alone. Scopes nest; not shared across threads.
+class RowInvariantScope {
+ public:
+  RowInvariantScope();
+  ~RowInvariantScope();
+  RowInvariantScope(const RowInvariantScope&) = delete;
+  RowInvariantScope& operator=(const RowInvariantScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// Whether a RowInvariantScope lives on the calling thread.
+bool RowInvariantActive();
+
 // Σ a[i]·b[i] in fp32.
 float DotF32(const float* a, const float* b, int64_t n);
 // Σ a[i]·bf16(b[i]) in fp32.

@@ -33,8 +33,25 @@ LayerContext MakeLayerContext(const ModelConfig& c) {
 absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContext& ctx, float* hidden, int64_t rows,
                                  const int64_t* positions, LayerKvCache& cache, int64_t capacity,
                                  const AttentionOptions& options, TopK* topk, AttentionPath* path_used) {
+  MlaSegment segment;
+  segment.rows = rows;
+  segment.positions = positions;
+  segment.cache = &cache;
+  segment.capacity = capacity;
+  segment.tree = options.tree;
+  segment.topk = topk;
+  RETURN_IF_ERROR(DecoderLayerForwardSegments(w, ctx, hidden, std::span<MlaSegment>(&segment, 1), options, nullptr));
+  if (path_used) *path_used = segment.path_used;
+  return absl::OkStatus();
+}
+
+absl::Status DecoderLayerForwardSegments(const DecoderLayerWeights& w, const LayerContext& ctx, float* hidden,
+                                         std::span<MlaSegment> segments, const AttentionOptions& options,
+                                         int64_t* experts_used) {
   const ModelConfig& c = *ctx.config;
   const int64_t H = c.hidden_size;
+  int64_t rows = 0;
+  for (const MlaSegment& segment : segments) rows += segment.rows;
   ForwardProfile* profile = options.profile;
   std::vector<float> normed(rows * H), delta(rows * H);  // [rows, H]
   {
@@ -43,9 +60,7 @@ absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContex
       RmsNorm(hidden + r * H, w.input_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
     }
   }
-  ASSIGN_OR_RETURN(MlaStepResult step, MlaForward(w.attn, ctx.mla, ctx.rope, normed.data(), rows, positions, cache,
-                                                  capacity, options, topk, delta.data()));
-  if (path_used) *path_used = step.path_used;
+  RETURN_IF_ERROR(MlaForwardSegments(w.attn, ctx.mla, ctx.rope, normed.data(), segments, options, delta.data()));
   {
     ScopedTimer timer(profile, Component::kNorms);
     for (int64_t i = 0; i < rows * H; ++i) hidden[i] += delta[i];
@@ -54,10 +69,11 @@ absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContex
     }
   }
   ScopedTimer timer(profile, Component::kFeedForward);
+  if (experts_used != nullptr) *experts_used = 0;
   if (w.dense_mlp) {
     MlpForward(w.mlp, normed.data(), rows, H, delta.data());
   } else {
-    MoeForward(w.moe, c, normed.data(), rows, delta.data());
+    MoeForward(w.moe, c, normed.data(), rows, delta.data(), experts_used);
   }
   for (int64_t i = 0; i < rows * H; ++i) hidden[i] += delta[i];
   return absl::OkStatus();

@@ -61,7 +61,8 @@ Routing RouteTokens(const MoeWeights& w, const ModelConfig& c, const float* x, i
   return routing;
 }
 
-void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64_t rows, float* out) {
+void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64_t rows, float* out,
+                int64_t* experts_used) {
   const int64_t hidden = c.hidden_size;
   const Routing routing = RouteTokens(w, c, x, rows);
   // Group rows by expert so each expert's weights are streamed once per call.
@@ -71,7 +72,12 @@ void MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, int64
       users[routing.expert[r * routing.per_row + i]].push_back({r, routing.weight[r * routing.per_row + i]});
     }
   }
-  if (rows >= kBatchMaxRows) {  // prefill: each expert is a GEMM of its own, balanced over the pool
+  if (experts_used != nullptr) {
+    *experts_used = std::count_if(users.begin(), users.end(), [](const auto& u) { return !u.empty(); });
+  }
+  // Prefill: each expert is a GEMM of its own, balanced over the pool. A row-invariant batch
+  // (kernels/linear.h) of many rows takes the decode form below instead.
+  if (rows >= kBatchMaxRows && !RowInvariantActive()) {
     if (w.shared.has_value()) {
       MlpForward(*w.shared, x, rows, hidden, out);
     } else {

@@ -29,7 +29,9 @@ RoutingRule RoutingRuleOf(const ModelConfig& config);
 Routing RouteTokens(const MoeWeights& w, const ModelConfig& config, const float* x, int64_t rows);
 
 // out[rows, H] = Σ_e g_e Expert_e(x) + Shared(x). Each selected expert runs once over the rows
-// that chose it.
-void MoeForward(const MoeWeights& w, const ModelConfig& config, const float* x, int64_t rows, float* out);
+// that chose it: its weights are read once for all of them. `experts_used`, when given, receives
+// the number of routed experts the rows chose between them (the expert union).
+void MoeForward(const MoeWeights& w, const ModelConfig& config, const float* x, int64_t rows, float* out,
+                int64_t* experts_used = nullptr);
 
 }  // namespace mtpspec

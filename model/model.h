@@ -39,6 +39,20 @@ struct ForwardOutput {
   std::vector<AttentionPath> paths;  // [num_hidden_layers] the path each layer took
 };
 
+// One sequence of a batched forward (Model::ForwardBatch): its own cache, its rows and their
+// consecutive positions, as Forward takes them.
+struct BatchSequence {
+  KvCache* cache = nullptr;
+  std::span<const int32_t> tokens;     // [rows]
+  std::span<const int64_t> positions;  // [rows]
+};
+
+struct BatchForwardOutput {
+  std::vector<ForwardOutput> sequences;  // one per sequence, logits for every row
+  std::vector<int64_t> experts_used;     // [num_hidden_layers] routed experts the batch's rows chose, 0 on dense layers
+  int64_t rows = 0;                      // verify rows in the forward
+};
+
 // The trunk's cache layout for a configuration (no weights needed: memory planning, reports).
 KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage = LatentStorage::kF32);
 
@@ -67,6 +81,16 @@ class Model {
   // (row 0) is at positions[0] = the first slot.
   absl::StatusOr<ForwardOutput> Forward(KvCache& cache, std::span<const int32_t> tokens,
                                         std::span<const int64_t> positions, const ForwardOptions& options = {}) const;
+
+  // One forward over several sequences' rows, each with its own cache (continuous batching): the
+  // projections, MLPs, experts and the head run once over all rows, so every weight is read once
+  // for the batch and each expert once for all the rows routed to it; attention is block-diagonal,
+  // each sequence seeing only its own cache. Every sequence's output is bit-identical to its own
+  // Forward (the kernels run row-invariant, kernels/linear.h). Chains only (no
+  // options.attention.tree), logits for every row (no logit_rows); the caches must be distinct. On
+  // error every cache is unchanged.
+  absl::StatusOr<BatchForwardOutput> ForwardBatch(std::span<const BatchSequence> sequences,
+                                                  const ForwardOptions& options = {}) const;
 
   // The argument rules of Forward for a cache of `cache_layers` layers holding `cache_length` of
   // `cache_capacity` positions (shared with the CUDA model, so both give the same errors).
