@@ -64,6 +64,28 @@ class Target {
   }
 };
 
+// The verify forwards of a batch of requests (spec/batch.h): several targets' blocks in one forward.
+struct BatchVerification {
+  std::vector<TargetStep> steps;  // [targets] each what targets[i]->Run(blocks[i], true) returns
+  int64_t rows = 0;               // verify rows in the forward
+  // Routed experts the forward read, summed over its MoE layers (the union of the rows' choices in
+  // each layer), and the rows' routing choices summed the same way. 0 where the targets have none.
+  int64_t experts_read = 0;
+  int64_t expert_choices = 0;
+};
+
+class BatchVerifier {
+ public:
+  virtual ~BatchVerifier() = default;
+  // Whether `target` can take part in this verifier's forwards.
+  virtual bool CanBatch(const Target& target) const = 0;
+  // For every i, the result of targets[i]->Run(blocks[i], /*all_logits=*/true), bit for bit, from
+  // one forward over all the blocks; each target's cache advances as that Run would advance it. On
+  // error every target is as it was.
+  virtual absl::StatusOr<BatchVerification> VerifyBatch(std::span<Target* const> targets,
+                                                        std::span<const std::vector<int32_t>> blocks) = 0;
+};
+
 // How drafts are chosen from the draft distribution.
 struct DraftSampling {
   bool sample = false;  // false: argmax drafts (what vLLM, SGLang and mlx do); true: q-sampled drafts

@@ -95,6 +95,10 @@ absl::StatusOr<TargetStep> LoopContext::Run(std::span<const int32_t> tokens, boo
   return step;
 }
 
+absl::Status LoopContext::CheckLogits(const Tensor& logits, int64_t first_position, int64_t rows) const {
+  return CheckLogitsFinite(logits, first_position, rows);
+}
+
 absl::StatusOr<TargetStep> LoopContext::RunTree(std::span<const int32_t> tokens,
                                                 std::span<const int32_t> parents) const {
   const int64_t first_position = target_.length();

@@ -10,8 +10,9 @@
 //
 // Each step reads the request's fixed LoopContext, reads or advances the LoopState, and fills its
 // part of the cycle's CycleRecord with what it did and how long it took. Observers (statistics,
-// the adaptive-k controller, a caller's own) see the loop only through those records. A new way to
-// draft or to accept (a token tree, a batch) replaces DraftStep and AcceptStep and keeps the rest.
+// the adaptive-k controller, a caller's own) see the loop only through those records. A token tree
+// replaces DraftStep, VerifyStep and AcceptStep (spec/tree_loop.h); a batch runs one verify forward
+// for the VerifySteps of many requests (spec/batch.h). spec/request.h drives one request's steps.
 #pragma once
 
 #include <cstdint>
@@ -97,6 +98,9 @@ class LoopContext {
   std::string StopReasonOf(int32_t token) const;
   // A target forward, keeping the logits on the device when it samples there.
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) const;
+  // What Run checks in a forward's logits ([R, V], the last R of `rows` rows run from
+  // first_position): a non-finite value stops the request, naming its position.
+  absl::Status CheckLogits(const Tensor& logits, int64_t first_position, int64_t rows) const;
   // A tree verify (Target::RunTree), its logits checked as Run checks them.
   absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) const;
   // The target's draws for the `rows` rows of its last run, row r at position first_position + r.

@@ -1,6 +1,7 @@
 #include "spec/model_target.h"
 
 #include "absl/strings/str_cat.h"
+#include "model/config.h"
 
 namespace mtpspec {
 
@@ -93,6 +94,65 @@ absl::StatusOr<std::vector<int32_t>> ModelTarget::SampleLastRun(const SamplingPa
     draws.push_back(SampleToken(kept_logits_.data<float>() + r * vocab, vocab, params, first_position + r));
   }
   return draws;
+}
+
+namespace {
+
+bool SameAttention(const AttentionOptions& a, const AttentionOptions& b) {
+  return a.path == b.path && a.form == b.form && a.gather_max_rows == b.gather_max_rows &&
+         a.reuse_topk == b.reuse_topk && a.tree == nullptr && b.tree == nullptr;
+}
+
+}  // namespace
+
+bool ModelBatchVerifier::CanBatch(const Target& target) const {
+  const auto* model_target = dynamic_cast<const ModelTarget*>(&target);
+  return model_target != nullptr && &model_target->model_ == &model_ && !model_target->samples_in_target_;
+}
+
+absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatch(std::span<Target* const> targets,
+                                                                  std::span<const std::vector<int32_t>> blocks) {
+  if (targets.size() != blocks.size() || targets.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("VerifyBatch: ", targets.size(), " targets for ", blocks.size(), " blocks (at least one of each)"));
+  }
+  std::vector<ModelTarget*> members;                // [targets]
+  std::vector<std::vector<int64_t>> positions;      // [targets][block rows]
+  std::vector<BatchSequence> sequences;             // [targets]
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto* member = dynamic_cast<ModelTarget*>(targets[i]);
+    if (member == nullptr || !CanBatch(*member)) {
+      return absl::InvalidArgumentError(absl::StrCat("VerifyBatch: target ", i, " cannot join this model's batch"));
+    }
+    if (!SameAttention(member->attention_, members.empty() ? member->attention_ : members[0]->attention_)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VerifyBatch: target ", i, "'s attention options differ from target 0's"));
+    }
+    members.push_back(member);
+    std::vector<int64_t>& p = positions.emplace_back();
+    for (size_t r = 0; r < blocks[i].size(); ++r) p.push_back(member->cache_->length() + static_cast<int64_t>(r));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) sequences.push_back({members[i]->cache_.get(), blocks[i], positions[i]});
+  ForwardOptions options;
+  options.attention = members[0]->attention_;
+  ASSIGN_OR_RETURN(BatchForwardOutput out, model_.ForwardBatch(sequences, options));
+  BatchVerification verification;
+  verification.rows = out.rows;
+  const ModelConfig& config = model_.config();
+  for (int64_t used : out.experts_used) {
+    if (used == 0) continue;  // a dense layer
+    verification.experts_read += used;
+    verification.expert_choices += out.rows * config.num_experts_per_tok;
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    members[i]->kept_logits_ = Tensor();
+    members[i]->tree_first_ = -1;
+    TargetStep& step = verification.steps.emplace_back();
+    step.logits = std::move(out.sequences[i].logits);
+    step.hidden_postnorm = std::move(out.sequences[i].hidden_postnorm);
+    step.hidden_prenorm = std::move(out.sequences[i].hidden_prenorm);
+  }
+  return verification;
 }
 
 }  // namespace mtpspec

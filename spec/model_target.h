@@ -41,7 +41,11 @@ class ModelTarget : public Target {
   absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) override;
   absl::Status KeepTreePath(std::span<const int64_t> path) override;
 
+  const Model& model() const { return model_; }
+  const AttentionOptions& attention() const { return attention_; }
+
  private:
+  friend class ModelBatchVerifier;
   ModelTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)
       : model_(model), cache_(std::move(cache)), attention_(attention) {}
   const Model& model_;
@@ -51,6 +55,21 @@ class ModelTarget : public Target {
   Tensor kept_logits_;  // [R, V] of the last RunKeepingLogits
   int64_t tree_first_ = -1;      // the committed length before the last RunTree (−1: none since)
   std::vector<int32_t> tree_parents_;  // [rows] of the last RunTree
+};
+
+// Verifies the blocks of several ModelTargets over one Model in one forward (Model::ForwardBatch):
+// every weight is read once for the batch, each routed expert once for all the rows that chose it,
+// and each target's rows attend to its own cache only. Targets that sample in the target, or whose
+// attention options differ from the first one's, cannot join.
+class ModelBatchVerifier : public BatchVerifier {
+ public:
+  explicit ModelBatchVerifier(const Model& model) : model_(model) {}
+  bool CanBatch(const Target& target) const override;
+  absl::StatusOr<BatchVerification> VerifyBatch(std::span<Target* const> targets,
+                                                std::span<const std::vector<int32_t>> blocks) override;
+
+ private:
+  const Model& model_;
 };
 
 }  // namespace mtpspec

@@ -1,0 +1,296 @@
+#include "spec/batch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "spec/request.h"
+
+namespace mtpspec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The schedule's k for a cycle of `batch` requests.
+int64_t ScheduledK(const std::vector<BatchKStep>& schedule, int64_t batch) {
+  for (const BatchKStep& step : schedule) {
+    if (batch <= step.max_batch) return step.k;
+  }
+  return schedule.back().k;
+}
+
+absl::Status Prefixed(const absl::Status& status, const std::string& prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// One occupied slot.
+struct Seat {
+  int64_t request = -1;              // index into the queue
+  std::unique_ptr<Request> running;  // null while free
+};
+
+}  // namespace
+
+double BatchStats::mean_batch() const {
+  int64_t weighted = 0;
+  for (size_t b = 0; b < batch_histogram.size(); ++b) weighted += static_cast<int64_t>(b) * batch_histogram[b];
+  return cycles > 0 ? static_cast<double>(weighted) / cycles : 0.0;
+}
+
+nlohmann::json BatchStats::ToJson() const {
+  nlohmann::json j;
+  j["slots"] = slots;
+  j["requests"] = requests;
+  j["failed"] = failed;
+  j["generated_tokens"] = generated_tokens;
+  j["cycles"] = cycles;
+  j["forwards"] = forwards;
+  j["batched_forwards"] = batched_forwards;
+  j["verify_rows"] = verify_rows;
+  j["rows_per_forward"] = rows_per_forward();
+  j["max_rows"] = max_rows;
+  j["mean_batch"] = mean_batch();
+  j["batch_histogram"] = batch_histogram;
+  j["experts_read"] = experts_read;
+  j["expert_choices"] = expert_choices;
+  j["tokens_per_second"] = tokens_per_second();
+  j["seconds"] = {{"prefill", prefill_seconds}, {"draft", draft_seconds}, {"verify", verify_seconds},
+                  {"accept_commit", accept_commit_seconds}, {"tree_cycles", tree_cycle_seconds},
+                  {"total", total_seconds}};
+  return j;
+}
+
+std::string BatchStats::Summary() const {
+  std::ostringstream out;
+  out << absl::StrFormat("batch: %d requests (%d failed) over %d slots, %d tokens in %.3f s = %.1f tokens/s\n",
+                         requests, failed, slots, generated_tokens, total_seconds, tokens_per_second());
+  out << absl::StrFormat("cycles: %d, mean batch %.2f; verify forwards %d (%d batched), %.2f rows per forward (max %d)\n",
+                         cycles, mean_batch(), forwards, batched_forwards, rows_per_forward(), max_rows);
+  if (expert_choices > 0) {
+    out << absl::StrFormat("routed experts read: %d for %d routing choices (%.3f per choice)\n", experts_read,
+                           expert_choices, static_cast<double>(experts_read) / expert_choices);
+  }
+  out << absl::StrFormat("time: prefill %.3f s, draft %.3f s, verify %.3f s, accept+commit %.3f s\n", prefill_seconds,
+                         draft_seconds, verify_seconds, accept_commit_seconds);
+  return out.str();
+}
+
+double BatchRequestResult::tokens_per_second() const {
+  const double seconds = latency_seconds - queued_seconds;
+  return seconds > 0 ? static_cast<double>(result.tokens.size()) / seconds : 0.0;
+}
+
+absl::Status ValidateBatch(std::span<const BatchSlot> slots, std::span<const BatchRequest> requests,
+                           const BatchOptions& options) {
+  if (slots.empty()) return absl::InvalidArgumentError("a batch needs at least one slot (batch size B >= 1), got 0");
+  std::set<const void*> seen;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s].target == nullptr) return absl::InvalidArgumentError(absl::StrCat("batch slot ", s, " has no target"));
+    if (!seen.insert(slots[s].target).second) {
+      return absl::InvalidArgumentError(absl::StrCat("batch slot ", s, " shares its target with an earlier slot"));
+    }
+    if (slots[s].drafter != nullptr && !seen.insert(slots[s].drafter).second) {
+      return absl::InvalidArgumentError(absl::StrCat("batch slot ", s, " shares its drafter with an earlier slot"));
+    }
+  }
+  for (size_t i = 0; i < options.k_schedule.size(); ++i) {
+    const BatchKStep& step = options.k_schedule[i];
+    if (step.k < 0 || step.k > kMaxDraftTokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("k_schedule[", i, "]: k must be in [0, ", kMaxDraftTokens, "], got ", step.k));
+    }
+    if (step.max_batch < 1 || (i > 0 && step.max_batch <= options.k_schedule[i - 1].max_batch)) {
+      return absl::InvalidArgumentError(absl::StrCat("k_schedule[", i, "]: max_batch = ", step.max_batch,
+                                                     " must be >= 1 and above the entry before"));
+    }
+  }
+  std::vector<std::pair<const AdaptiveK*, size_t>> controllers;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const GenerateOptions& o = requests[r].options;
+    if (!options.k_schedule.empty() && o.adaptive_k) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", r, " asks for adaptive k, which conflicts with the batch's k schedule"));
+    }
+    if (o.adaptive_controller == nullptr) continue;
+    for (const auto& [controller, earlier] : controllers) {
+      if (controller == o.adaptive_controller.get() && slots.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("requests ", earlier, " and ", r, " share one adaptive-k controller, which serves one request at "
+                         "a time; give each request its own (or none)"));
+      }
+    }
+    controllers.emplace_back(o.adaptive_controller.get(), r);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std::span<const BatchRequest> requests,
+                                          const BatchOptions& options) {
+  RETURN_IF_ERROR(ValidateBatch(slots, requests, options));
+  const Clock::time_point start = Clock::now();
+  BatchResult out;
+  out.requests.resize(requests.size());
+  BatchStats& stats = out.stats;
+  stats.slots = static_cast<int64_t>(slots.size());
+  stats.requests = static_cast<int64_t>(requests.size());
+  stats.batch_histogram.assign(slots.size() + 1, 0);
+  std::vector<Seat> seats(slots.size());
+  size_t next = 0;  // the queue's next request
+
+  // Ends the request in seat s, with `status` (ok when it finished) and what it produced.
+  auto leave = [&](size_t s, const absl::Status& status) {
+    Seat& seat = seats[s];
+    BatchRequestResult& r = out.requests[seat.request];
+    r.status = status.ok() ? status : Prefixed(status, absl::StrCat("request ", seat.request, ": "));
+    r.result = seat.running->Finish();
+    r.latency_seconds = Since(start);
+    stats.generated_tokens += static_cast<int64_t>(r.result.tokens.size());
+    if (!status.ok()) {
+      ++stats.failed;
+      slots[s].target->Reset();  // nothing of it stays in the slot
+    }
+    seat.running.reset();
+    seat.request = -1;
+  };
+
+  while (true) {
+    // Free slots take the next queued requests; each prefill runs alone.
+    for (size_t s = 0; s < seats.size(); ++s) {
+      while (seats[s].running == nullptr && next < requests.size()) {
+        const size_t r = next++;
+        BatchRequestResult& result = out.requests[r];
+        result.slot = static_cast<int64_t>(s);
+        result.queued_seconds = Since(start);
+        const Clock::time_point t = Clock::now();
+        absl::StatusOr<std::unique_ptr<Request>> started =
+            Request::Start(*slots[s].target, slots[s].drafter, requests[r].prompt, requests[r].options);
+        stats.prefill_seconds += Since(t);
+        if (!started.ok()) {
+          result.status = Prefixed(started.status(), absl::StrCat("request ", r, ": "));
+          result.latency_seconds = Since(start);
+          ++stats.failed;
+          slots[s].target->Reset();
+          continue;
+        }
+        seats[s].request = static_cast<int64_t>(r);
+        seats[s].running = std::move(*started);
+        if (seats[s].running->done()) leave(s, absl::OkStatus());  // its first token ended it
+      }
+    }
+    // Requests whose budget, cache or first token ended them leave before the cycle.
+    std::vector<size_t> active;  // seats taking part in this cycle
+    for (size_t s = 0; s < seats.size(); ++s) {
+      if (seats[s].running == nullptr) continue;
+      if (seats[s].running->BeginCycle()) {
+        active.push_back(s);
+      } else {
+        leave(s, absl::OkStatus());
+      }
+    }
+    if (active.empty()) {
+      if (next < requests.size()) continue;  // seats freed: refill them
+      break;
+    }
+    ++stats.cycles;
+    ++stats.batch_histogram[active.size()];
+    const std::optional<int64_t> scheduled =
+        options.k_schedule.empty() ? std::nullopt
+                                   : std::optional<int64_t>(ScheduledK(options.k_schedule, static_cast<int64_t>(active.size())));
+
+    // Drafts (and whole tree cycles, which verify alone).
+    std::vector<size_t> to_verify;               // seats whose block is verified below
+    std::vector<std::vector<int32_t>> blocks;    // [to_verify] verify blocks
+    Clock::time_point t = Clock::now();
+    double tree_seconds = 0;
+    for (size_t s : active) {
+      Request& request = *seats[s].running;
+      if (request.tree()) {
+        const Clock::time_point tree_start = Clock::now();
+        const absl::Status status = request.RunTreeCycle();
+        tree_seconds += Since(tree_start);
+        ++stats.forwards;
+        if (!status.ok() || request.done()) leave(s, status);
+        continue;
+      }
+      absl::StatusOr<std::vector<int32_t>> block = request.Draft(request.DraftLength(scheduled));
+      if (!block.ok()) {
+        leave(s, block.status());
+        continue;
+      }
+      to_verify.push_back(s);
+      blocks.push_back(std::move(*block));
+    }
+    stats.draft_seconds += Since(t) - tree_seconds;
+    stats.tree_cycle_seconds += tree_seconds;
+
+    // One forward for the blocks the verifier can batch; the rest (and a batch that fails, so that
+    // its error lands on the request at fault) verify alone.
+    t = Clock::now();
+    std::vector<size_t> batched, alone;  // indices into to_verify
+    for (size_t i = 0; i < to_verify.size(); ++i) {
+      const Request& request = *seats[to_verify[i]].running;
+      const bool joins = options.verifier != nullptr && !request.context().device_sampling() &&
+                         options.verifier->CanBatch(request.target());
+      (joins ? batched : alone).push_back(i);
+    }
+    std::vector<absl::Status> verify_status(to_verify.size());
+    if (!batched.empty()) {
+      std::vector<Target*> targets;
+      std::vector<std::vector<int32_t>> batch_blocks;
+      for (size_t i : batched) {
+        targets.push_back(&seats[to_verify[i]].running->target());
+        batch_blocks.push_back(blocks[i]);
+      }
+      const Clock::time_point forward_start = Clock::now();
+      absl::StatusOr<BatchVerification> verified = options.verifier->VerifyBatch(targets, batch_blocks);
+      const double seconds = Since(forward_start);
+      if (verified.ok() && verified->steps.size() != batched.size()) {
+        verified = absl::InternalError(absl::StrCat("the batch verifier returned ", verified->steps.size(),
+                                                    " results for ", batched.size(), " blocks"));
+        for (size_t i : batched) verify_status[i] = verified.status();
+      } else if (verified.ok()) {
+        ++stats.forwards;
+        ++stats.batched_forwards;
+        stats.verify_rows += verified->rows;
+        stats.max_rows = std::max(stats.max_rows, verified->rows);
+        stats.experts_read += verified->experts_read;
+        stats.expert_choices += verified->expert_choices;
+        for (size_t j = 0; j < batched.size(); ++j) {
+          verify_status[batched[j]] =
+              seats[to_verify[batched[j]]].running->SetVerified(std::move(verified->steps[j]), seconds);
+        }
+      } else {  // every target is as it was: verify each alone
+        alone.insert(alone.end(), batched.begin(), batched.end());
+      }
+    }
+    for (size_t i : alone) {
+      verify_status[i] = seats[to_verify[i]].running->Verify();
+      ++stats.forwards;
+      const int64_t rows = static_cast<int64_t>(blocks[i].size());
+      stats.verify_rows += rows;
+      stats.max_rows = std::max(stats.max_rows, rows);
+    }
+    stats.verify_seconds += Since(t);
+
+    // Acceptance, commit and rollback, per request.
+    t = Clock::now();
+    for (size_t i = 0; i < to_verify.size(); ++i) {
+      const size_t s = to_verify[i];
+      absl::Status status = verify_status[i];
+      if (status.ok()) status = seats[s].running->EndCycle();
+      if (!status.ok() || seats[s].running->done()) leave(s, status);  // its slot is free for the next cycle
+    }
+    stats.accept_commit_seconds += Since(t);
+  }
+  stats.total_seconds = Since(start);
+  return out;
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,85 @@
+// One request driven through the loop's steps (spec/loop.h), a cycle at a time: what Generate runs
+// alone and GenerateBatch (spec/batch.h) runs beside other requests. It owns the request's state,
+// its statistics and its observers, so that a single request and a request in a batch are the same
+// code up to who runs the verify forward.
+//
+//   Request::Start                 validation, reset, PrefillStep
+//   while BeginCycle():
+//     tree request:  TreeCycle     (spec/tree_loop.h, its own verify)
+//     chain request: DraftLength → Draft → Verify (alone) or SetVerified (a batch's forward) → EndCycle
+//   Finish                         the GenerateResult
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "spec/generator.h"
+#include "spec/loop.h"
+#include "spec/observers.h"
+
+namespace mtpspec {
+
+class Request {
+ public:
+  // Validates the options and the prompt against the target, resets the target and the drafter and
+  // runs the prefill. `drafter` may be null (plain decoding). Both must outlive the Request.
+  static absl::StatusOr<std::unique_ptr<Request>> Start(Target& target, Drafter* drafter,
+                                                        std::span<const int32_t> prompt,
+                                                        const GenerateOptions& options);
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  const LoopContext& context() const { return context_; }
+  Target& target() const { return context_.target(); }
+  bool done() const { return !state_.stop_reason.empty(); }
+  bool tree() const { return tree_; }
+  int64_t generated() const { return static_cast<int64_t>(state_.tokens.size()); }
+
+  // Starts the next cycle; false (with the stop reason set) when the token budget or the cache ends
+  // the request instead.
+  bool BeginCycle();
+  // A whole tree cycle (tree requests only).
+  absl::Status RunTreeCycle();
+  // This cycle's draft length: `fixed` when given (a batch's k schedule), else the policy's choice
+  // (k = auto) or the request's k; never past the token budget or the cache.
+  int64_t DraftLength(std::optional<int64_t> fixed = std::nullopt);
+  // Drafts up to k tokens; returns the verify block [pending token, d1 … dk'].
+  absl::StatusOr<std::vector<int32_t>> Draft(int64_t k);
+  // The block's verify forward on this request's own target.
+  absl::Status Verify();
+  // The block's verify, run elsewhere (a batched forward): `step` must be what
+  // target().Run(block, /*all_logits=*/true) would have returned; `seconds` is that forward's time.
+  absl::Status SetVerified(TargetStep step, double seconds);
+  // Accepts, commits and reports the cycle to the observers.
+  absl::Status EndCycle();
+  // The result, once done() (or to hand back what a failed request had produced).
+  GenerateResult Finish();
+
+ private:
+  Request(Target& target, Drafter* drafter, const GenerateOptions& options);
+
+  using Clock = std::chrono::steady_clock;
+  const GenerateOptions options_;  // a copy: the Request may outlive the caller's options
+  const bool tree_;
+  const int64_t k_max_;
+  const LoopContext context_;
+  GenerateResult result_;
+  StatsRecorder recorder_;
+  std::optional<AdaptivePolicy> adaptive_;  // a fixed-k run has no policy and never calls one
+  std::vector<LoopObserver*> observers_;    // the statistics, the policy, the caller's own
+  LoopState state_;
+  Clock::time_point start_;
+
+  // The cycle under way.
+  CycleRecord cycle_;
+  Clock::time_point cycle_start_;
+  mtpspec::Draft draft_;
+  std::optional<TargetStep> verified_;
+};
+
+}  // namespace mtpspec

@@ -1,0 +1,205 @@
+// Batched generation on real models (two golden random-weight ones and the trained tiny model):
+// with ModelBatchVerifier running one forward for every request's verify block, each request's
+// tokens and acceptance equal the same request run alone through Generate, for batch sizes 1..8,
+// queues longer than the batch, every drafter (mtp, lookup, hybrid, none), k from 0 to 4,
+// temperatures 0 / 0.7 / 1, rejection and sampler-equality, prompts on either side of index_topk
+// (dense and gather attention) and requests that finish mid-batch. Adaptive-k requests in a batch
+// still give plain decoding's tokens; the expert union is counted.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spec/batch.h"
+#include "spec/lookup_drafter.h"
+#include "spec/model_target.h"
+#include "spec/mtp_drafter.h"
+#include "tests/model/model_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using testing_util::TestTokens;
+
+constexpr int64_t kCapacity = 128;
+
+const Model& Load(const std::string& name) {
+  static auto* models = new std::map<std::string, std::unique_ptr<Model>>();
+  auto& slot = (*models)[name];
+  if (!slot) {
+    const std::string dir = name == "trained" ? absl::StrCat(MTPSPEC_MODELS_DIR, "/glm-tiny-mtp")
+                                              : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name);
+    auto m = Model::Load(dir);
+    EXPECT_TRUE(m.ok()) << m.status();
+    slot = std::move(*m);
+  }
+  return *slot;
+}
+
+enum class Kind { kMtp, kLookup, kHybrid, kNone };
+
+std::unique_ptr<Drafter> MakeDrafter(const Model& model, Kind kind) {
+  auto mtp = [&]() -> std::unique_ptr<Drafter> {
+    auto d = MtpDrafter::Create(model, kCapacity, MtpOptions{});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return std::move(*d);
+  };
+  switch (kind) {
+    case Kind::kMtp: return mtp();
+    case Kind::kLookup: return std::make_unique<LookupDrafter>(LookupOptions{});
+    case Kind::kHybrid: return std::make_unique<HybridDrafter>(std::make_unique<LookupDrafter>(LookupOptions{}), mtp());
+    case Kind::kNone: return nullptr;
+  }
+  return nullptr;
+}
+
+// Slot s's drafter: mostly MTP, with every other kind in the mix.
+Kind SlotKind(int64_t s) { return std::vector<Kind>{Kind::kMtp, Kind::kLookup, Kind::kMtp, Kind::kHybrid, Kind::kNone}[s % 5]; }
+
+struct Slots {
+  Slots(const Model& model, int64_t b) {
+    for (int64_t s = 0; s < b; ++s) {
+      auto target = ModelTarget::Create(model, kCapacity);
+      EXPECT_TRUE(target.ok()) << target.status();
+      targets.push_back(std::move(*target));
+      drafters.push_back(MakeDrafter(model, SlotKind(s)));
+      slots.push_back({targets.back().get(), drafters.back().get()});
+    }
+  }
+  std::vector<std::unique_ptr<ModelTarget>> targets;
+  std::vector<std::unique_ptr<Drafter>> drafters;
+  std::vector<BatchSlot> slots;
+};
+
+// Request r: a prompt on either side of index_topk, its own k, temperature, seed, rule and budget.
+// The prompts repeat a phrase so that the lookup drafter finds n-grams.
+BatchRequest MixedRequest(const Model& model, int64_t r) {
+  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const std::vector<int32_t> phrase = TestTokens(7, V, 50 + r);
+  BatchRequest request;
+  const int64_t length = r % 2 == 0 ? K - 4 + r % 3 : K + 3 + r % 5;
+  const std::vector<int32_t> noise = TestTokens(length, V, 900 + r);
+  for (int64_t i = 0; i < length; ++i) request.prompt.push_back(i % 3 == 0 ? noise[i] : phrase[i % 7]);
+  GenerateOptions& o = request.options;
+  o.k = r % 5;
+  o.max_new_tokens = 8 + (r * 11) % 25;
+  o.accept.sampling.temperature = std::vector<double>{0.0, 0.7, 1.0}[r % 3];
+  o.accept.sampling.seed = 7 + r;
+  if (r % 4 == 3) o.accept.rule = AcceptRule::kRejection;
+  o.stop_at_eos = false;
+  return request;
+}
+
+GenerateResult Alone(const Model& model, Kind kind, const BatchRequest& request) {
+  auto target = ModelTarget::Create(model, kCapacity);
+  EXPECT_TRUE(target.ok());
+  std::unique_ptr<Drafter> drafter = MakeDrafter(model, kind);
+  auto result = Generate(**target, drafter.get(), request.prompt, request.options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return *result;
+}
+
+class BatchGenerateTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchGenerateTest, EveryRequestEqualsItselfRunAlone) {
+  const Model& model = Load(GetParam());
+  for (int64_t b : {1, 2, 3, 5, 8}) {
+    Slots slots(model, b);
+    ModelBatchVerifier verifier(model);
+    std::vector<BatchRequest> requests;
+    for (int64_t r = 0; r < b + 3; ++r) requests.push_back(MixedRequest(model, r));
+    BatchOptions options;
+    options.verifier = &verifier;
+    auto result = GenerateBatch(slots.slots, requests, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const BatchRequestResult& batched = result->requests[r];
+      ASSERT_TRUE(batched.status.ok()) << batched.status;
+      const GenerateResult alone = Alone(model, SlotKind(batched.slot), requests[r]);
+      const std::string where = absl::StrCat(GetParam(), " B = ", b, " request ", r, " slot ", batched.slot);
+      EXPECT_EQ(batched.result.tokens, alone.tokens) << where;
+      EXPECT_EQ(batched.result.stop_reason, alone.stop_reason) << where;
+      EXPECT_EQ(batched.result.stats.num_draft_tokens, alone.stats.num_draft_tokens) << where;
+      EXPECT_EQ(batched.result.stats.accepted_per_pos, alone.stats.accepted_per_pos) << where;
+    }
+    const BatchStats& stats = result->stats;
+    EXPECT_EQ(stats.failed, 0);
+    EXPECT_EQ(stats.forwards, stats.cycles);
+    EXPECT_EQ(stats.batched_forwards, stats.cycles);
+    if (b > 1) {
+      EXPECT_GT(stats.mean_batch(), 1.0) << GetParam() << " B = " << b;
+    }
+    if (model.config().n_routed_experts > 0) {
+      EXPECT_GT(stats.experts_read, 0);
+      EXPECT_LE(stats.experts_read, stats.expert_choices) << "the union never exceeds the choices";
+      if (b > 1) {
+        EXPECT_LT(stats.experts_read, stats.expert_choices) << "rows of a batch share experts";
+      }
+    }
+  }
+}
+
+TEST_P(BatchGenerateTest, AdaptiveKRequestsInABatchGivePlainOutput) {
+  const Model& model = Load(GetParam());
+  Slots slots(model, 3);
+  ModelBatchVerifier verifier(model);
+  std::vector<BatchRequest> requests;
+  for (int64_t r = 0; r < 4; ++r) {
+    BatchRequest request = MixedRequest(model, r);
+    request.options.accept.rule = AcceptRule::kSamplerEquality;
+    request.options.k = 4;
+    request.options.adaptive_k = true;
+    request.options.max_new_tokens = 30;
+    requests.push_back(std::move(request));
+  }
+  BatchOptions options;
+  options.verifier = &verifier;
+  auto result = GenerateBatch(slots.slots, requests, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (size_t r = 0; r < requests.size(); ++r) {
+    ASSERT_TRUE(result->requests[r].status.ok()) << result->requests[r].status;
+    GenerateOptions plain = requests[r].options;
+    plain.adaptive_k = false;
+    plain.k = 0;
+    auto target = ModelTarget::Create(model, kCapacity);
+    auto alone = Generate(**target, nullptr, requests[r].prompt, plain);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(result->requests[r].result.tokens, alone->tokens) << GetParam() << " request " << r;
+  }
+}
+
+TEST(BatchVerifierTest, RefusesTargetsOfAnotherModelOrThatSampleInTheTarget) {
+  const Model& a = Load("glm_a");
+  const Model& b = Load("dsv32_b");
+  ModelBatchVerifier verifier(a);
+  auto own = *ModelTarget::Create(a, 32);
+  auto other = *ModelTarget::Create(b, 32);
+  auto sampling = *ModelTarget::Create(a, 32);
+  sampling->set_samples_in_target(true);
+  EXPECT_TRUE(verifier.CanBatch(*own));
+  EXPECT_FALSE(verifier.CanBatch(*other));
+  EXPECT_FALSE(verifier.CanBatch(*sampling));
+  std::vector<Target*> targets = {own.get(), other.get()};
+  std::vector<std::vector<int32_t>> blocks = {{1, 2}, {3}};
+  auto refused = verifier.VerifyBatch(targets, blocks);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("target 1 cannot join"));
+  EXPECT_EQ(own->length(), 0) << "nothing ran";
+  // A block with an out-of-vocabulary id fails the whole forward and leaves every cache as it was.
+  auto second = *ModelTarget::Create(a, 32);
+  targets = {own.get(), second.get()};
+  blocks = {{1, 2}, {3, static_cast<int32_t>(a.config().vocab_size)}};
+  auto bad = verifier.VerifyBatch(targets, blocks);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("sequence 1"));
+  EXPECT_EQ(own->length(), 0);
+  EXPECT_EQ(second->length(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchGenerateTest, ::testing::Values("glm_a", "dsv32_b", "trained"));
+
+}  // namespace
+}  // namespace mtpspec
