@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "pipeline/batch.h"
 #include "pipeline/request.h"
 #include "spec/adaptive_k.h"
 #include "tokenizer/tokenizer.h"
@@ -21,7 +22,7 @@ const std::set<std::string>& GenerateOptionNames() {
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
       "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
-      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes"};
+      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule"};
   return names;
 }
 
@@ -32,7 +33,7 @@ struct PromptLine {
   std::string text;
 };
 
-// The prompts of a --prompts-file: one prompt text per non-empty line.
+// The prompts of a --prompts-file: one prompt text per line (an empty line is an error that names it).
 absl::StatusOr<std::vector<PromptLine>> ReadPromptLines(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("--prompts-file ", path, ": cannot be opened"));
@@ -40,7 +41,11 @@ absl::StatusOr<std::vector<PromptLine>> ReadPromptLines(const std::string& path)
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) lines.push_back({number, line});
+    if (line.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompts-file ", path, " line ", number, " is empty (every line is a prompt)"));
+    }
+    lines.push_back({number, line});
   }
   if (in.bad()) return absl::DataLossError(absl::StrCat("--prompts-file ", path, ": read failed"));
   if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat("--prompts-file ", path, " has no prompt lines"));
@@ -180,6 +185,66 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   return r;
 }
 
+// --batch B: the prompts run B at a time through GenerateBatch (spec/batch.h), one verify forward
+// per cycle for every request in the batch. Each request prints as in a series, in file order; a
+// request that fails prints its error and the others are kept. The --stats-json document adds the
+// batch's statistics: {"requests": [...], "aggregate": {...}, "batch": {...}[, "errors": [...]]}.
+absl::Status RunBatch(const CliArgs& args, const Model& model, const RequestOptions& request, int64_t capacity,
+                      const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::string>& names,
+                      const Tokenizer* tokenizer) {
+  ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 1));
+  BatchOptions batch_options;
+  if (args.Has("k-schedule")) {
+    if (request.adaptive_k) return absl::InvalidArgumentError("--k-schedule sets k by batch size; it conflicts with --k auto");
+    ASSIGN_OR_RETURN(batch_options.k_schedule, ParseKSchedule(args.Get("k-schedule"), Frontend::kCli));
+  }
+  ASSIGN_OR_RETURN(BatchPipeline pipeline, BuildBatchPipeline(model, request, capacity, batch, Frontend::kCli));
+  batch_options.verifier = pipeline.verifier.get();
+  const GenerateOptions options = ToGenerateOptions(request);  // each request its own adaptive-k controller
+  std::vector<BatchRequest> requests;
+  for (const std::vector<int32_t>& prompt : prompts) requests.push_back({prompt, options});
+  ASSIGN_OR_RETURN(BatchResult result, GenerateBatch(pipeline.slots, requests, batch_options));
+
+  nlohmann::json j_requests = nlohmann::json::array(), errors = nlohmann::json::array();
+  SpecStats total;
+  for (size_t r = 0; r < result.requests.size(); ++r) {
+    const BatchRequestResult& done = result.requests[r];
+    std::cout << "== request " << r + 1 << " of " << prompts.size() << "\n";
+    if (!done.status.ok()) {
+      // The batch names requests by index; the command line names them by line.
+      std::string message(done.status.message());
+      const std::string prefix = absl::StrCat("request ", r, ": ");
+      if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+      const std::string error = absl::StrCat(names[r], ": ", message);
+      std::cout << "error: " << error << "\n";
+      std::cerr << "mtpspec generate: " << error << "\n";
+      errors.push_back(error);
+      continue;
+    }
+    nlohmann::json j = PrintResult(done.result, prompts[r], tokenizer);
+    j["slot"] = done.slot;
+    j["queued_seconds"] = done.queued_seconds;
+    j["latency_seconds"] = done.latency_seconds;
+    j["request_tokens_per_second"] = done.tokens_per_second();
+    j_requests.push_back(std::move(j));
+    total.Merge(done.result.stats);
+  }
+  std::cout << "== all " << prompts.size() << " requests, " << batch << " at a time\n"
+            << total.Summary() << result.stats.Summary() << std::flush;
+  if (args.Has("stats-json")) {
+    nlohmann::json doc = {{"requests", j_requests}, {"aggregate", total.ToJson()}, {"batch", result.stats.ToJson()}};
+    if (!errors.empty()) doc["errors"] = errors;
+    std::ofstream out(args.Get("stats-json"));
+    out << doc.dump(2) << "\n";
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("--stats-json ", args.Get("stats-json"), ": cannot be written"));
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(errors.size(), " of ", prompts.size(),
+                                                   " requests failed (the others finished; see above)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunGenerate(const CliArgs& args) {
@@ -250,6 +315,8 @@ absl::Status RunGenerate(const CliArgs& args) {
     return absl::InvalidArgumentError(absl::StrCat("--capacity must be in [1, ", model->config().max_position_embeddings,
                                                    "] (max_position_embeddings), got ", capacity));
   }
+  if (args.Has("batch")) return RunBatch(args, *model, request, capacity, prompts, names, tokenizer.get());
+  if (args.Has("k-schedule")) return absl::InvalidArgumentError("--k-schedule needs --batch B");
   ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(*model, request, capacity, Frontend::kCli));
   GenerateOptions options = ToGenerateOptions(request);
   // A series of requests (--prompts-file) shares the loaded model, the caches and, with --k auto,

@@ -38,6 +38,7 @@ constexpr char kUsage[] =
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
     "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
     "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"
+    "                 [--batch B [--k-schedule B1:k1,B2:k2,..]]   (the prompts B at a time, one verify forward per cycle)\n"
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
     "                 [--seed S] [--shard-gib G]\n";
 

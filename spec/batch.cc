@@ -87,6 +87,21 @@ double BatchRequestResult::tokens_per_second() const {
   return seconds > 0 ? static_cast<double>(result.tokens.size()) / seconds : 0.0;
 }
 
+absl::Status ValidateKSchedule(std::span<const BatchKStep> schedule) {
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const BatchKStep& step = schedule[i];
+    if (step.k < 0 || step.k > kMaxDraftTokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("k_schedule[", i, "]: k must be in [0, ", kMaxDraftTokens, "], got ", step.k));
+    }
+    if (step.max_batch < 1 || (i > 0 && step.max_batch <= schedule[i - 1].max_batch)) {
+      return absl::InvalidArgumentError(absl::StrCat("k_schedule[", i, "]: max_batch = ", step.max_batch,
+                                                     " must be >= 1 and above the entry before"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateBatch(std::span<const BatchSlot> slots, std::span<const BatchRequest> requests,
                            const BatchOptions& options) {
   if (slots.empty()) return absl::InvalidArgumentError("a batch needs at least one slot (batch size B >= 1), got 0");
@@ -100,17 +115,7 @@ absl::Status ValidateBatch(std::span<const BatchSlot> slots, std::span<const Bat
       return absl::InvalidArgumentError(absl::StrCat("batch slot ", s, " shares its drafter with an earlier slot"));
     }
   }
-  for (size_t i = 0; i < options.k_schedule.size(); ++i) {
-    const BatchKStep& step = options.k_schedule[i];
-    if (step.k < 0 || step.k > kMaxDraftTokens) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("k_schedule[", i, "]: k must be in [0, ", kMaxDraftTokens, "], got ", step.k));
-    }
-    if (step.max_batch < 1 || (i > 0 && step.max_batch <= options.k_schedule[i - 1].max_batch)) {
-      return absl::InvalidArgumentError(absl::StrCat("k_schedule[", i, "]: max_batch = ", step.max_batch,
-                                                     " must be >= 1 and above the entry before"));
-    }
-  }
+  RETURN_IF_ERROR(ValidateKSchedule(options.k_schedule));
   std::vector<std::pair<const AdaptiveK*, size_t>> controllers;
   for (size_t r = 0; r < requests.size(); ++r) {
     const GenerateOptions& o = requests[r].options;

@@ -95,6 +95,9 @@ struct BatchResult {
   BatchStats stats;
 };
 
+// Entries with k in [0, kMaxDraftTokens] and max_batch >= 1, ascending.
+absl::Status ValidateKSchedule(std::span<const BatchKStep> schedule);
+
 // Checks that hold before anything runs: at least one slot, distinct targets and drafters, a valid
 // k schedule and no adaptive-k controller shared by two requests. Errors name the slot or request.
 absl::Status ValidateBatch(std::span<const BatchSlot> slots, std::span<const BatchRequest> requests,

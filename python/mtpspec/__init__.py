@@ -4,7 +4,8 @@ The C++ library does the work (``mtpspec._ext``); this package converts argument
 
 * :class:`Model` — ``Model.load(path)``, ``.config``, ``.tokenizer``, ``.logits``, ``.mtp_draft``,
   ``.generate``, ``.stream``, ``.time_forward``.
-* :class:`Stats`, :class:`GenerateResult`, :class:`MtpDraft` — result dataclasses.
+* :class:`Stats`, :class:`GenerateResult`, :class:`MtpDraft` — result dataclasses;
+  :class:`BatchResult` and :class:`BatchStats` for ``generate([prompt, ...])``.
 * :class:`AdaptiveController` — adaptive k's estimates, carried across ``generate`` calls.
 * :mod:`mtpspec.bench` — acceptance and verify-cost sweeps; :mod:`mtpspec.plot` — their figures.
 
@@ -16,7 +17,7 @@ itself, whose ``code`` attribute names the status code.
 from mtpspec import _ext
 from mtpspec._ext import AdaptiveController, Error, InvalidArgumentError, NotFoundError
 from mtpspec._model import Model, Tokenizer
-from mtpspec._results import GenerateResult, MtpDraft, Stats
+from mtpspec._results import BatchError, BatchResult, BatchStats, GenerateResult, MtpDraft, Stats
 
 __version__: str = _ext.__version__
 MAX_DRAFT_TOKENS: int = _ext.MAX_DRAFT_TOKENS
@@ -35,6 +36,9 @@ def thread_count() -> int:
 
 __all__ = [
     "AdaptiveController",
+    "BatchError",
+    "BatchResult",
+    "BatchStats",
     "Error",
     "GenerateResult",
     "InvalidArgumentError",

@@ -1,6 +1,6 @@
 # Type stubs for the C++ extension mtpspec._ext (python/src/*.cc). Use the `mtpspec` package API;
 # these signatures are what it calls.
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -138,6 +138,13 @@ def generate(
     tree: Optional[Sequence[int]] = None,
     tree_nodes: Optional[int] = None,
 ) -> GenerateResult: ...
+
+def generate_batch(
+    model: Model,
+    requests: List[Tuple[List[int], Dict[str, Any]]],
+    batch: int,
+    k_schedule: Optional[Sequence[Tuple[int, int]]] = None,
+) -> Tuple[List[Optional[GenerateResult]], List[Optional[str]], List[Dict[str, Any]], str]: ...
 
 class AdaptiveController:
     def __init__(self, k_max: int, exploration_budget: float = 0.01) -> None: ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -10,7 +11,7 @@ from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tup
 import numpy as np
 
 from mtpspec import _ext
-from mtpspec._results import GenerateResult, MtpDraft, Stats
+from mtpspec._results import BatchError, BatchResult, BatchStats, GenerateResult, MtpDraft, Stats
 
 PathLike = Union[str, "os.PathLike[str]"]
 TokenIds = Union[Sequence[int], np.ndarray]
@@ -26,6 +27,51 @@ def _ids(ids: TokenIds) -> List[int]:
     if isinstance(ids, (str, bytes)):
         raise TypeError("token ids must be a sequence of ints (pass text to generate/stream, or use model.tokenizer)")
     return list(ids)
+
+
+def _is_batch(prompts: Any) -> bool:
+    """A list (or tuple) of prompts: texts or id sequences. A flat list of ints is one prompt."""
+    if isinstance(prompts, np.ndarray):
+        return prompts.ndim == 2
+    return (isinstance(prompts, (list, tuple)) and len(prompts) > 0
+            and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompts))
+
+
+class _TextPieces:
+    """The text a stream shows of one request as its tokens arrive. A result's text leaves out the
+    id that ended it and anything from a stop string on, so the pieces hold those back (and a
+    trailing partial UTF-8 sequence) until later tokens or the result say how it ended."""
+
+    def __init__(self, model: "Model", options: Dict[str, Any]) -> None:
+        assert model._tokenizer is not None
+        self._tokenizer = model._tokenizer
+        self._ending = set(options.get("stop_token_ids") or [])
+        if options.get("stop_at_eos", True):
+            eos = options.get("eos_token_id")
+            self._ending |= set(model.eos_token_ids if eos is None else [eos] if isinstance(eos, int) else eos)
+        stop = options.get("stop")
+        self._stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+        self._hold_back = max((len(x) for x in self._stops if isinstance(x, str)), default=1) - 1
+        self._tokens: List[int] = []
+        self._emitted = ""
+
+    def feed(self, tokens: List[int]) -> str:
+        self._tokens.extend(tokens)
+        ids = self._tokens[:-1] if self._tokens and self._tokens[-1] in self._ending else self._tokens
+        decoded = self._tokenizer.decode(ids).rstrip("\ufffd")
+        found = [i for i in (decoded.find(x) for x in self._stops if isinstance(x, str) and x) if i >= 0]
+        if found:  # the text ends before the stop string
+            decoded = decoded[:min(found)]
+        else:
+            decoded = decoded[:max(len(self._emitted), len(decoded) - self._hold_back)]
+        piece = decoded[len(self._emitted):]
+        self._emitted = max(self._emitted, decoded, key=len)
+        return piece
+
+    def finish(self, result: Optional[GenerateResult]) -> str:
+        if result is None or result.text is None or len(result.text) <= len(self._emitted):
+            return ""
+        return result.text[len(self._emitted):]
 
 
 class Tokenizer:
@@ -253,7 +299,7 @@ class Model:
 
     def generate(
         self,
-        prompt_or_ids: Union[str, TokenIds],
+        prompt_or_ids: Union[str, TokenIds, Sequence[Union[str, TokenIds]]],
         max_new_tokens: int = 64,
         *,
         draft: str = "mtp",
@@ -285,7 +331,10 @@ class Model:
         adaptive_controller: Optional[_ext.AdaptiveController] = None,
         tree: Optional[Sequence[int]] = None,
         tree_nodes: Optional[int] = None,
-    ) -> GenerateResult:
+        batch: Optional[int] = None,
+        k_schedule: Optional[Sequence[Tuple[int, int]]] = None,
+        per_request: Optional[Sequence[Dict[str, Any]]] = None,
+    ) -> Any:
         """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
         Every option but the prompt and ``max_new_tokens`` is keyword-only; the C++ request builder
         (pipeline/request.h) checks them all, and each error names the parameter.
@@ -339,7 +388,35 @@ class Model:
         Ctrl-C (KeyboardInterrupt) stops generation within one verify step when called from the
         main thread; the model stays usable. From another thread, stop it with ``on_tokens``
         returning False (``stream()`` does this when closed).
+
+        A list of prompts (texts or id lists) is a batch: the requests run ``batch`` at a time
+        (default: all at once), each cycle drafting for every request and verifying all their
+        blocks in one target forward (block-diagonal attention, each routed expert read once for the
+        rows that chose it), and a finished request's slot takes the next prompt. Every request's
+        tokens equal the same request run alone. Returns a :class:`BatchResult` (a list of
+        GenerateResult, with ``.stats`` and ``.timing``).
+        per_request: one dict of options per prompt that override the keywords for that request
+            (e.g. ``[{"seed": 1}, {"temperature": 0.7, "k": 1}]``); what the slots share (draft,
+            mtp_*, ngram, kv_cache, device) must be the same for all.
+        k_schedule: ``[(B1, k1), (B2, k2), ...]``: a cycle with up to B1 requests drafts k1, and so
+            on (ascending B; the last entry beyond them), replacing every request's k.
+        acceptance_hook and adaptive_controller serve one request at a time and cannot join a batch.
+        Options that are refused raise before anything runs and name ``requests[i]``; a request
+        that fails while running raises :class:`BatchError` once the others have finished.
         """
+        options: Dict[str, Any] = dict(
+            draft=draft, k=k, accept=accept, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+            seed=seed, mtp_hidden=mtp_hidden, mtp_chain=mtp_chain, mtp_index_share=mtp_index_share,
+            sample_drafts=sample_drafts, adaptive_k=adaptive_k, synthetic_rates=synthetic_rates,
+            acceptance_hook=acceptance_hook, on_tokens=on_tokens, stop_at_eos=stop_at_eos,
+            eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, stop=stop, logprobs=logprobs, ngram=ngram,
+            relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
+            adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
+        if _is_batch(prompt_or_ids):
+            return self._generate_batch(list(prompt_or_ids), max_new_tokens, options, batch, k_schedule, per_request)
+        for name, value in (("batch", batch), ("k_schedule", k_schedule), ("per_request", per_request)):
+            if value is not None:
+                raise ValueError(f"{name} needs a list of prompts (a batch); got one prompt")
         stops = None
         if stop is not None:
             if self._tokenizer is None:
@@ -356,26 +433,65 @@ class Model:
             adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
         return self._result(r, stops)
 
+    def _generate_batch(self, prompts: List[Any], max_new_tokens: int, options: Dict[str, Any], batch: Optional[int],
+                        k_schedule: Optional[Sequence[Tuple[int, int]]],
+                        per_request: Optional[Sequence[Dict[str, Any]]]) -> BatchResult:
+        if per_request is not None and len(per_request) != len(prompts):
+            raise ValueError(f"per_request has {len(per_request)} entries for {len(prompts)} prompts")
+        requests: List[Tuple[List[int], Dict[str, Any]]] = []
+        stops: List[Optional[_StopStrings]] = []
+        for i, prompt in enumerate(prompts):
+            mine = dict(options, max_new_tokens=max_new_tokens)
+            if per_request is not None:
+                if not isinstance(per_request[i], dict):
+                    raise TypeError(f"per_request[{i}] must be a dict of generate() options")
+                if "prompt_or_ids" in per_request[i]:
+                    raise ValueError(f"per_request[{i}]: the prompts come from the list, not per_request")
+                mine.update(per_request[i])
+            stop = mine.pop("stop", None)
+            stop_strings = None
+            if stop is not None:
+                if self._tokenizer is None:
+                    raise ValueError(f"{self.path} has no tokenizer.json: stop strings need one (use stop_token_ids)")
+                stop_strings = _StopStrings(self._tokenizer, stop, mine.get("on_tokens"))
+                mine["on_tokens"] = stop_strings
+            stops.append(stop_strings)
+            requests.append((self._prompt(prompt), mine))
+        size = len(requests) if batch is None else batch
+        raw, errors, timing, stats_json = _ext.generate_batch(self._m, requests, size, k_schedule)
+        results = [None if r is None else self._result(r, stops[i]) for i, r in enumerate(raw)]
+        out = BatchResult(cast(List[GenerateResult], results), BatchStats._from_json(json.loads(stats_json)), timing)
+        failed = {i: e for i, e in enumerate(errors) if e is not None}
+        if failed:
+            raise BatchError(out, failed)
+        return out
+
     def stream(
         self,
-        prompt_or_ids: Union[str, TokenIds],
+        prompt_or_ids: Union[str, TokenIds, Sequence[Union[str, TokenIds]]],
         max_new_tokens: int = 64,
         *,
         text: Optional[bool] = None,
         **options: Any,
-    ) -> Generator[Union[int, str], None, GenerateResult]:
+    ) -> Generator[Any, None, Any]:
         """Like :meth:`generate` (same keyword options), but yields tokens as they are committed:
         token ids, or text pieces when the model has a tokenizer (``text=False`` forces ids).
 
         Generation runs on a background thread. Closing the generator (or breaking out of a
         ``for`` loop over it, or Ctrl-C) stops it within one verify step. The generator's return
         value (``StopIteration.value``, or the result of ``yield from``) is the GenerateResult.
+
+        On a list of prompts (a batch, as in :meth:`generate`) it yields ``(index, piece)`` pairs,
+        index being the prompt's place in the list, in the order the batch commits them, and returns
+        the :class:`BatchResult`.
         """
         if "on_tokens" in options:
             raise TypeError("stream() delivers the tokens itself; on_tokens is not accepted")
         as_text = self._tokenizer is not None if text is None else bool(text)
         if as_text and self._tokenizer is None:
             raise ValueError(f"{self.path} has no tokenizer.json: text=True needs one")
+        if _is_batch(prompt_or_ids):
+            return self._stream_batch(list(prompt_or_ids), int(max_new_tokens), as_text, options)
         ids = self._prompt(prompt_or_ids)
         return self._stream(ids, int(max_new_tokens), as_text, options)
 
@@ -394,19 +510,9 @@ class Model:
             except BaseException as e:  # handed to the consumer
                 batches.put(("error", e))
 
-        # The text of a result leaves out the id that ended it and anything from a stop string on, so
-        # the stream holds those back until the result says how it ended.
-        ending_ids = set(options.get("stop_token_ids") or [])
-        if options.get("stop_at_eos", True):
-            eos = options.get("eos_token_id")
-            ending_ids |= set(self.eos_token_ids if eos is None else [eos] if isinstance(eos, int) else eos)
-        stop_strings = options.get("stop")
-        stops = [] if stop_strings is None else [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
-        hold_back = max((len(x) for x in stops if isinstance(x, str)), default=1) - 1  # a stop string's start
+        pieces = _TextPieces(self, options) if as_text else None
         worker = threading.Thread(target=work, name="mtpspec-stream", daemon=True)
         worker.start()
-        tokens: List[int] = []
-        emitted = ""
         try:
             while True:
                 kind, value = batches.get()
@@ -414,25 +520,62 @@ class Model:
                     raise value
                 if kind == "done":
                     result = cast(GenerateResult, value)
-                    if as_text and result.text is not None and len(result.text) > len(emitted):
-                        yield result.text[len(emitted):]
+                    if pieces is not None and (rest := pieces.finish(result)):
+                        yield rest
                     return result
-                if not as_text:
+                if pieces is None:
                     yield from value
-                    continue
-                assert self._tokenizer is not None
-                tokens.extend(value)
-                decoded = self._tokenizer.decode(tokens[:-1] if tokens[-1] in ending_ids else tokens)
-                # Hold back a trailing partial UTF-8 sequence until the next tokens complete it.
-                decoded = decoded.rstrip("\ufffd")
-                found = [i for i in (decoded.find(x) for x in stops if isinstance(x, str) and x) if i >= 0]
-                if found:  # the text ends before the stop string
-                    decoded = decoded[:min(found)]
-                else:
-                    decoded = decoded[:max(len(emitted), len(decoded) - hold_back)]
-                if len(decoded) > len(emitted):
-                    yield decoded[len(emitted):]
-                    emitted = decoded
+                elif piece := pieces.feed(value):
+                    yield piece
+        finally:
+            stop.set()
+            worker.join()
+
+    def _stream_batch(self, prompts: List[Any], max_new_tokens: int, as_text: bool,
+                      options: Dict[str, Any]) -> Generator[Tuple[int, Union[int, str]], None, BatchResult]:
+        batches: "queue.SimpleQueue[Tuple[str, Any, Any]]" = queue.SimpleQueue()
+        stop = threading.Event()
+        per_request = list(options.pop("per_request", None) or [{} for _ in prompts])
+        if len(per_request) != len(prompts):
+            raise ValueError(f"per_request has {len(per_request)} entries for {len(prompts)} prompts")
+        if any(not isinstance(x, dict) for x in per_request):
+            raise TypeError("per_request must hold one dict of generate() options per prompt")
+        if any("on_tokens" in x for x in per_request):
+            raise TypeError("stream() delivers the tokens itself; on_tokens is not accepted")
+
+        def on_tokens_of(index: int) -> Callable[[List[int]], bool]:
+            def on_tokens(tokens: List[int]) -> bool:
+                batches.put(("tokens", index, tokens))
+                return not stop.is_set()
+            return on_tokens
+
+        streamed = [dict(x, on_tokens=on_tokens_of(i)) for i, x in enumerate(per_request)]
+
+        def work() -> None:
+            try:
+                batches.put(("done", None, self.generate(prompts, max_new_tokens, per_request=streamed, **options)))
+            except BaseException as e:  # handed to the consumer
+                batches.put(("error", None, e))
+
+        pieces = [_TextPieces(self, dict(options, **x)) for x in per_request] if as_text else None
+        worker = threading.Thread(target=work, name="mtpspec-stream", daemon=True)
+        worker.start()
+        try:
+            while True:
+                kind, index, value = batches.get()
+                if kind == "error":
+                    raise value
+                if kind == "done":
+                    results = cast(BatchResult, value)
+                    for i, result in enumerate(results):
+                        if pieces is not None and (rest := pieces[i].finish(result)):
+                            yield i, rest
+                    return results
+                if pieces is None:
+                    for token in value:
+                        yield index, token
+                elif piece := pieces[index].feed(value):
+                    yield index, piece
         finally:
             stop.set()
             worker.join()

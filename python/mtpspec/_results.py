@@ -8,6 +8,8 @@ from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
+from mtpspec import _ext
+
 Scalar = Union[int, float, str, bool]
 
 # Field order of Stats.to_dict(): identification, counts, rates, per-position lists, timings.
@@ -153,3 +155,65 @@ class MtpDraft:
     def token_probs(self) -> np.ndarray:
         """Probability the MTP head gave each chosen draft token. [len(tokens)]"""
         return self.probs[np.arange(len(self.tokens)), self.tokens]
+
+
+@dataclass(frozen=True, eq=False)
+class BatchStats:
+    """How a batch ran (spec/batch.h), over all its cycles.
+
+    ``forwards`` counts the target's verify forwards (one batched forward counts once),
+    ``rows_per_forward`` their mean rows, ``batch_histogram[b]`` the cycles with b requests in the
+    batch. ``experts_read`` sums, over forwards and MoE layers, the routed experts whose weights the
+    forward read (the union of its rows' choices); ``expert_choices`` the rows' routing choices, what
+    one forward per row would read. ``seconds`` splits the wall time: prefill, draft, verify,
+    accept_commit (acceptance, commit, rollback and the drafters' extend), tree_cycles, total.
+    """
+
+    slots: int
+    requests: int
+    failed: int
+    generated_tokens: int
+    cycles: int
+    forwards: int
+    batched_forwards: int
+    verify_rows: int
+    rows_per_forward: float
+    max_rows: int
+    mean_batch: float
+    batch_histogram: List[int]
+    experts_read: int
+    expert_choices: int
+    tokens_per_second: float
+    seconds: Dict[str, float]
+
+    @classmethod
+    def _from_json(cls, d: Dict[str, Any]) -> "BatchStats":
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class BatchResult(List[GenerateResult]):
+    """The results of a batch of requests, in the order of the prompts, with the batch's
+    :class:`BatchStats` in ``stats`` and, in ``timing``, each request's slot, ``queued_seconds``
+    (from the batch's start to its prefill), ``latency_seconds`` (to its last token) and
+    ``tokens_per_second`` (its tokens over its time in a slot)."""
+
+    def __init__(self, results: List[GenerateResult], stats: BatchStats, timing: List[Dict[str, Any]]) -> None:
+        super().__init__(results)
+        self.stats = stats
+        self.timing = timing
+
+
+class BatchError(_ext.Error):
+    """Requests of a batch failed while running (e.g. a prompt too long for the cache); the others
+    finished. ``results`` is the :class:`BatchResult` with None where a request failed, ``errors``
+    maps each failed request's index to its message."""
+
+    def __init__(self, results: BatchResult, errors: Dict[int, str]) -> None:
+        lines = "; ".join(f"prompt {i}: {message}" for i, message in sorted(errors.items()))
+        super().__init__(f"{len(errors)} of {len(results)} requests failed ({lines}); the others finished")
+        self.code = "UNKNOWN"
+        self.results = results
+        self.errors = errors

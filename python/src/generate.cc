@@ -10,6 +10,8 @@
 // k's learned costs and acceptance from one call to the next.
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 
 #if defined(__GLIBC__)
@@ -17,10 +19,12 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/batch.h"
 #include "pipeline/request.h"
 #include "python/src/adaptive.h"
 #include "python/src/bindings.h"
 #include "python/src/kwargs.h"
+#include "spec/batch.h"
 #include "spec/generator.h"
 
 namespace mtpspec::python {
@@ -76,6 +80,41 @@ absl::StatusOr<AcceptResult> CallHook(const py::object& hook, const VerifyBlock&
     pending = py::error_already_set();
   }
   return absl::CancelledError("the acceptance hook raised");
+}
+
+// GenerateOptions::on_tokens for a Python callable (or None): checks for signals (Ctrl-C), forwards
+// the tokens, and parks a Python exception in `pending`; once one is parked every call returns
+// false, so a batch stops all its requests.
+std::function<bool(std::span<const int32_t>)> TokenCallback(py::object on_tokens,
+                                                            std::optional<py::error_already_set>& pending) {
+  return [on_tokens = std::move(on_tokens), &pending](std::span<const int32_t> tokens) {
+    py::gil_scoped_acquire gil;
+    if (pending) return false;
+    if (PyErr_CheckSignals() != 0) {  // runs the SIGINT handler when this is the main thread
+      pending = py::error_already_set();
+      return false;
+    }
+    if (on_tokens.is_none()) return true;
+    try {
+      py::object keep_going = on_tokens(std::vector<int32_t>(tokens.begin(), tokens.end()));
+      return keep_going.is_none() || keep_going.cast<bool>();
+    } catch (py::error_already_set& e) {
+      pending = std::move(e);
+    } catch (const py::builtin_exception& e) {
+      e.set_error();
+      pending = py::error_already_set();
+    }
+    return false;
+  };
+}
+
+// Re-raises a Python error with `prefix` before its message, keeping its type and `code`.
+[[noreturn]] void RaisePrefixed(py::error_already_set& e, const std::string& prefix) {
+  py::object type = e.type(), value = e.value();
+  py::object instance = type(absl::StrCat(prefix, py::str(value).cast<std::string>()));
+  if (py::hasattr(value, "code")) instance.attr("code") = value.attr("code");
+  PyErr_SetObject(type.ptr(), instance.ptr());
+  throw py::error_already_set();
 }
 
 // The request options of generate()'s keyword arguments (pipeline/request.h), validated.
@@ -162,24 +201,7 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
   std::optional<ControllerLease> lease;  // the carried controller serves this request only
   if (adaptive_controller) lease.emplace(*adaptive_controller);
   std::optional<py::error_already_set> pending;
-  options.on_tokens = [&](std::span<const int32_t> tokens) {
-    py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) {  // runs the SIGINT handler when this is the main thread
-      pending = py::error_already_set();
-      return false;
-    }
-    if (on_tokens.is_none()) return true;
-    try {
-      py::object keep_going = on_tokens(std::vector<int32_t>(tokens.begin(), tokens.end()));
-      return keep_going.is_none() || keep_going.cast<bool>();
-    } catch (py::error_already_set& e) {
-      pending = std::move(e);
-    } catch (const py::builtin_exception& e) {
-      e.set_error();
-      pending = py::error_already_set();
-    }
-    return false;
-  };
+  options.on_tokens = TokenCallback(on_tokens, pending);
   if (!acceptance_hook.is_none()) {
     options.custom_accept = [&](const VerifyBlock& block) -> absl::StatusOr<AcceptResult> {
       py::gil_scoped_acquire gil;
@@ -207,6 +229,109 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
   return ValueOrThrow(std::move(result));
 }
 
+// _ext.generate_batch(model, [(prompt_ids, {options}), ...], batch=B, k_schedule=None): the requests
+// B at a time (spec/batch.h), one verify forward per cycle. Each request's options are generate()'s
+// keywords (on_tokens included); what the slots share (draft, the MTP and lookup settings, kv_cache,
+// device) must agree across them. Returns ([GenerateResult or None], [error or None], [per-request
+// timing dicts], batch statistics as JSON text). Options that are refused raise before anything
+// runs, naming requests[i]; a request that fails while running gets its error and the others finish.
+py::tuple RunBatch(const ModelHandle& handle, const py::list& requests, int64_t batch, py::object k_schedule) {
+  const Model& model = *handle.model;
+  if (py::len(requests) == 0) ThrowIfError(absl::InvalidArgumentError("generate: the list of prompts is empty"));
+  std::vector<RequestOptions> parsed;
+  std::vector<BatchRequest> batch_requests;
+  std::vector<py::object> callbacks;
+  int64_t wanted = 1;
+  for (size_t i = 0; i < py::len(requests); ++i) {
+    const std::string where = absl::StrCat("requests[", i, "]: ");
+    try {
+      py::tuple entry = requests[i].cast<py::tuple>();
+      BatchRequest& request = batch_requests.emplace_back();
+      py::sequence ids = entry[0].cast<py::sequence>();
+      for (size_t j = 0; j < py::len(ids); ++j) {
+        const std::string name = absl::StrCat("prompt[", j, "]");
+        request.prompt.push_back(static_cast<int32_t>(IntArgument(ids[j], name.c_str(), INT32_MIN, INT32_MAX)));
+      }
+      Kwargs kw(py::reinterpret_borrow<py::kwargs>(entry[1]), "generate");
+      RequestOptions r = ParseRequest(kw);
+      if (!kw.Object("acceptance_hook").is_none()) {
+        ThrowIfError(absl::InvalidArgumentError("acceptance_hook runs one request at a time; it cannot join a batch"));
+      }
+      if (!kw.Object("adaptive_controller").is_none()) {
+        ThrowIfError(absl::InvalidArgumentError(
+            "adaptive_controller serves one request at a time; in a batch each request adapts k on its own"));
+      }
+      py::object on_tokens = kw.Object("on_tokens");
+      if (!on_tokens.is_none() && !PyCallable_Check(on_tokens.ptr())) {
+        ThrowIfError(absl::InvalidArgumentError("on_tokens must be callable or None"));
+      }
+      kw.CheckAllUsed();
+      if (!parsed.empty()) ThrowIfError(CheckSharedSlotOptions(parsed[0], r, "this request", Frontend::kPython));
+      request.options = ToGenerateOptions(r);
+      ThrowIfError(ValidateGenerateOptions(request.options));
+      wanted = std::max(wanted, RequiredCapacity(model, static_cast<int64_t>(request.prompt.size()), r));
+      parsed.push_back(std::move(r));
+      callbacks.push_back(std::move(on_tokens));
+    } catch (py::error_already_set& e) {
+      RaisePrefixed(e, where);
+    } catch (const py::builtin_exception& e) {
+      e.set_error();
+      py::error_already_set error;
+      RaisePrefixed(error, where);
+    }
+  }
+  for (const std::string& warning : RequestWarnings(parsed[0], Frontend::kPython)) {
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 2) != 0) throw py::error_already_set();
+  }
+  BatchOptions options;
+  if (!k_schedule.is_none()) {
+    for (py::handle step : k_schedule.cast<py::sequence>()) {
+      py::sequence pair = step.cast<py::sequence>();
+      if (py::len(pair) != 2) ThrowIfError(absl::InvalidArgumentError("k_schedule must be a list of (B, k) pairs"));
+      options.k_schedule.push_back({IntArgument(pair[0], "k_schedule's B"), IntArgument(pair[1], "k_schedule's k")});
+    }
+    ThrowIfError(ValidateKSchedule(options.k_schedule));
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      if (parsed[i].adaptive_k) {
+        ThrowIfError(absl::InvalidArgumentError(
+            absl::StrCat("requests[", i, "]: k=\"auto\" conflicts with k_schedule, which sets k by batch size")));
+      }
+    }
+  }
+  std::optional<py::error_already_set> pending;
+  for (size_t i = 0; i < batch_requests.size(); ++i) batch_requests[i].options.on_tokens = TokenCallback(callbacks[i], pending);
+
+  absl::StatusOr<BatchResult> result;
+  {
+    py::gil_scoped_release release;
+    result = [&]() -> absl::StatusOr<BatchResult> {
+      ASSIGN_OR_RETURN(BatchPipeline pipeline,
+                       BuildBatchPipeline(model, parsed[0], CacheCapacityFor(handle, wanted), batch, Frontend::kPython));
+      options.verifier = pipeline.verifier.get();
+      return GenerateBatch(pipeline.slots, batch_requests, options);
+    }();
+#if defined(__GLIBC__)
+    malloc_trim(0);  // as in Run: the batch's caches go back to the system
+#endif
+  }
+  if (pending) throw std::move(*pending);
+  BatchResult done = ValueOrThrow(std::move(result));
+  py::list results, errors, timing;
+  for (BatchRequestResult& r : done.requests) {
+    timing.append(py::dict(py::arg("slot") = r.slot, py::arg("queued_seconds") = r.queued_seconds,
+                           py::arg("latency_seconds") = r.latency_seconds,
+                           py::arg("tokens_per_second") = r.tokens_per_second()));
+    if (r.status.ok()) {
+      results.append(py::cast(std::move(r.result)));
+      errors.append(py::none());
+    } else {
+      results.append(py::none());
+      errors.append(py::str(std::string(r.status.message())));
+    }
+  }
+  return py::make_tuple(results, errors, timing, done.stats.ToJson().dump());
+}
+
 }  // namespace
 
 void RegisterGenerate(py::module_& m) {
@@ -217,6 +342,9 @@ void RegisterGenerate(py::module_& m) {
       .def_readonly("stop_reason", &GenerateResult::stop_reason);
   m.def("generate", &Run, py::arg("model"), py::arg("prompt"),
         "One request; every option is a keyword argument (mtpspec.Model.generate documents them).");
+  m.def("generate_batch", &RunBatch, py::arg("model"), py::arg("requests"), py::arg("batch"),
+        py::arg("k_schedule") = py::none(),
+        "Requests [(prompt_ids, options dict)] run `batch` at a time with one verify forward per cycle.");
 }
 
 }  // namespace mtpspec::python

@@ -24,7 +24,7 @@ def run(cli: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("k", ["3", "auto"])
 def test_each_request_of_a_series_equals_its_plain_run(cli: Path, tmp_path: Path, k: str) -> None:
     prompts = tmp_path / "prompts.txt"
-    prompts.write_text(PROMPTS[0] + "\n\n" + PROMPTS[1] + "\r\n" + PROMPTS[2] + "\n")  # blank lines skipped
+    prompts.write_text(PROMPTS[0] + "\n" + PROMPTS[1] + "\r\n" + PROMPTS[2] + "\n")  # CRLF line ends too
     stats = tmp_path / "stats.json"
     new = "220" if k == "auto" else "40"  # a fresh adaptive-k controller probes only in requests of >= ~200 tokens
     r = run(cli, str(TRAINED), "--prompts-file", str(prompts), "--max-new", new, "--k", k, "--temperature", "0.8",
@@ -58,25 +58,83 @@ def test_prompts_file_errors(cli: Path, tmp_path: Path) -> None:
     missing = run(cli, str(TRAINED), "--prompts-file", str(tmp_path / "absent.txt"))
     assert missing.returncode != 0 and "absent.txt: cannot be opened" in missing.stderr
     empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n")
-    blank = run(cli, str(TRAINED), "--prompts-file", str(empty))
-    assert blank.returncode != 0 and "empty.txt has no prompt lines" in blank.stderr
+    empty.write_text("")
+    nothing = run(cli, str(TRAINED), "--prompts-file", str(empty))
+    assert nothing.returncode != 0 and "empty.txt has no prompt lines" in nothing.stderr
+    gap = tmp_path / "gap.txt"
+    gap.write_text("one\n\nthree\n")
+    blank = run(cli, str(TRAINED), "--prompts-file", str(gap))
+    assert blank.returncode != 0 and "gap.txt line 2 is empty" in blank.stderr
     no_tokenizer = run(cli, str(GLM_A), "--prompts-file", str(prompts))
     assert no_tokenizer.returncode != 0 and "tokenizer.json" in no_tokenizer.stderr
     # A request that fails names its line, e.g. a prompt longer than the cache.
     long = tmp_path / "long.txt"
-    long.write_text("short\n\n" + "word " * 400 + "\n")  # line numbers count the blank line
+    long.write_text("short\nsecond\n" + "word " * 400 + "\n")
     partial = tmp_path / "partial.json"
     too_long = run(cli, str(TRAINED), "--prompts-file", str(long), "--capacity", "64", "--max-new", "8",
                    "--stats-json", str(partial))
     assert too_long.returncode != 0 and "--prompts-file line 3: the prompt" in too_long.stderr
     # The requests before the failing one are kept: --stats-json is written as the series runs.
     kept = json.loads(partial.read_text())
-    assert len(kept["requests"]) == 1 and 1 <= kept["requests"][0]["generated_tokens"] <= 8
-    assert kept["aggregate"]["generated_tokens"] == kept["requests"][0]["generated_tokens"]
+    assert len(kept["requests"]) == 2 and 1 <= kept["requests"][0]["generated_tokens"] <= 8
+    assert kept["aggregate"]["generated_tokens"] == sum(q["generated_tokens"] for q in kept["requests"])
     assert kept["error"].startswith("--prompts-file line 3: the prompt")
     unwritable = run(cli, str(TRAINED), "--prompts-file", str(prompts), "--stats-json", str(tmp_path / "no" / "s.json"))
     assert unwritable.returncode != 0 and "s.json: cannot be written" in unwritable.stderr
+
+
+@pytest.mark.parametrize("batch", ["1", "3"])
+def test_a_batch_gives_each_request_the_tokens_it_gets_alone(cli: Path, tmp_path: Path, batch: str) -> None:
+    """--batch B runs the prompts B at a time with one verify forward per cycle: every request's
+    tokens equal its run in a series (one at a time), and the batch statistics add up."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS + ["Once upon a time there was", "The cat sat on"]) + "\n")
+    series_stats, batch_stats = tmp_path / "series.json", tmp_path / "batch.json"
+    common = ["--prompts-file", str(prompts), "--max-new", "40", "--k", "3", "--temperature", "0.8", "--seed", "5"]
+    series = run(cli, str(TRAINED), *common, "--stats-json", str(series_stats))
+    assert series.returncode == 0, series.stderr
+    batched = run(cli, str(TRAINED), *common, "--batch", batch, "--stats-json", str(batch_stats))
+    assert batched.returncode == 0, batched.stderr
+    assert f"== all 5 requests, {batch} at a time" in batched.stdout and "rows per forward" in batched.stdout
+    s, b = json.loads(series_stats.read_text()), json.loads(batch_stats.read_text())
+    assert [q["tokens"] for q in b["requests"]] == [q["tokens"] for q in s["requests"]]
+    stats = b["batch"]
+    assert stats["requests"] == 5 and stats["failed"] == 0 and stats["slots"] == int(batch)
+    assert stats["generated_tokens"] == sum(len(q["tokens"]) for q in b["requests"])
+    assert stats["verify_rows"] == sum(q["verify_steps"] + q["num_draft_tokens"] for q in b["requests"])
+    assert stats["forwards"] == stats["cycles"] == stats["batched_forwards"]
+    assert 0 < stats["experts_read"] <= stats["expert_choices"]
+    assert max(q["slot"] for q in b["requests"]) == int(batch) - 1
+    if batch == "3":
+        assert stats["mean_batch"] > 1 and stats["experts_read"] < stats["expert_choices"]
+
+
+def test_batch_errors(cli: Path, tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("one\ntwo\n")
+    for bad, message in ((["--batch", "0"], "--batch must be >= 1, got 0"),
+                         (["--batch", "x"], "--batch"),
+                         (["--batch", "100000000000"], "more than the"),
+                         (["--batch", "2", "--k-schedule", "1:3,x"], "--k-schedule must be a list of B:k pairs"),
+                         (["--batch", "2", "--k-schedule", "4:3,2:1"], "k_schedule[1]: max_batch = 2"),
+                         (["--batch", "2", "--k-schedule", "4:3", "--k", "auto"], "conflicts with --k auto"),
+                         (["--k-schedule", "4:3"], "--k-schedule needs --batch B")):
+        r = run(cli, str(TRAINED), "--prompts-file", str(prompts), *bad)
+        assert r.returncode != 0 and message in r.stderr, (bad, r.stderr)
+    # Memory: the error says what the batch would need.
+    r = run(cli, str(TRAINED), "--prompts-file", str(prompts), "--batch", "100000000000")
+    assert "GiB of cache" in r.stderr and "per slot" in r.stderr
+    # A prompt too long for the cache fails alone, named by its line; the others finish.
+    long = tmp_path / "long.txt"
+    long.write_text("short\n" + "word " * 400 + "\nthird line\n")
+    stats = tmp_path / "stats.json"
+    r = run(cli, str(TRAINED), "--prompts-file", str(long), "--batch", "2", "--capacity", "64", "--max-new", "8",
+            "--stats-json", str(stats))
+    assert r.returncode != 0 and "--prompts-file line 2: the prompt" in r.stderr
+    assert "1 of 3 requests failed" in r.stderr
+    j = json.loads(stats.read_text())
+    assert len(j["requests"]) == 2 and all(1 <= q["generated_tokens"] <= 8 for q in j["requests"])
+    assert j["errors"][0].startswith("--prompts-file line 2: the prompt") and j["batch"]["failed"] == 1
 
 
 def test_stop_ids_eos_override_and_logprobs(cli: Path, tmp_path: Path) -> None:
