@@ -7,6 +7,7 @@
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
 #                               DeepSeek-V3.2 (about 40 min, 30 GB of disk under build/rs)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
+#   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
@@ -18,7 +19,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak tree)
 bench=build/release/bench
 
 heldout() {
@@ -85,8 +86,12 @@ for target in "${targets[@]}"; do
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
+    tree)
+      heldout
+      "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
+      "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak, tree)" >&2
       exit 2 ;;
   esac
 done
