@@ -121,13 +121,16 @@ absl::StatusOr<TargetStep> PrefixCachedTarget::Run(std::span<const int32_t> toke
     step.hidden_prenorm = hidden_pre_.Clone();
     return step;
   }
+  BeforeBatchedRun();
+  return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
+}
+
+void PrefixCachedTarget::BeforeBatchedRun() {
   if (fresh_) {
     cache_->Clear();
     fresh_ = false;
   }
-  const int64_t first = cache_->length();
-  if (first < prefix_length()) Forget();  // this forward overwrites prefix slots
-  return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
+  if (cache_->length() < prefix_length()) Forget();  // this forward overwrites prefix slots
 }
 
 absl::Status PrefixCachedTarget::Truncate(int64_t length) {

@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "spec/interfaces.h"
+#include "spec/model_target.h"
 
 namespace mtpspec::bench {
 
@@ -29,7 +30,8 @@ AttentionOptions LongContextAttention();
 // (the same bytes and multiply-adds; only which keys the indexer picks).
 void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed);
 
-class PrefixCachedTarget : public Target {
+// Batchable (spec/model_target.h): ModelBatchVerifier runs its verify blocks with other targets'.
+class PrefixCachedTarget : public Target, public BatchableTarget {
  public:
   static absl::StatusOr<std::unique_ptr<PrefixCachedTarget>> Create(const Model& model, int64_t capacity,
                                                                     AttentionOptions attention);
@@ -56,6 +58,13 @@ class PrefixCachedTarget : public Target {
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override;
   absl::Status Truncate(int64_t length) override;
   void Reset() override { fresh_ = true; }
+
+  const Model& batch_model() const override { return model_; }
+  KvCache& batch_cache() override { return *cache_; }
+  const AttentionOptions& batch_attention() const override { return attention_; }
+  // What Run does before its forward: a fresh target starts from an empty cache, and a forward that
+  // overwrites prefix slots forgets the stored prefix.
+  void BeforeBatchedRun() override;
 
  private:
   PrefixCachedTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)

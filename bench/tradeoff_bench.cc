@@ -20,6 +20,7 @@
 #include "bench/stream.h"
 #include "bench/token_source.h"
 #include "bench/tradeoff_point.h"
+#include "bench/verify_cost.h"
 #include "core/dtype.h"
 #include "kernels/linear.h"
 #include "core/parallel.h"
@@ -67,26 +68,6 @@ absl::Status MakeLongContextView(const std::string& base, const std::string& vie
   }
   *config_out = config;
   return WriteTextFile(view + "/config.json", config.dump(2) + "\n");
-}
-
-// Multiply-add rate (MACs/s) of the project's Linear on cache-resident bf16 weights with 8 rows,
-// where it is compute-bound: the rate at which a verify's extra rows can be computed. Median of
-// `reps` timings of `calls` calls.
-nlohmann::json MeasureMacRate(int reps) {
-  constexpr int64_t kRows = 8, kIn = 1024, kOut = 1024, kCalls = 200;  // weights: 2 MiB of bf16
-  Tensor w = Tensor::Empty(DType::kBF16, {kOut, kIn});                   // [out, in]
-  uint16_t* wd = w.data<uint16_t>();
-  for (int64_t i = 0; i < kOut * kIn; ++i) wd[i] = F32ToBf16(0.001f * static_cast<float>(i % 97 - 48));
-  std::vector<float> x(kRows * kIn, 0.5f), y(kRows * kOut);  // [rows, in], [rows, out]
-  Linear(x.data(), kRows, w.view(), y.data());                 // warm-up
-  std::vector<double> rates;
-  for (int r = 0; r < reps; ++r) {
-    const double start = NowSeconds();
-    for (int64_t c = 0; c < kCalls; ++c) Linear(x.data(), kRows, w.view(), y.data());
-    rates.push_back(static_cast<double>(kCalls * kRows * kIn * kOut) / (NowSeconds() - start));
-  }
-  return {{"macs_per_second", Median(rates)}, {"samples", rates}, {"threads", DefaultThreadPool().num_threads()},
-          {"kernel", "Linear (kernels/linear.h), 8 rows x [1024, 1024] bf16, cache-resident"}};
 }
 
 // Conditional acceptance of the reference cell: normed/post/exact, sampler-equality, T = 0, all

@@ -86,6 +86,11 @@ absl::Status TimedMtpExtend(const MtpModule& mtp, KvCache& cache, const float* h
                             int32_t token, int64_t n, int64_t rows, const MtpOptions& options, CostSamples* extend,
                             CostSamples* head);
 
+// Multiply-add rate (MACs/s) of the project's Linear on cache-resident bf16 weights with 8 rows,
+// where it is compute-bound: the rate at which a verify's extra rows can be computed. Median of
+// `reps` timings; {"macs_per_second", "samples", "threads", "kernel"}.
+nlohmann::json MeasureMacRate(int reps);
+
 nlohmann::json ComponentsJson(const std::array<double, kComponents>& seconds);
 
 }  // namespace mtpspec::bench

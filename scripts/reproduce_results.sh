@@ -8,6 +8,7 @@
 #                               DeepSeek-V3.2 (about 40 min, 30 GB of disk under build/rs)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
+#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~5 min)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
@@ -19,7 +20,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak tree)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak tree batch)
 bench=build/release/bench
 
 heldout() {
@@ -86,12 +87,16 @@ for target in "${targets[@]}"; do
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
+    batch)
+      $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
+        --new-tokens 24 --json build/results/batch.json
+      "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
     tree)
       heldout
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak, tree)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak, tree, batch)" >&2
       exit 2 ;;
   esac
 done

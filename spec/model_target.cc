@@ -106,8 +106,8 @@ bool SameAttention(const AttentionOptions& a, const AttentionOptions& b) {
 }  // namespace
 
 bool ModelBatchVerifier::CanBatch(const Target& target) const {
-  const auto* model_target = dynamic_cast<const ModelTarget*>(&target);
-  return model_target != nullptr && &model_target->model_ == &model_ && !model_target->samples_in_target_;
+  const auto* member = dynamic_cast<const BatchableTarget*>(&target);
+  return member != nullptr && &member->batch_model() == &model_ && member->can_join_batch();
 }
 
 absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatch(std::span<Target* const> targets,
@@ -116,25 +116,28 @@ absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatch(std::span<Targ
     return absl::InvalidArgumentError(
         absl::StrCat("VerifyBatch: ", targets.size(), " targets for ", blocks.size(), " blocks (at least one of each)"));
   }
-  std::vector<ModelTarget*> members;                // [targets]
+  std::vector<BatchableTarget*> members;            // [targets]
   std::vector<std::vector<int64_t>> positions;      // [targets][block rows]
   std::vector<BatchSequence> sequences;             // [targets]
   for (size_t i = 0; i < targets.size(); ++i) {
-    auto* member = dynamic_cast<ModelTarget*>(targets[i]);
-    if (member == nullptr || !CanBatch(*member)) {
+    auto* member = dynamic_cast<BatchableTarget*>(targets[i]);
+    if (member == nullptr || !CanBatch(*targets[i])) {
       return absl::InvalidArgumentError(absl::StrCat("VerifyBatch: target ", i, " cannot join this model's batch"));
     }
-    if (!SameAttention(member->attention_, members.empty() ? member->attention_ : members[0]->attention_)) {
+    if (!SameAttention(member->batch_attention(),
+                       members.empty() ? member->batch_attention() : members[0]->batch_attention())) {
       return absl::InvalidArgumentError(
           absl::StrCat("VerifyBatch: target ", i, "'s attention options differ from target 0's"));
     }
     members.push_back(member);
     std::vector<int64_t>& p = positions.emplace_back();
-    for (size_t r = 0; r < blocks[i].size(); ++r) p.push_back(member->cache_->length() + static_cast<int64_t>(r));
+    const int64_t n = targets[i]->length();
+    for (size_t r = 0; r < blocks[i].size(); ++r) p.push_back(n + static_cast<int64_t>(r));
   }
-  for (size_t i = 0; i < targets.size(); ++i) sequences.push_back({members[i]->cache_.get(), blocks[i], positions[i]});
+  for (BatchableTarget* member : members) member->BeforeBatchedRun();
+  for (size_t i = 0; i < targets.size(); ++i) sequences.push_back({&members[i]->batch_cache(), blocks[i], positions[i]});
   ForwardOptions options;
-  options.attention = members[0]->attention_;
+  options.attention = members[0]->batch_attention();
   ASSIGN_OR_RETURN(BatchForwardOutput out, model_.ForwardBatch(sequences, options));
   BatchVerification verification;
   verification.rows = out.rows;
@@ -145,8 +148,6 @@ absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatch(std::span<Targ
     verification.expert_choices += out.rows * config.num_experts_per_tok;
   }
   for (size_t i = 0; i < targets.size(); ++i) {
-    members[i]->kept_logits_ = Tensor();
-    members[i]->tree_first_ = -1;
     TargetStep& step = verification.steps.emplace_back();
     step.logits = std::move(out.sequences[i].logits);
     step.hidden_postnorm = std::move(out.sequences[i].hidden_postnorm);

@@ -13,7 +13,21 @@ namespace mtpspec {
 absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
                                       const AttentionOptions& attention, bool all_logits);
 
-class ModelTarget : public Target {
+// What ModelBatchVerifier needs of a target to run its verify blocks in a batched forward: the model
+// it runs, the host cache it owns (the forward appends the block there, as Run would) and its
+// attention options. BeforeBatchedRun() comes just before such a forward, so that the target drops
+// what its own Run would drop.
+class BatchableTarget {
+ public:
+  virtual ~BatchableTarget() = default;
+  virtual const Model& batch_model() const = 0;
+  virtual KvCache& batch_cache() = 0;
+  virtual const AttentionOptions& batch_attention() const = 0;
+  virtual bool can_join_batch() const { return true; }
+  virtual void BeforeBatchedRun() {}
+};
+
+class ModelTarget : public Target, public BatchableTarget {
  public:
   static absl::StatusOr<std::unique_ptr<ModelTarget>> Create(const Model& model, int64_t capacity,
                                                              AttentionOptions attention = {},
@@ -41,11 +55,16 @@ class ModelTarget : public Target {
   absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) override;
   absl::Status KeepTreePath(std::span<const int64_t> path) override;
 
-  const Model& model() const { return model_; }
-  const AttentionOptions& attention() const { return attention_; }
+  const Model& batch_model() const override { return model_; }
+  KvCache& batch_cache() override { return *cache_; }
+  const AttentionOptions& batch_attention() const override { return attention_; }
+  bool can_join_batch() const override { return !samples_in_target_; }  // a device target's sampling stays alone
+  void BeforeBatchedRun() override {
+    kept_logits_ = Tensor();
+    tree_first_ = -1;
+  }
 
  private:
-  friend class ModelBatchVerifier;
   ModelTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)
       : model_(model), cache_(std::move(cache)), attention_(attention) {}
   const Model& model_;
@@ -59,8 +78,9 @@ class ModelTarget : public Target {
 
 // Verifies the blocks of several ModelTargets over one Model in one forward (Model::ForwardBatch):
 // every weight is read once for the batch, each routed expert once for all the rows that chose it,
-// and each target's rows attend to its own cache only. Targets that sample in the target, or whose
-// attention options differ from the first one's, cannot join.
+// and each target's rows attend to its own cache only. Any BatchableTarget over the same model can
+// join (ModelTarget, and the benchmarks' prefix-replaying target), unless it says it cannot;
+// targets whose attention options differ from the first one's are refused.
 class ModelBatchVerifier : public BatchVerifier {
  public:
   explicit ModelBatchVerifier(const Model& model) : model_(model) {}

@@ -1,0 +1,323 @@
+// Batch benchmark: what MTP speculative decoding buys per batch size B on the bench model.
+//
+// Costs, for each context N: B caches filled to N with random rows (a forward's cost does not
+// depend on their values), and for B in --batches and L = 1 … k_max + 1 rows per sequence the
+// time of one Model::ForwardBatch over all B·L rows (median of --reps, interleaved), with the
+// routed-expert union it read. Its bound: max(bytes / read bandwidth, multiply-adds / MAC rate),
+// both measured in this run; bytes = the weights once, the experts of the union, every sequence's
+// attended cache rows (at least min(N + L, K) per layer: a lower bound). One MTP draft step t_d and
+// the drafter's per-cycle extend x are timed on one MTP cache at N.
+//
+// Cost model (the drafters run one request at a time, as GenerateBatch runs them):
+//   tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + B · (k · t_d + x)),  k ≥ 1;   B / T(B, 1) for k = 0
+//   AL(k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j  from the conditional acceptance rates a_j (--rates).
+//
+// End to end, at --e2e-contexts: GenerateBatch with B requests in B slots (prefix-replaying targets
+// over random caches, real MTP drafters, one batched verify forward per cycle) and SYNTHETIC
+// acceptance at the same rates; decode tokens/s (the prefill excluded) for each B and k, and the
+// measured speedup over plain batched decoding against the predicted one.
+//
+//   build/release/bench/batch_bench [--contexts 512,4096] [--batches 1,2,4,8,16] [--max-k 4] [--reps 5]
+//       [--rates a1,a2,..] [--e2e-contexts 512] [--new-tokens 24] [--json build/results/batch.json]
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_model.h"
+#include "bench/prefix_target.h"
+#include "bench/run_info.h"
+#include "bench/token_source.h"
+#include "bench/verify_cost.h"
+#include "cli/cli_args.h"
+#include "core/parallel.h"
+#include "mtp/mtp_module.h"
+#include "spec/batch.h"
+#include "spec/model_target.h"
+#include "spec/mtp_drafter.h"
+
+namespace mtpspec::bench {
+namespace {
+
+constexpr char kUsage[] = R"(batch_bench: batched verify costs and the speedup of MTP per batch size.
+
+  --model-dir DIR      bench model (default build/bench_model; written if missing)
+  --contexts LIST      N values for the cost table (default 512,4096)
+  --batches LIST       batch sizes B (default 1,2,4,8,16)   --max-k K (default 4)   --reps R (default 5)
+  --rates LIST         conditional acceptance a_1,a_2,... (default: the trained head's, as the trade-off report uses)
+  --e2e-contexts LIST  N values for end-to-end runs (default 512; "" skips them)   --new-tokens G (default 24)
+  --stream-mib M (default 512)   --threads N   --seed S   --json PATH (default build/results/batch.json)   --help
+)";
+
+// The trained head's conditional acceptance by position (docs/results/tradeoff.md's --rates).
+constexpr char kTrainedRates[] = "0.7142857142857143,0.5434782608695652,0.589041095890411,0.5365853658536586,0.5238095238095238";
+
+// AL(k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j (a_j beyond the list: the last one).
+double AcceptanceLength(const std::vector<double>& rates, int64_t k) {
+  double al = 1.0, reach = 1.0;
+  for (int64_t i = 0; i < k; ++i) {
+    reach *= rates[std::min<size_t>(i, rates.size() - 1)];
+    al += reach;
+  }
+  return al;
+}
+
+struct Cell {
+  int64_t batch = 0, rows_per_sequence = 0;
+  std::vector<double> seconds;  // [reps]
+  int64_t experts_read = 0, expert_choices = 0;
+};
+
+// The cost table at context n: T(B, L) for every B and L, interleaved over the repetitions.
+absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
+                                            int64_t max_rows, int64_t reps, uint64_t seed, double bandwidth,
+                                            double mac_rate) {
+  const ModelConfig& c = model.config();
+  const int64_t b_max = *std::max_element(batches.begin(), batches.end());
+  std::vector<std::unique_ptr<KvCache>> caches;  // [b_max]
+  for (int64_t s = 0; s < b_max; ++s) {
+    ASSIGN_OR_RETURN(auto cache, model.NewCache(n + max_rows + 1));
+    FillCacheRandom(*cache, n, seed + static_cast<uint64_t>(s));
+    caches.push_back(std::move(cache));
+  }
+  const std::vector<int32_t> tokens = RandomTokenCorpus(b_max * max_rows, c.vocab_size, seed + 99).ids;
+  std::vector<int64_t> positions;  // [max_rows] n … n + max_rows − 1
+  for (int64_t r = 0; r < max_rows; ++r) positions.push_back(n + r);
+  std::vector<Cell> cells;
+  for (int64_t b : batches) {
+    for (int64_t rows = 1; rows <= max_rows; ++rows) {
+      Cell cell;
+      cell.batch = b;
+      cell.rows_per_sequence = rows;
+      cells.push_back(cell);
+    }
+  }
+  for (int64_t rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
+    for (Cell& cell : cells) {
+      std::vector<BatchSequence> sequences;
+      for (int64_t s = 0; s < cell.batch; ++s) {
+        sequences.push_back({caches[s].get(),
+                             std::span<const int32_t>(tokens.data() + s * max_rows, cell.rows_per_sequence),
+                             std::span<const int64_t>(positions.data(), cell.rows_per_sequence)});
+      }
+      const double start = NowSeconds();
+      ASSIGN_OR_RETURN(BatchForwardOutput out, model.ForwardBatch(sequences));
+      const double seconds = NowSeconds() - start;
+      for (int64_t s = 0; s < cell.batch; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n));
+      if (rep == 0) continue;
+      cell.seconds.push_back(seconds);
+      cell.experts_read = cell.expert_choices = 0;
+      for (int64_t used : out.experts_used) {
+        if (used == 0) continue;
+        cell.experts_read += used;
+        cell.expert_choices += out.rows * c.num_experts_per_tok;
+      }
+    }
+  }
+  const bool scoring = n + 1 > c.index_topk;
+  nlohmann::json table = nlohmann::json::array();
+  for (const Cell& cell : cells) {
+    const int64_t rows = cell.batch * cell.rows_per_sequence;
+    const int64_t attended = c.num_hidden_layers * std::min(n + cell.rows_per_sequence, c.index_topk);
+    const VerifyBytes weights = ComputeVerifyBytes(model, n, rows, scoring, attended, cell.experts_read);
+    const VerifyBytes one = ComputeVerifyBytes(model, n, cell.rows_per_sequence, scoring, attended, -1);
+    const double bytes = static_cast<double>(weights.dense_weights + weights.routed_actual) +
+                         static_cast<double>(cell.batch) * static_cast<double>(one.kv_latent + one.kv_indexer);
+    const double macs = static_cast<double>(rows) * VerifyRowMacs(model, n, scoring);
+    const double bound = std::max(bytes / bandwidth, macs / mac_rate);
+    const double seconds = Median(cell.seconds);
+    table.push_back({{"batch", cell.batch}, {"rows_per_sequence", cell.rows_per_sequence}, {"rows", rows},
+                     {"seconds", seconds}, {"samples", cell.seconds}, {"experts_read", cell.experts_read},
+                     {"expert_choices", cell.expert_choices}, {"bytes", bytes}, {"macs", macs},
+                     {"bytes_seconds", bytes / bandwidth}, {"compute_seconds", macs / mac_rate},
+                     {"bound_seconds", bound}, {"measured_over_bound", seconds / bound}});
+  }
+  return table;
+}
+
+// One MTP draft step t_d and the extend x of `accepted + 1` committed rows, at context n.
+absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, double accepted, int64_t reps,
+                                                 uint64_t seed) {
+  const int64_t H = model.config().hidden_size;
+  ASSIGN_OR_RETURN(std::unique_ptr<MtpModule> mtp, MtpModule::Create(model));
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, mtp->NewCache(n + 8));
+  const std::vector<int32_t> prompt = RandomTokenCorpus(n, model.config().vocab_size, seed).ids;
+  std::vector<float> hidden(n * H);  // [n, H]
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  for (float& v : hidden) v = unit(rng);
+  MtpOptions options;
+  options.attention = LongContextAttention();
+  RETURN_IF_ERROR(FillMtpCache(*mtp, *cache, hidden.data(), prompt, n, 512, options));
+  const int64_t extend_rows = std::max<int64_t>(1, static_cast<int64_t>(std::lround(accepted + 1)));
+  CostSamples step, extend, head;
+  for (int64_t rep = 0; rep <= reps; ++rep) {
+    RETURN_IF_ERROR(TimedMtpStep(*mtp, *cache, hidden.data() + (n - 1) * H, prompt[n - 1], n, options, &step));
+    RETURN_IF_ERROR(TimedMtpExtend(*mtp, *cache, hidden.data(), prompt, prompt[n - 1], n, extend_rows, options,
+                                   &extend, &head));
+  }
+  // Drop the warm-up sample.
+  step.seconds.erase(step.seconds.begin());
+  extend.seconds.erase(extend.seconds.begin());
+  return nlohmann::json{{"draft_step_seconds", step.MedianSeconds()}, {"extend_seconds", extend.MedianSeconds()},
+                        {"extend_rows", extend_rows}};
+}
+
+// GenerateBatch with B requests in B slots at context n, one run per k (plain first).
+absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const std::vector<int64_t>& batches,
+                                           int64_t max_k, int64_t new_tokens, const std::vector<double>& rates,
+                                           uint64_t seed) {
+  const int64_t b_max = *std::max_element(batches.begin(), batches.end());
+  const int64_t capacity = n + new_tokens + kMaxDraftTokens + 2;
+  std::vector<std::unique_ptr<PrefixCachedTarget>> targets;
+  std::vector<std::unique_ptr<MtpDrafter>> drafters;
+  std::vector<std::vector<int32_t>> prompts;
+  MtpOptions mtp_options;
+  mtp_options.attention = LongContextAttention();
+  for (int64_t s = 0; s < b_max; ++s) {
+    prompts.push_back(RandomTokenCorpus(n, model.config().vocab_size, seed + 1000 + static_cast<uint64_t>(s)).ids);
+    ASSIGN_OR_RETURN(auto target, PrefixCachedTarget::Create(model, capacity, AttentionOptions{}));
+    RETURN_IF_ERROR(target->FillRandom(prompts.back(), seed + static_cast<uint64_t>(s)));
+    targets.push_back(std::move(target));
+    ASSIGN_OR_RETURN(auto drafter, MtpDrafter::Create(model, capacity, mtp_options));
+    drafters.push_back(std::move(drafter));
+  }
+  ModelBatchVerifier verifier(model);
+  nlohmann::json runs = nlohmann::json::array();
+  for (int64_t b : batches) {
+    std::vector<BatchSlot> slots;
+    for (int64_t s = 0; s < b; ++s) slots.push_back({targets[s].get(), drafters[s].get()});
+    for (int64_t k = 0; k <= max_k; ++k) {
+      std::vector<BatchRequest> requests;
+      for (int64_t s = 0; s < b; ++s) {
+        BatchRequest& r = requests.emplace_back();
+        r.prompt = prompts[s];
+        r.options.max_new_tokens = new_tokens;
+        r.options.k = k;
+        r.options.stop_at_eos = false;
+        r.options.accept.rule = AcceptRule::kSynthetic;
+        r.options.accept.synthetic_rates = rates;
+        r.options.accept.sampling.temperature = 1.0;  // varied tokens, as in real text
+        r.options.accept.sampling.seed = seed + static_cast<uint64_t>(s);
+      }
+      BatchOptions options;
+      options.verifier = &verifier;
+      ASSIGN_OR_RETURN(BatchResult result, GenerateBatch(slots, requests, options));
+      for (const BatchRequestResult& r : result.requests) RETURN_IF_ERROR(r.status);
+      const BatchStats& st = result.stats;
+      const double decode_seconds = st.total_seconds - st.prefill_seconds;
+      const int64_t decoded = st.generated_tokens - b;  // the prefill draws each request's first token
+      int64_t drafted = 0, accepted = 0, with_drafts = 0;
+      for (const BatchRequestResult& r : result.requests) {
+        drafted += r.result.stats.num_draft_tokens;
+        accepted += r.result.stats.num_accepted_tokens;
+        with_drafts += r.result.stats.num_drafts;
+      }
+      double latency = 0;
+      for (const BatchRequestResult& r : result.requests) latency += r.latency_seconds - r.queued_seconds;
+      runs.push_back({{"batch", b}, {"k", k}, {"decode_tokens_per_second", decoded / decode_seconds},
+                      {"decode_seconds", decode_seconds}, {"mean_request_seconds", latency / b},
+                      {"acceptance_length", with_drafts > 0 ? 1.0 + static_cast<double>(accepted) / with_drafts : 1.0},
+                      {"drafted", drafted}, {"stats", st.ToJson()}});
+      std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%lld: %.1f tokens/s\n", static_cast<long long>(n),
+                   static_cast<long long>(b), static_cast<long long>(k), decoded / decode_seconds);
+    }
+  }
+  return runs;
+}
+
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
+                                                {"model-dir", "contexts", "batches", "max-k", "reps", "rates",
+                                                 "e2e-contexts", "new-tokens", "stream-mib", "threads", "seed", "json"},
+                                                {"help"}));
+  if (args.Has("help")) {
+    std::cout << kUsage;
+    return absl::OkStatus();
+  }
+  if (args.Has("threads")) {
+    ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
+  }
+  nlohmann::json out;
+  out["run"] = RunInfo(argc, argv);
+  const double start = NowSeconds();
+  ASSIGN_OR_RETURN(const std::vector<int64_t> contexts, ParseIntList("contexts", args.Get("contexts", "512,4096")));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> batches, ParseIntList("batches", args.Get("batches", "1,2,4,8,16")));
+  ASSIGN_OR_RETURN(const int64_t max_k, args.GetInt("max-k", 4));
+  ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 5));
+  ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 24));
+  ASSIGN_OR_RETURN(const uint64_t seed, args.GetUint64("seed", 7));
+  ASSIGN_OR_RETURN(const std::vector<double> rates, ParseDoubleList("rates", args.Get("rates", kTrainedRates)));
+  std::vector<int64_t> e2e_contexts;
+  if (!args.Get("e2e-contexts", "512").empty()) {
+    ASSIGN_OR_RETURN(e2e_contexts, ParseIntList("e2e-contexts", args.Get("e2e-contexts", "512")));
+  }
+  if (batches.empty() || max_k < 0 || max_k > kMaxDraftTokens || reps < 1 || new_tokens < 2 || rates.empty()) {
+    return absl::InvalidArgumentError("--batches non-empty, --max-k in [0, 15], --reps >= 1, --new-tokens >= 2, --rates");
+  }
+  for (int64_t b : batches) {
+    if (b < 1) return absl::InvalidArgumentError(absl::StrCat("--batches: every B must be >= 1, got ", b));
+  }
+  for (double r : rates) {
+    if (!(r >= 0 && r <= 1)) return absl::InvalidArgumentError("--rates must be in [0, 1]");
+  }
+
+  const std::string dir = args.Get("model-dir", DefaultBenchModelDir());
+  RETURN_IF_ERROR(EnsureBenchModel(dir, nullptr));
+  ASSIGN_OR_RETURN(auto model, Model::Load(dir));
+  ASSIGN_OR_RETURN(const int64_t stream_mib, args.GetInt("stream-mib", 512));
+  const nlohmann::json bandwidth = MeasureReadBandwidth(stream_mib, 5);
+  const nlohmann::json mac_rate = MeasureMacRate(5);
+  const double bw = bandwidth["bytes_per_second"].get<double>(), macs = mac_rate["macs_per_second"].get<double>();
+  std::fprintf(stderr, "batch: read bandwidth %.2f GB/s, %.1f GMAC/s\n", bw / 1e9, macs / 1e9);
+  out["read_bandwidth"] = bandwidth;
+  out["mac_rate"] = mac_rate;
+  out["rates"] = rates;
+  nlohmann::json al = nlohmann::json::array();
+  for (int64_t k = 0; k <= max_k; ++k) al.push_back(AcceptanceLength(rates, k));
+  out["acceptance_length"] = al;
+  ASSIGN_OR_RETURN(out["model_config"], ReadJsonFile(dir + "/config.json"));
+
+  nlohmann::json points = nlohmann::json::array();
+  for (int64_t n : contexts) {
+    ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs));
+    ASSIGN_OR_RETURN(nlohmann::json draft, MeasureDraftCosts(*model, n, al.back().get<double>() - 1, reps, seed));
+    // The cost model's predictions from this N's measured costs.
+    nlohmann::json predicted = nlohmann::json::array();
+    auto time_of = [&](int64_t b, int64_t rows) {
+      for (const nlohmann::json& cell : costs) {
+        if (cell["batch"] == b && cell["rows_per_sequence"] == rows) return cell["seconds"].get<double>();
+      }
+      return 0.0;
+    };
+    const double t_d = draft["draft_step_seconds"].get<double>(), x = draft["extend_seconds"].get<double>();
+    for (int64_t b : batches) {
+      const double plain = static_cast<double>(b) / time_of(b, 1);
+      for (int64_t k = 0; k <= max_k; ++k) {
+        const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : static_cast<double>(b) * (k * t_d + x));
+        const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
+        predicted.push_back({{"batch", b}, {"k", k}, {"tokens_per_second", tps}, {"speedup", tps / plain}});
+      }
+    }
+    nlohmann::json point = {{"context", n}, {"costs", costs}, {"draft", draft}, {"predicted", predicted}};
+    if (std::find(e2e_contexts.begin(), e2e_contexts.end(), n) != e2e_contexts.end()) {
+      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, seed));
+    }
+    std::fprintf(stderr, "batch: N=%lld done (%.0f s so far)\n", static_cast<long long>(n), NowSeconds() - start);
+    points.push_back(std::move(point));
+  }
+  out["points"] = points;
+  out["e2e_acceptance"] = "SYNTHETIC";
+  out["elapsed_seconds"] = NowSeconds() - start;
+  const std::string json_path = args.Get("json", "build/results/batch.json");
+  RETURN_IF_ERROR(WriteTextFile(json_path, out.dump(1) + "\n"));
+  std::fprintf(stderr, "batch: wrote %s\n", json_path.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace mtpspec::bench
+
+int main(int argc, char** argv) { return mtpspec::bench::ExitCode("batch_bench", mtpspec::bench::Run(argc, argv)); }
