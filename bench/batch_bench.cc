@@ -13,7 +13,7 @@
 //   AL(k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j  from the conditional acceptance rates a_j (--rates).
 //
 // End to end, at --e2e-contexts: GenerateBatch with B requests in B slots (prefix-replaying targets
-// over random caches, real MTP drafters, one batched verify forward per cycle) and SYNTHETIC
+// over random caches, real MTP drafters drafting together, one batched verify forward per cycle) and SYNTHETIC
 // acceptance at the same rates; decode tokens/s (the prefill excluded) for each B and k, and the
 // measured speedup over plain batched decoding against the predicted one.
 //
@@ -32,6 +32,7 @@
 #include "bench/verify_cost.h"
 #include "cli/cli_args.h"
 #include "core/parallel.h"
+#include "kernels/linear.h"
 #include "mtp/mtp_module.h"
 #include "spec/batch.h"
 #include "spec/model_target.h"
@@ -136,12 +137,13 @@ absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const
   return table;
 }
 
-// One MTP draft step t_d and the extend x of `accepted + 1` committed rows, at context n.
-absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, double accepted, int64_t reps,
-                                                 uint64_t seed) {
+// The drafters' costs at context n: one batched MTP draft step D(B) (one chained step and its head for
+// each of B chains, in one forward as MtpBatchDrafter runs them) for every B, and the per-request
+// extend x of `accepted + 1` committed rows (each request's Observe, not batched).
+absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
+                                                 double accepted, int64_t reps, uint64_t seed) {
   const int64_t H = model.config().hidden_size;
   ASSIGN_OR_RETURN(std::unique_ptr<MtpModule> mtp, MtpModule::Create(model));
-  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, mtp->NewCache(n + 8));
   const std::vector<int32_t> prompt = RandomTokenCorpus(n, model.config().vocab_size, seed).ids;
   std::vector<float> hidden(n * H);  // [n, H]
   std::mt19937_64 rng(seed);
@@ -149,18 +151,55 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
   for (float& v : hidden) v = unit(rng);
   MtpOptions options;
   options.attention = LongContextAttention();
-  RETURN_IF_ERROR(FillMtpCache(*mtp, *cache, hidden.data(), prompt, n, 512, options));
+
+  // The extend, on one cache filled by the module itself.
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> filled, mtp->NewCache(n + 8));
+  RETURN_IF_ERROR(FillMtpCache(*mtp, *filled, hidden.data(), prompt, n, 512, options));
   const int64_t extend_rows = std::max<int64_t>(1, static_cast<int64_t>(std::lround(accepted + 1)));
-  CostSamples step, extend, head;
+  CostSamples extend, head;
   for (int64_t rep = 0; rep <= reps; ++rep) {
-    RETURN_IF_ERROR(TimedMtpStep(*mtp, *cache, hidden.data() + (n - 1) * H, prompt[n - 1], n, options, &step));
-    RETURN_IF_ERROR(TimedMtpExtend(*mtp, *cache, hidden.data(), prompt, prompt[n - 1], n, extend_rows, options,
+    RETURN_IF_ERROR(TimedMtpExtend(*mtp, *filled, hidden.data(), prompt, prompt[n - 1], n, extend_rows, options,
                                    &extend, &head));
   }
-  // Drop the warm-up sample.
-  step.seconds.erase(step.seconds.begin());
-  extend.seconds.erase(extend.seconds.begin());
-  return nlohmann::json{{"draft_step_seconds", step.MedianSeconds()}, {"extend_seconds", extend.MedianSeconds()},
+  extend.seconds.erase(extend.seconds.begin());  // the warm-up
+
+  // D(B): B caches of n − 1 random pairs (the step's cost does not depend on their values).
+  const int64_t b_max = *std::max_element(batches.begin(), batches.end());
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (int64_t s = 0; s < b_max; ++s) {
+    ASSIGN_OR_RETURN(auto cache, mtp->NewCache(n + 8));
+    FillCacheRandom(*cache, n - 1, seed + 50 + static_cast<uint64_t>(s));
+    caches.push_back(std::move(cache));
+  }
+  const int64_t position = n - 1;
+  std::vector<std::vector<double>> samples(batches.size());
+  for (int64_t rep = 0; rep <= reps; ++rep) {
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      std::vector<MtpSegment> segments(batches[bi]);
+      for (int64_t s = 0; s < batches[bi]; ++s) {
+        segments[s].cache = caches[s].get();
+        segments[s].hidden = hidden.data() + s * H;
+        segments[s].tokens = std::span<const int32_t>(prompt.data() + s, 1);
+        segments[s].positions = std::span<const int64_t>(&position, 1);
+      }
+      const double start = NowSeconds();
+      {
+        const RowInvariantScope row_invariant;
+        ASSIGN_OR_RETURN(std::vector<MtpStepOutput> out, mtp->ExtendBatch(segments, options));
+        std::vector<float> normed(batches[bi] * H);  // [B, H]
+        for (int64_t s = 0; s < batches[bi]; ++s) std::copy_n(out[s].normed.data<float>(), H, normed.data() + s * H);
+        const Tensor logits = mtp->Logits(normed.data(), batches[bi]);  // [B, V]
+      }
+      const double seconds = NowSeconds() - start;
+      for (int64_t s = 0; s < batches[bi]; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n - 1));
+      if (rep > 0) samples[bi].push_back(seconds);
+    }
+  }
+  nlohmann::json steps = nlohmann::json::array();
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    steps.push_back({{"batch", batches[bi]}, {"seconds", Median(samples[bi])}, {"samples", samples[bi]}});
+  }
+  return nlohmann::json{{"draft_steps", steps}, {"extend_seconds", extend.MedianSeconds()},
                         {"extend_rows", extend_rows}};
 }
 
@@ -184,6 +223,7 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
     drafters.push_back(std::move(drafter));
   }
   ModelBatchVerifier verifier(model);
+  MtpBatchDrafter batch_drafter;
   nlohmann::json runs = nlohmann::json::array();
   for (int64_t b : batches) {
     std::vector<BatchSlot> slots;
@@ -203,6 +243,7 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
       }
       BatchOptions options;
       options.verifier = &verifier;
+      options.drafter = &batch_drafter;
       ASSIGN_OR_RETURN(BatchResult result, GenerateBatch(slots, requests, options));
       for (const BatchRequestResult& r : result.requests) RETURN_IF_ERROR(r.status);
       const BatchStats& st = result.stats;
@@ -283,7 +324,8 @@ absl::Status Run(int argc, char** argv) {
   nlohmann::json points = nlohmann::json::array();
   for (int64_t n : contexts) {
     ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs));
-    ASSIGN_OR_RETURN(nlohmann::json draft, MeasureDraftCosts(*model, n, al.back().get<double>() - 1, reps, seed));
+    ASSIGN_OR_RETURN(nlohmann::json draft,
+                     MeasureDraftCosts(*model, n, batches, al.back().get<double>() - 1, reps, seed));
     // The cost model's predictions from this N's measured costs.
     nlohmann::json predicted = nlohmann::json::array();
     auto time_of = [&](int64_t b, int64_t rows) {
@@ -292,11 +334,13 @@ absl::Status Run(int argc, char** argv) {
       }
       return 0.0;
     };
-    const double t_d = draft["draft_step_seconds"].get<double>(), x = draft["extend_seconds"].get<double>();
-    for (int64_t b : batches) {
+    const double x = draft["extend_seconds"].get<double>();
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      const int64_t b = batches[bi];
+      const double d = draft["draft_steps"][bi]["seconds"].get<double>();
       const double plain = static_cast<double>(b) / time_of(b, 1);
       for (int64_t k = 0; k <= max_k; ++k) {
-        const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : static_cast<double>(b) * (k * t_d + x));
+        const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : k * d + static_cast<double>(b) * x);
         const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
         predicted.push_back({{"batch", b}, {"k", k}, {"tokens_per_second", tps}, {"speedup", tps / plain}});
       }

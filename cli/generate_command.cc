@@ -200,6 +200,7 @@ absl::Status RunBatch(const CliArgs& args, const Model& model, const RequestOpti
   }
   ASSIGN_OR_RETURN(BatchPipeline pipeline, BuildBatchPipeline(model, request, capacity, batch, Frontend::kCli));
   batch_options.verifier = pipeline.verifier.get();
+  batch_options.drafter = pipeline.drafter.get();
   const GenerateOptions options = ToGenerateOptions(request);  // each request its own adaptive-k controller
   std::vector<BatchRequest> requests;
   for (const std::vector<int32_t>& prompt : prompts) requests.push_back({prompt, options});

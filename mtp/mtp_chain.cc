@@ -118,4 +118,81 @@ absl::StatusOr<MtpChainDraft> MtpDraftChain::Propose(std::span<const int32_t> se
   return draft;
 }
 
+std::vector<absl::StatusOr<MtpChainDraft>> MtpDraftChain::ProposeBatch(
+    std::span<MtpDraftChain* const> chains, std::span<const std::span<const int32_t>> sequences,
+    std::span<const int64_t> ks, std::span<const MtpDraftPicker> picks, MtpBatchBackend& batch) {
+  const size_t n = chains.size();
+  std::vector<absl::StatusOr<MtpChainDraft>> results(n, MtpChainDraft());
+  std::vector<int64_t> anchors(n, -1), lengths(n, 0);
+  std::vector<size_t> batched;  // chains drafting in the batch
+  for (size_t i = 0; i < n; ++i) {
+    MtpDraftChain& chain = *chains[i];
+    // One batched step runs under one set of options: the first joining chain's.
+    const MtpOptions& first = batched.empty() ? chain.options_ : chains[batched[0]]->options_;
+    const bool same = chain.options_.chain == first.chain && chain.options_.attention.path == first.attention.path &&
+                      chain.options_.attention.form == first.attention.form &&
+                      chain.options_.attention.gather_max_rows == first.attention.gather_max_rows;
+    const bool joins = batch.CanJoin(*chain.backend_) && chain.options_.index_share == MtpIndexShare::kExact && same;
+    if (!joins || ks[i] <= 0) {
+      results[i] = chain.Propose(sequences[i], ks[i], picks[i]);
+      continue;
+    }
+    MtpChainDraft& draft = *results[i];
+    absl::StatusOr<int64_t> anchor = chain.BeginDraft(sequences[i], &draft.catch_up_seconds);
+    if (!anchor.ok()) {
+      results[i] = anchor.status();
+      continue;
+    }
+    if (*anchor < 0) continue;
+    lengths[i] = std::min(ks[i], chain.backend_->capacity() - *anchor);  // step j writes slot anchor + j
+    if (lengths[i] <= 0) continue;
+    if (absl::Status begun = chain.backend_->BeginChain(); !begun.ok()) {
+      results[i] = begun;
+      continue;
+    }
+    anchors[i] = *anchor;
+    batched.push_back(i);
+  }
+  // Depth by depth over the chains that still draft; a chain whose step fails leaves with its error.
+  auto fail = [&](const std::vector<size_t>& members, const absl::Status& status) {
+    for (size_t i : members) results[i] = status;
+  };
+  for (int64_t j = 0; !batched.empty(); ++j) {
+    std::vector<size_t> active;
+    for (size_t i : batched) {
+      if (j < lengths[i] && results[i].ok()) active.push_back(i);
+    }
+    if (active.empty()) break;
+    std::vector<MtpChainBackend*> backends;
+    for (size_t i : active) backends.push_back(chains[i]->backend_.get());
+    if (j > 0) {
+      std::vector<int32_t> tokens;
+      std::vector<int64_t> positions;
+      for (size_t i : active) {
+        tokens.push_back(results[i]->tokens.back());
+        positions.push_back(anchors[i] + j);
+      }
+      if (absl::Status stepped = batch.Steps(backends, tokens, positions, chains[active[0]]->options_); !stepped.ok()) {
+        fail(active, stepped);
+        break;
+      }
+    }
+    absl::StatusOr<std::vector<MtpHeadRow*>> heads = batch.Heads(backends);
+    if (!heads.ok()) {
+      fail(active, heads.status());
+      break;
+    }
+    for (size_t a = 0; a < active.size(); ++a) {
+      const size_t i = active[a];
+      absl::StatusOr<int32_t> token = picks[i](*(*heads)[a], anchors[i] + 2 + j);
+      if (!token.ok()) {
+        results[i] = token.status();
+        continue;
+      }
+      results[i]->tokens.push_back(*token);
+    }
+  }
+  return results;
+}
+
 }  // namespace mtpspec

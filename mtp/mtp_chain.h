@@ -92,6 +92,20 @@ class MtpChainBackend {
   }
 };
 
+// The chained steps of several chains in one forward (MtpDraftChain::ProposeBatch), optional. A
+// device's implementation batches the backends it can (CanJoin): every chain's drafts must equal
+// the drafts it would make alone.
+class MtpBatchBackend {
+ public:
+  virtual ~MtpBatchBackend() = default;
+  virtual bool CanJoin(const MtpChainBackend& backend) const = 0;
+  // The head over each backend's chained state: one head row per backend, valid until its next step.
+  virtual absl::StatusOr<std::vector<MtpHeadRow*>> Heads(std::span<MtpChainBackend* const> backends) = 0;
+  // One chained step per backend (Step's arguments, one each), without a shared selection.
+  virtual absl::Status Steps(std::span<MtpChainBackend* const> backends, std::span<const int32_t> tokens,
+                             std::span<const int64_t> positions, const MtpOptions& options) = 0;
+};
+
 struct MtpChainDraft {
   std::vector<int32_t> tokens;  // [k'] k' ≤ k
   double catch_up_seconds = 0;  // of this Propose, spent extending deferred pairs
@@ -122,6 +136,16 @@ class MtpDraftChain {
   // Up to k drafts continuing `sequence`, whose last token is the newest sample: fewer when the
   // cache's capacity runs out, none before the first Commit.
   absl::StatusOr<MtpChainDraft> Propose(std::span<const int32_t> sequence, int64_t k, const MtpDraftPicker& pick);
+  // Propose for several chains at once: each chain catches up and begins as its own Propose does,
+  // then every draft depth runs the heads of all chains still drafting as one batch and their
+  // chained steps as one (MtpBatchBackend), so each chain's drafts equal its own Propose's. Chains
+  // the batch cannot join (another device, a shared indexer selection) draft alone. results[i]
+  // answers chains[i].
+  static std::vector<absl::StatusOr<MtpChainDraft>> ProposeBatch(std::span<MtpDraftChain* const> chains,
+                                                                 std::span<const std::span<const int32_t>> sequences,
+                                                                 std::span<const int64_t> ks,
+                                                                 std::span<const MtpDraftPicker> picks,
+                                                                 MtpBatchBackend& batch);
   // A draft tree continuing `sequence` (mtp/mtp_tree.cc). Each node's children are the head's top
   // tokens over that node's state; each depth is one module forward over all of its nodes that get
   // children, under a tree mask, so a node's state equals the chain step of its path. A static tree

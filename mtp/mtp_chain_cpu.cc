@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/linear.h"
 
 namespace mtpspec {
 
@@ -119,6 +120,74 @@ absl::Status CpuMtpBackend::TreeStep(std::span<const int64_t> parent_states, std
                                                       share_selection ? &shared : nullptr));
   tree_normed_.insert(tree_normed_.end(), out.normed.data<float>(), out.normed.data<float>() + rows * H);
   tree_raw_.insert(tree_raw_.end(), out.raw.data<float>(), out.raw.data<float>() + rows * H);
+  return absl::OkStatus();
+}
+
+bool CpuMtpBatch::CanJoin(const MtpChainBackend& backend) const {
+  return dynamic_cast<const CpuMtpBackend*>(&backend) != nullptr;
+}
+
+absl::StatusOr<std::vector<CpuMtpBackend*>> CpuMtpBatch::Members(std::span<MtpChainBackend* const> backends) {
+  std::vector<CpuMtpBackend*> members;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    auto* member = dynamic_cast<CpuMtpBackend*>(backends[i]);
+    if (member == nullptr) return absl::InvalidArgumentError(absl::StrCat("MTP batch: backend ", i, " is not on the host"));
+    if (!members.empty() && &member->module_->model() != &members.front()->module_->model()) {
+      return absl::InvalidArgumentError(absl::StrCat("MTP batch: backend ", i, " runs another model"));
+    }
+    if (member->chained_normed_.empty()) return absl::InternalError("MTP batch: a chain has not begun");
+    members.push_back(member);
+  }
+  if (members.empty()) return absl::InvalidArgumentError("MTP batch: no backends");
+  return members;
+}
+
+absl::StatusOr<std::vector<MtpHeadRow*>> CpuMtpBatch::Heads(std::span<MtpChainBackend* const> backends) {
+  ASSIGN_OR_RETURN(std::vector<CpuMtpBackend*> members, Members(backends));
+  const int64_t H = members[0]->config().hidden_size, V = members[0]->config().vocab_size;
+  const int64_t rows = static_cast<int64_t>(members.size());
+  std::vector<float> normed(rows * H);  // [rows, H] each chain's chained state
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(members[r]->chained_normed_.data(), H, normed.data() + r * H);
+  Tensor logits;  // [rows, V]
+  {
+    const RowInvariantScope row_invariant;  // each row's bits as in its own Head
+    logits = members[0]->module_->Logits(normed.data(), rows);
+  }
+  std::vector<MtpHeadRow*> heads;
+  for (int64_t r = 0; r < rows; ++r) {
+    members[r]->head_.values = Tensor::Empty(DType::kF32, {1, V});
+    std::copy_n(logits.data<float>() + r * V, V, members[r]->head_.values.data<float>());
+    heads.push_back(&members[r]->head_);
+  }
+  return heads;
+}
+
+absl::Status CpuMtpBatch::Steps(std::span<MtpChainBackend* const> backends, std::span<const int32_t> tokens,
+                                std::span<const int64_t> positions, const MtpOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<CpuMtpBackend*> members, Members(backends));
+  if (tokens.size() != members.size() || positions.size() != members.size()) {
+    return absl::InvalidArgumentError("MTP batch: one token and one position per backend");
+  }
+  const int64_t H = members[0]->config().hidden_size;
+  std::vector<MtpSegment> segments;
+  for (size_t i = 0; i < members.size(); ++i) {
+    CpuMtpBackend& m = *members[i];
+    const std::vector<float>& input = options.chain == MtpChain::kNormed ? m.chained_normed_ : m.chained_raw_;  // [H]
+    MtpSegment& segment = segments.emplace_back();
+    segment.cache = m.cache_.get();
+    segment.hidden = input.data();
+    segment.tokens = tokens.subspan(i, 1);
+    segment.positions = positions.subspan(i, 1);
+  }
+  std::vector<MtpStepOutput> out;
+  {
+    const RowInvariantScope row_invariant;  // each chain's bits as in its own Step
+    ASSIGN_OR_RETURN(out, members[0]->module_->ExtendBatch(segments, options));
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::copy_n(out[i].normed.data<float>(), H, members[i]->chained_normed_.begin());
+    std::copy_n(out[i].raw.data<float>(), H, members[i]->chained_raw_.begin());
+  }
   return absl::OkStatus();
 }
 

@@ -33,8 +33,10 @@ class CpuMtpBackend : public MtpChainBackend {
                         bool share_selection) override;
 
   const KvCache& cache() const { return *cache_; }
+  const MtpModule& module() const { return *module_; }
 
  private:
+  friend class CpuMtpBatch;
   class HostHead : public MtpHeadRow {
    public:
     const float* logits() const override { return values.data<float>(); }
@@ -62,6 +64,21 @@ class CpuMtpBackend : public MtpChainBackend {
   std::vector<float> tree_normed_;  // [states, H]
   std::vector<float> tree_raw_;     // [states, H]
   HostHead head_;
+};
+
+// The chained steps of several host chains over one model's MTP layer in one forward
+// (MtpModule::ExtendBatch) and their heads in one head product, inside a RowInvariantScope, so each
+// chain gets the bits of its own Step and Head.
+class CpuMtpBatch : public MtpBatchBackend {
+ public:
+  bool CanJoin(const MtpChainBackend& backend) const override;
+  absl::StatusOr<std::vector<MtpHeadRow*>> Heads(std::span<MtpChainBackend* const> backends) override;
+  absl::Status Steps(std::span<MtpChainBackend* const> backends, std::span<const int32_t> tokens,
+                     std::span<const int64_t> positions, const MtpOptions& options) override;
+
+ private:
+  // The host backends, checked to share one MTP layer.
+  static absl::StatusOr<std::vector<CpuMtpBackend*>> Members(std::span<MtpChainBackend* const> backends);
 };
 
 }  // namespace mtpspec

@@ -103,36 +103,85 @@ absl::Status CheckMtpForwardArguments(const Model& model, std::span<const int32_
 absl::StatusOr<MtpStepOutput> MtpModule::Extend(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
                                                 std::span<const int64_t> positions, const MtpOptions& options,
                                                 const TopK* reuse_topk) const {
-  const ModelConfig& c = model_.config();
-  const int64_t rows = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
-  RETURN_IF_ERROR(
-      CheckMtpForwardArguments(model_, tokens, positions, cache.length(), cache.capacity(), options.attention.tree));
+  MtpSegment segment;
+  segment.cache = &cache;
+  segment.hidden = hidden;
+  segment.tokens = tokens;
+  segment.positions = positions;
+  segment.tree = options.attention.tree;
+  segment.reuse_topk = reuse_topk;
+  ASSIGN_OR_RETURN(std::vector<MtpStepOutput> out, ExtendBatch(std::span<const MtpSegment>(&segment, 1), options));
+  return std::move(out[0]);
+}
 
-  // u = W_eh [enorm(Emb(x)); hnorm(h)]  [rows, H]
-  std::vector<float> embedded(rows * H), joined(rows * 2 * H);
-  model_.Embed(w_.embed, tokens, embedded.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    RmsNorm(embedded.data() + r * H, w_.enorm.data<float>(), H, c.rms_norm_eps, joined.data() + r * 2 * H);
-    RmsNorm(hidden + r * H, w_.hnorm.data<float>(), H, c.rms_norm_eps, joined.data() + r * 2 * H + H);
+absl::StatusOr<std::vector<MtpStepOutput>> MtpModule::ExtendBatch(std::span<const MtpSegment> segments,
+                                                                  const MtpOptions& options) const {
+  const ModelConfig& c = model_.config();
+  const int64_t H = c.hidden_size;
+  if (segments.empty()) return absl::InvalidArgumentError("MTP forward: no segments");
+  const bool reuse = segments[0].reuse_topk != nullptr && options.index_share == MtpIndexShare::kShared;
+  int64_t rows = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const MtpSegment& segment = segments[s];
+    if (segment.cache == nullptr) return absl::InvalidArgumentError(absl::StrCat("MTP forward: segment ", s, " has no cache"));
+    for (size_t t = 0; t < s; ++t) {
+      if (segments[t].cache == segment.cache) {
+        return absl::InvalidArgumentError(absl::StrCat("MTP forward: segment ", s, " shares its cache"));
+      }
+    }
+    if ((segment.reuse_topk != nullptr && options.index_share == MtpIndexShare::kShared) != reuse) {
+      return absl::InvalidArgumentError("MTP forward: a reused selection must be given for every segment or none");
+    }
+    RETURN_IF_ERROR(CheckMtpForwardArguments(model_, segment.tokens, segment.positions, segment.cache->length(),
+                                             segment.cache->capacity(), segment.tree));
+    rows += static_cast<int64_t>(segment.tokens.size());
   }
-  MtpStepOutput out;
-  out.raw = Tensor::Empty(DType::kF32, {rows, H});
-  float* g = out.raw.data<float>();
-  Linear(joined.data(), rows, w_.eh_proj, g);
+
+  // u = W_eh [enorm(Emb(x)); hnorm(h)]  [rows, H], the segments' rows in order
+  std::vector<float> embedded(rows * H), joined(rows * 2 * H), g(rows * H);
+  int64_t first = 0;
+  for (const MtpSegment& segment : segments) {
+    const int64_t n = static_cast<int64_t>(segment.tokens.size());
+    model_.Embed(w_.embed, segment.tokens, embedded.data() + first * H);
+    for (int64_t r = 0; r < n; ++r) {
+      RmsNorm(embedded.data() + (first + r) * H, w_.enorm.data<float>(), H, c.rms_norm_eps,
+              joined.data() + (first + r) * 2 * H);
+      RmsNorm(segment.hidden + r * H, w_.hnorm.data<float>(), H, c.rms_norm_eps,
+              joined.data() + (first + r) * 2 * H + H);
+    }
+    first += n;
+  }
+  Linear(joined.data(), rows, w_.eh_proj, g.data());
 
   AttentionOptions attention = options.attention;
-  if (reuse_topk != nullptr && options.index_share == MtpIndexShare::kShared) {
-    out.topk = *reuse_topk;
-    attention.reuse_topk = true;
+  attention.reuse_topk = reuse || options.attention.reuse_topk;
+  std::vector<MtpStepOutput> out(segments.size());
+  std::vector<MlaSegment> mla(segments.size());
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (reuse) out[s].topk = *segments[s].reuse_topk;
+    mla[s].rows = static_cast<int64_t>(segments[s].tokens.size());
+    mla[s].positions = segments[s].positions.data();
+    mla[s].cache = &segments[s].cache->layer(0);
+    mla[s].capacity = segments[s].cache->capacity();
+    mla[s].tree = segments[s].tree;
+    mla[s].topk = &out[s].topk;
   }
-  RETURN_IF_ERROR(DecoderLayerForward(w_.block, model_.layer_context(), g, rows, positions.data(), cache.layer(0),
-                                      cache.capacity(), attention, &out.topk, &out.path));
-  cache.SetLength(options.attention.tree ? options.attention.tree->num_slots() : positions[rows - 1] + 1);
+  RETURN_IF_ERROR(DecoderLayerForwardSegments(w_.block, model_.layer_context(), g.data(), mla, attention, nullptr));
 
-  out.normed = Tensor::Empty(DType::kF32, {rows, H});
-  float* normed = out.normed.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    RmsNorm(g + r * H, w_.shared_head_norm.data<float>(), H, c.rms_norm_eps, normed + r * H);
+  first = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const MtpSegment& segment = segments[s];
+    const int64_t n = static_cast<int64_t>(segment.tokens.size());
+    segment.cache->SetLength(segment.tree ? segment.tree->num_slots() : segment.positions[n - 1] + 1);
+    out[s].path = mla[s].path_used;
+    out[s].raw = Tensor::Empty(DType::kF32, {n, H});
+    out[s].normed = Tensor::Empty(DType::kF32, {n, H});
+    std::memcpy(out[s].raw.data<float>(), g.data() + first * H, n * H * sizeof(float));
+    for (int64_t r = 0; r < n; ++r) {
+      RmsNorm(g.data() + (first + r) * H, w_.shared_head_norm.data<float>(), H, c.rms_norm_eps,
+              out[s].normed.data<float>() + r * H);
+    }
+    first += n;
   }
   return out;
 }

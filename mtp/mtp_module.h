@@ -62,6 +62,17 @@ absl::Status CheckMtpForwardArguments(const Model& model, std::span<const int32_
                                       std::span<const int64_t> positions, int64_t cache_length,
                                       int64_t cache_capacity, const TreeMask* tree = nullptr);
 
+// One chain's rows in a batched MTP forward (MtpModule::ExtendBatch): its own cache and pairs, as
+// Extend takes them.
+struct MtpSegment {
+  KvCache* cache = nullptr;
+  const float* hidden = nullptr;       // [rows, H]
+  std::span<const int32_t> tokens;     // [rows]
+  std::span<const int64_t> positions;  // [rows]
+  const TreeMask* tree = nullptr;      // as options.attention.tree, for this segment
+  const TopK* reuse_topk = nullptr;    // as Extend's; all segments or none
+};
+
 class MtpModule {
  public:
   // Fails with a clear error when the model has no MTP weights.
@@ -83,6 +94,14 @@ class MtpModule {
   absl::StatusOr<MtpStepOutput> Extend(KvCache& cache, const float* hidden, std::span<const int32_t> tokens,
                                        std::span<const int64_t> positions, const MtpOptions& options,
                                        const TopK* reuse_topk = nullptr) const;
+  // Extend over several chains at once (the drafts of a batch of requests): the embedding, the
+  // norms, W_eh, the block's projections and experts run once over every row, attention is
+  // block-diagonal (each segment sees its own cache). Inside a RowInvariantScope
+  // (kernels/linear.h) every segment's outputs equal its own Extend bit for bit. The caches must
+  // be distinct; on error every cache is unchanged. options.attention.tree is ignored (each
+  // segment has its own).
+  absl::StatusOr<std::vector<MtpStepOutput>> ExtendBatch(std::span<const MtpSegment> segments,
+                                                         const MtpOptions& options) const;
   // The head over normed rows: [rows, H] → logits [rows, V].
   Tensor Logits(const float* normed, int64_t rows) const;
 

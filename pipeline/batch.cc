@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "spec/model_target.h"
+#include "spec/mtp_drafter.h"
 
 namespace mtpspec {
 namespace {
@@ -75,6 +76,7 @@ absl::StatusOr<BatchPipeline> BuildBatchPipeline(const Model& model, const Reque
   }
   for (Pipeline& p : out.pipelines) out.slots.push_back({p.target.get(), p.drafter.get()});
   out.verifier = std::make_unique<ModelBatchVerifier>(model);
+  if (options.draft == DraftKind::kMtp) out.drafter = std::make_unique<MtpBatchDrafter>();
   return out;
 }
 

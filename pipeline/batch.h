@@ -18,6 +18,7 @@ struct BatchPipeline {
   std::vector<Pipeline> pipelines;  // [B] each slot's target and drafter
   std::vector<BatchSlot> slots;     // [B] views of them for GenerateBatch
   std::unique_ptr<BatchVerifier> verifier;
+  std::unique_ptr<BatchDrafter> drafter;  // the MTP drafters' batched drafts (null for other drafters)
 };
 
 // Bytes of cache one slot holds for `capacity` positions: the target's trunk cache, plus the MTP

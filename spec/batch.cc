@@ -56,6 +56,7 @@ nlohmann::json BatchStats::ToJson() const {
   j["verify_rows"] = verify_rows;
   j["rows_per_forward"] = rows_per_forward();
   j["max_rows"] = max_rows;
+  j["batched_drafts"] = batched_drafts;
   j["mean_batch"] = mean_batch();
   j["batch_histogram"] = batch_histogram;
   j["experts_read"] = experts_read;
@@ -71,8 +72,10 @@ std::string BatchStats::Summary() const {
   std::ostringstream out;
   out << absl::StrFormat("batch: %d requests (%d failed) over %d slots, %d tokens in %.3f s = %.1f tokens/s\n",
                          requests, failed, slots, generated_tokens, total_seconds, tokens_per_second());
-  out << absl::StrFormat("cycles: %d, mean batch %.2f; verify forwards %d (%d batched), %.2f rows per forward (max %d)\n",
-                         cycles, mean_batch(), forwards, batched_forwards, rows_per_forward(), max_rows);
+  out << absl::StrFormat("cycles: %d, mean batch %.2f; verify forwards %d (%d batched), %.2f rows per forward (max %d); "
+                         "%d batched drafts\n",
+                         cycles, mean_batch(), forwards, batched_forwards, rows_per_forward(), max_rows,
+                         batched_drafts);
   if (expert_choices > 0) {
     out << absl::StrFormat("routed experts read: %d for %d routing choices (%.3f per choice)\n", experts_read,
                            expert_choices, static_cast<double>(experts_read) / expert_choices);
@@ -214,6 +217,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     std::vector<std::vector<int32_t>> blocks;    // [to_verify] verify blocks
     Clock::time_point t = Clock::now();
     double tree_seconds = 0;
+    std::vector<std::pair<size_t, int64_t>> together;  // (seat, k) drafted by options.drafter at once
     for (size_t s : active) {
       Request& request = *seats[s].running;
       if (request.tree()) {
@@ -224,13 +228,44 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         if (!status.ok() || request.done()) leave(s, status);
         continue;
       }
-      absl::StatusOr<std::vector<int32_t>> block = request.Draft(request.DraftLength(scheduled));
+      const int64_t k = request.DraftLength(scheduled);
+      Drafter* drafter = slots[s].drafter;
+      if (options.drafter != nullptr && drafter != nullptr && k > 0 && options.drafter->CanBatch(*drafter)) {
+        together.push_back({s, k});
+        continue;
+      }
+      absl::StatusOr<std::vector<int32_t>> block = request.Draft(k);
       if (!block.ok()) {
         leave(s, block.status());
         continue;
       }
       to_verify.push_back(s);
       blocks.push_back(std::move(*block));
+    }
+    if (!together.empty()) {  // one batched Propose for the drafters that batch
+      std::vector<Drafter*> drafters;
+      std::vector<std::span<const int32_t>> sequences;
+      std::vector<int64_t> ks;
+      std::vector<DraftSampling> samplings;
+      for (const auto& [s, k] : together) {
+        drafters.push_back(slots[s].drafter);
+        sequences.push_back(seats[s].running->sequence());
+        ks.push_back(k);
+        samplings.push_back(seats[s].running->context().draft_sampling());
+      }
+      const Clock::time_point propose_start = Clock::now();
+      std::vector<absl::StatusOr<Draft>> drafts = options.drafter->ProposeBatch(drafters, sequences, ks, samplings);
+      const double seconds = Since(propose_start);
+      ++stats.batched_drafts;
+      for (size_t i = 0; i < together.size(); ++i) {
+        const auto [s, k] = together[i];
+        if (!drafts[i].ok()) {
+          leave(s, drafts[i].status());
+          continue;
+        }
+        to_verify.push_back(s);
+        blocks.push_back(seats[s].running->SetDraft(std::move(*drafts[i]), k, seconds));
+      }
     }
     stats.draft_seconds += Since(t) - tree_seconds;
     stats.tree_cycle_seconds += tree_seconds;

@@ -47,6 +47,9 @@ struct BatchOptions {
   // Runs the batch's verify blocks in one forward; null verifies each request alone (the same
   // tokens; what batching saves is then not measured).
   BatchVerifier* verifier = nullptr;
+  // Proposes for the batch's requests at once where it can batch their drafters (MtpBatchDrafter:
+  // one MTP forward per draft depth); null drafts each request alone (the same tokens).
+  BatchDrafter* drafter = nullptr;
   // Replaces every chain request's k (requests with adaptive k are refused). Empty: each request's
   // own k, fixed or adaptive.
   std::vector<BatchKStep> k_schedule;
@@ -63,6 +66,7 @@ struct BatchStats {
   int64_t batched_forwards = 0;   // … of which BatchVerifier forwards
   int64_t verify_rows = 0;        // rows over all verify forwards
   int64_t max_rows = 0;           // the most rows in one forward
+  int64_t batched_drafts = 0;     // BatchDrafter calls (each runs the cycle's drafts together)
   std::vector<int64_t> batch_histogram;  // [slots + 1] cycles by active requests
   // Routed experts read by the batched forwards, summed over MoE layers and forwards, and what the
   // same rows would read one expert per routed row (their routing choices, no union).

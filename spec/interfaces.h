@@ -135,4 +135,17 @@ class Drafter {
   }
 };
 
+// Drafts for several requests at once (spec/batch.h), optional: the drafters' forwards run as one
+// where the implementation can batch them.
+class BatchDrafter {
+ public:
+  virtual ~BatchDrafter() = default;
+  virtual bool CanBatch(const Drafter& drafter) const = 0;
+  // For every i, what drafters[i]->Propose(sequences[i], ks[i], samplings[i]) returns, bit for bit.
+  virtual std::vector<absl::StatusOr<Draft>> ProposeBatch(std::span<Drafter* const> drafters,
+                                                          std::span<const std::span<const int32_t>> sequences,
+                                                          std::span<const int64_t> ks,
+                                                          std::span<const DraftSampling> samplings) = 0;
+};
+
 }  // namespace mtpspec

@@ -177,13 +177,17 @@ absl::StatusOr<Draft> DraftStep(const LoopContext& context, const LoopState& sta
   if (k <= 0 || context.drafter() == nullptr) return draft;
   const Clock::time_point t = Clock::now();
   ASSIGN_OR_RETURN(draft, context.drafter()->Propose(state.sequence, k, context.draft_sampling()));
+  RecordDraft(draft, k, Since(t), record);
+  return draft;
+}
+
+void RecordDraft(Draft& draft, int64_t k, double seconds, CycleRecord& record) {
   // A drafter may propose fewer tokens, never more: trim so budgets and statistics hold.
   if (static_cast<int64_t>(draft.tokens.size()) > k) draft.tokens.resize(k);
   if (static_cast<int64_t>(draft.probs.size()) > k) draft.probs.resize(k);
   record.catch_up_seconds = std::max(0.0, draft.catch_up_seconds);
-  record.draft_seconds = std::max(0.0, Since(t) - record.catch_up_seconds);
+  record.draft_seconds = std::max(0.0, seconds - record.catch_up_seconds);
   record.drafted = static_cast<int64_t>(draft.tokens.size());
-  return draft;
 }
 
 absl::StatusOr<TargetStep> VerifyStep(const LoopContext& context, const LoopState& state, const Draft& draft,

@@ -134,6 +134,9 @@ absl::Status PrefillStep(const LoopContext& context, std::span<const int32_t> pr
                          LoopState& state, PrefillRecord& record);
 // Up to k drafts (none when k is 0 or there is no drafter).
 absl::StatusOr<Draft> DraftStep(const LoopContext& context, const LoopState& state, int64_t k, CycleRecord& record);
+// DraftStep's bookkeeping for a draft proposed elsewhere (a batch's drafter, spec/batch.h): trims
+// it to k and records it, `seconds` being the Propose's wall time with its catch-up.
+void RecordDraft(Draft& draft, int64_t k, double seconds, CycleRecord& record);
 // The target's forward over [pending token, drafts], with logits for every row.
 absl::StatusOr<TargetStep> VerifyStep(const LoopContext& context, const LoopState& state, const Draft& draft,
                                       CycleRecord& record);

@@ -44,21 +44,24 @@ absl::Status MtpDrafter::Observe(std::span<const int32_t> sequence, int64_t firs
   return chain_->Commit(sequence, first_position, rows, hidden);
 }
 
-absl::StatusOr<Draft> MtpDrafter::Propose(std::span<const int32_t> sequence, int64_t k,
-                                          const DraftSampling& sampling) {
-  Draft draft;
+MtpDraftPicker MtpDrafter::Picker(const DraftSampling& sampling, std::vector<std::vector<double>>* probs) const {
   // Argmax drafts, or q-samples keyed by (seed, position, kDraft) whose q the rejection rule needs.
-  const MtpDraftPicker pick = [&](MtpHeadRow& head, int64_t position) -> absl::StatusOr<int32_t> {
+  return [this, sampling, probs](MtpHeadRow& head, int64_t position) -> absl::StatusOr<int32_t> {
     if (!sampling.sample) return argmax_(head);
     ASSIGN_OR_RETURN(std::span<const float> logits, head.HostLogits());
     std::vector<double> q;
     SamplingDistribution(logits.data(), static_cast<int64_t>(logits.size()), sampling.sampling, &q);
     const int32_t token = DrawFrom(q, UniformAt(sampling.sampling.seed, static_cast<uint64_t>(position),
                                                 static_cast<uint32_t>(RngStream::kDraft)));
-    draft.probs.push_back(std::move(q));
+    probs->push_back(std::move(q));
     return token;
   };
-  ASSIGN_OR_RETURN(MtpChainDraft chained, chain_->Propose(sequence, k, pick));
+}
+
+absl::StatusOr<Draft> MtpDrafter::Propose(std::span<const int32_t> sequence, int64_t k,
+                                          const DraftSampling& sampling) {
+  Draft draft;
+  ASSIGN_OR_RETURN(MtpChainDraft chained, chain_->Propose(sequence, k, Picker(sampling, &draft.probs)));
   draft.tokens = std::move(chained.tokens);
   draft.catch_up_seconds = chained.catch_up_seconds;
   return draft;
@@ -72,6 +75,53 @@ absl::StatusOr<TreeDraft> MtpDrafter::ProposeTree(std::span<const int32_t> seque
   draft.ranks = std::move(tree.ranks);
   draft.catch_up_seconds = tree.catch_up_seconds;
   return draft;
+}
+
+MtpBatchDrafter::MtpBatchDrafter() : batch_(std::make_unique<CpuMtpBatch>()) {}
+MtpBatchDrafter::~MtpBatchDrafter() = default;
+
+bool MtpBatchDrafter::CanBatch(const Drafter& drafter) const {
+  const auto* mtp = dynamic_cast<const MtpDrafter*>(&drafter);
+  return mtp != nullptr && batch_->CanJoin(mtp->chain().backend());
+}
+
+std::vector<absl::StatusOr<Draft>> MtpBatchDrafter::ProposeBatch(std::span<Drafter* const> drafters,
+                                                                 std::span<const std::span<const int32_t>> sequences,
+                                                                 std::span<const int64_t> ks,
+                                                                 std::span<const DraftSampling> samplings) {
+  const size_t n = drafters.size();
+  std::vector<absl::StatusOr<Draft>> out(n, Draft());
+  std::vector<MtpDraftChain*> chains;
+  std::vector<MtpDraftPicker> picks;
+  std::vector<size_t> members;  // indices of the MTP drafters
+  for (size_t i = 0; i < n; ++i) {
+    auto* mtp = dynamic_cast<MtpDrafter*>(drafters[i]);
+    if (mtp == nullptr || !CanBatch(*mtp)) {
+      out[i] = drafters[i]->Propose(sequences[i], ks[i], samplings[i]);
+      continue;
+    }
+    members.push_back(i);
+    chains.push_back(&mtp->mutable_chain());
+    picks.push_back(mtp->Picker(samplings[i], &out[i]->probs));
+  }
+  std::vector<std::span<const int32_t>> member_sequences;
+  std::vector<int64_t> member_ks;
+  for (size_t i : members) {
+    member_sequences.push_back(sequences[i]);
+    member_ks.push_back(ks[i]);
+  }
+  std::vector<absl::StatusOr<MtpChainDraft>> chained =
+      MtpDraftChain::ProposeBatch(chains, member_sequences, member_ks, picks, *batch_);
+  for (size_t m = 0; m < members.size(); ++m) {
+    absl::StatusOr<Draft>& draft = out[members[m]];
+    if (!chained[m].ok()) {
+      draft = chained[m].status();
+      continue;
+    }
+    draft->tokens = std::move(chained[m]->tokens);
+    draft->catch_up_seconds = chained[m]->catch_up_seconds;
+  }
+  return out;
 }
 
 }  // namespace mtpspec

@@ -48,6 +48,10 @@ class MtpDrafter : public Drafter {
   absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) override;
 
   const MtpDraftChain& chain() const { return *chain_; }
+  MtpDraftChain& mutable_chain() { return *chain_; }
+  // The chain's picker for `sampling`: argmax, or a q-sample keyed by (seed, position, kDraft) whose
+  // q is appended to *probs.
+  MtpDraftPicker Picker(const DraftSampling& sampling, std::vector<std::vector<double>>* probs) const;
   const MtpOptions& options() const { return chain_->options(); }
   int64_t committed_pairs() const { return chain_->committed_pairs(); }
   int64_t deferred_pairs() const { return chain_->deferred_pairs(); }
@@ -61,6 +65,23 @@ class MtpDrafter : public Drafter {
   std::unique_ptr<MtpDraftChain> chain_;
   HiddenSource hidden_;
   ArgmaxFn argmax_;
+};
+
+// Proposes for several host MTP drafters at once: each draft depth runs every drafter's head as one
+// head product and their chained steps as one MTP forward (MtpDraftChain::ProposeBatch), so every
+// request's drafts equal its own Propose's. Other drafters are not batched.
+class MtpBatchDrafter : public BatchDrafter {
+ public:
+  MtpBatchDrafter();
+  ~MtpBatchDrafter() override;
+  bool CanBatch(const Drafter& drafter) const override;
+  std::vector<absl::StatusOr<Draft>> ProposeBatch(std::span<Drafter* const> drafters,
+                                                  std::span<const std::span<const int32_t>> sequences,
+                                                  std::span<const int64_t> ks,
+                                                  std::span<const DraftSampling> samplings) override;
+
+ private:
+  std::unique_ptr<MtpBatchBackend> batch_;
 };
 
 }  // namespace mtpspec

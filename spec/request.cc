@@ -129,6 +129,14 @@ absl::StatusOr<std::vector<int32_t>> Request::Draft(int64_t k) {
   return block;
 }
 
+std::vector<int32_t> Request::SetDraft(mtpspec::Draft draft, int64_t k, double seconds) {
+  draft_ = std::move(draft);
+  RecordDraft(draft_, k, seconds, cycle_);
+  std::vector<int32_t> block = {state_.sequence.back()};  // [1 + k'] at positions n … n + k'
+  block.insert(block.end(), draft_.tokens.begin(), draft_.tokens.end());
+  return block;
+}
+
 absl::Status Request::Verify() {
   ASSIGN_OR_RETURN(TargetStep step, VerifyStep(context_, state_, draft_, cycle_));
   verified_ = std::move(step);

@@ -50,6 +50,10 @@ class Request {
   int64_t DraftLength(std::optional<int64_t> fixed = std::nullopt);
   // Drafts up to k tokens; returns the verify block [pending token, d1 … dk'].
   absl::StatusOr<std::vector<int32_t>> Draft(int64_t k);
+  // The same for a draft proposed elsewhere (a batch's drafter): `draft` is what
+  // drafter->Propose(sequence(), k, context().draft_sampling()) returned, in `seconds`.
+  std::vector<int32_t> SetDraft(mtpspec::Draft draft, int64_t k, double seconds);
+  const std::vector<int32_t>& sequence() const { return state_.sequence; }
   // The block's verify forward on this request's own target.
   absl::Status Verify();
   // The block's verify, run elsewhere (a batched forward): `step` must be what

@@ -64,6 +64,16 @@ def findings(data: Dict[str, Any]) -> List[str]:
                      f"{max(c['batch'] for c in ones)} costs "
                      f"{max(ones, key=lambda c: c['batch'])['seconds'] / cell(costs, batch=1, rows_per_sequence=1)['seconds']:.2f} "
                      "times a single request's.")
+        b_top = max(c["batch"] for c in ones)
+        al = data["acceptance_length"]
+        ratios = ", ".join(f"L = {c['rows_per_sequence']}: {c['seconds'] / cell(costs, batch=b_top, rows_per_sequence=1)['seconds']:.2f}"
+                           for c in costs if c["batch"] == b_top and c["rows_per_sequence"] > 1)
+        ratios_one = ", ".join(f"L = {c['rows_per_sequence']}: {c['seconds'] / cell(costs, batch=1, rows_per_sequence=1)['seconds']:.2f}"
+                               for c in costs if c["batch"] == 1 and c["rows_per_sequence"] > 1)
+        lines.append(f"  Why: a verify of L rows per request costs, relative to the plain step of the same batch, "
+                     f"{ratios_one} at B = 1 and {ratios} at B = {b_top}, against acceptance lengths AL(L - 1) = "
+                     f"{', '.join(f'{x:.2f}' for x in al[1:])}: the extra rows are paid in multiply-adds and in "
+                     "experts that a single row would not read.")
         if "e2e" in point:
             measured = measured_speedups(point["e2e"])
             ratios = []
@@ -80,10 +90,13 @@ def findings(data: Dict[str, Any]) -> List[str]:
             lines.append(f"  Measured end to end: best k per batch {'; '.join(parts)}. Measured / predicted speedup "
                          f"{min(ratios):.2f} to {max(ratios):.2f} ({passing} of {len(ratios)} points at >= 0.9, the "
                          "goal).")
-    lines.append("- The drafts are made one request at a time (each request's MTP chain runs alone), so a cycle's "
-                 "draft cost grows as B · k · t_d while the batched verify's grows far slower: on this model, whose "
-                 "draft step is about 0.3 plain steps, that is what stops speculation paying as B grows. Batching the "
-                 "drafters' forwards as the verify is batched is the next lever.")
+    point = data["points"][0]
+    steps = point["draft"]["draft_steps"]
+    plain = {c["batch"]: c["seconds"] for c in point["costs"] if c["rows_per_sequence"] == 1}
+    lines.append(f"- At N = {point['context']} one draft step costs {steps[0]['seconds'] / plain[steps[0]['batch']]:.2f} "
+                 f"of a plain step at B = {steps[0]['batch']} and {steps[-1]['seconds'] / plain[steps[-1]['batch']]:.2f} "
+                 f"at B = {steps[-1]['batch']} (the drafts of a batch run together); each request's extend of its "
+                 "committed rows still runs alone, B of them per cycle.")
     return lines
 
 
@@ -136,9 +149,10 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
              f"conditional rates {', '.join(f'{r:.3f}' for r in data['rates'])}, so AL(k) = "
              f"{', '.join(f'{x:.2f}' for x in al)} for k = 0..{len(al) - 1}; the end-to-end runs impose them "
              "(SYNTHETIC acceptance), each request with its own seed at T = 1.\n",
-             "Cost model: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + B · (k · t_d + x)), with T(B, L) the measured "
-             "batched forward of B sequences of L rows, t_d one MTP draft step and x the drafter's extend per cycle, "
-             "each measured at N; plain batched decoding is B / T(B, 1).\n"]
+             "Cost model: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + B · x), with T(B, L) the measured "
+             "batched forward of B sequences of L rows, D(B) one batched MTP draft step for B requests (the "
+             "drafters draft together, one forward per depth) and x one request's extend of its committed rows "
+             "(the extends run one request at a time), each measured at N; plain batched decoding is B / T(B, 1).\n"]
     lines += findings(data)
     if plot(data, folder / "speedup_vs_batch.png"):
         lines.append("\n![speedup against B for each k, predicted and measured](batch-data/speedup_vs_batch.png)\n")
@@ -155,9 +169,10 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
                          f"{c['experts_read']} / {c['expert_choices']} | {c['bytes_seconds'] * 1e3:.2f} | "
                          f"{c['compute_seconds'] * 1e3:.2f} | {c['measured_over_bound']:.2f} |")
         d = point["draft"]
-        lines.append(f"\nOne MTP draft step t_d = {d['draft_step_seconds'] * 1e3:.2f} ms; the extend of "
-                     f"{d['extend_rows']} rows x = {d['extend_seconds'] * 1e3:.2f} ms; a plain single-request step "
-                     f"{cell(point['costs'], batch=1, rows_per_sequence=1)['seconds'] * 1e3:.2f} ms.\n")
+        steps = ", ".join(f"D({x['batch']}) = {x['seconds'] * 1e3:.2f}" for x in d["draft_steps"])
+        lines.append(f"\nOne batched MTP draft step (B chains' steps and heads in one forward), ms: {steps}; the "
+                     f"extend of {d['extend_rows']} rows per request x = {d['extend_seconds'] * 1e3:.2f} ms; a plain "
+                     f"single-request step {cell(point['costs'], batch=1, rows_per_sequence=1)['seconds'] * 1e3:.2f} ms.\n")
         lines.append("### Tokens/s and speedup over plain batched decoding\n")
         e2e = measured_speedups(point["e2e"]) if "e2e" in point else []
         if e2e:

@@ -179,6 +179,7 @@ class BatchStats:
     verify_rows: int
     rows_per_forward: float
     max_rows: int
+    batched_drafts: int  # cycles whose drafts ran together (one MTP forward per depth)
     mean_batch: float
     batch_histogram: List[int]
     experts_read: int

@@ -308,6 +308,7 @@ py::tuple RunBatch(const ModelHandle& handle, const py::list& requests, int64_t 
       ASSIGN_OR_RETURN(BatchPipeline pipeline,
                        BuildBatchPipeline(model, parsed[0], CacheCapacityFor(handle, wanted), batch, Frontend::kPython));
       options.verifier = pipeline.verifier.get();
+      options.drafter = pipeline.drafter.get();
       return GenerateBatch(pipeline.slots, batch_requests, options);
     }();
 #if defined(__GLIBC__)

@@ -3,8 +3,9 @@
 // tokens and acceptance equal the same request run alone through Generate, for batch sizes 1..8,
 // queues longer than the batch, every drafter (mtp, lookup, hybrid, none), k from 0 to 4,
 // temperatures 0 / 0.7 / 1, rejection and sampler-equality, prompts on either side of index_topk
-// (dense and gather attention) and requests that finish mid-batch. Adaptive-k requests in a batch
-// still give plain decoding's tokens; the expert union is counted.
+// (dense and gather attention) and requests that finish mid-batch, with the drafts batched
+// (MtpBatchDrafter) or not. Adaptive-k requests in a batch still give plain decoding's tokens; the
+// expert union is counted; a batched Propose gives every drafter its own Propose's drafts.
 #include <map>
 #include <memory>
 #include <string>
@@ -109,10 +110,15 @@ TEST_P(BatchGenerateTest, EveryRequestEqualsItselfRunAlone) {
   for (int64_t b : {1, 2, 3, 5, 8}) {
     Slots slots(model, b);
     ModelBatchVerifier verifier(model);
+    MtpBatchDrafter drafter;
     std::vector<BatchRequest> requests;
-    for (int64_t r = 0; r < b + 3; ++r) requests.push_back(MixedRequest(model, r));
+    for (int64_t r = 0; r < b + 3; ++r) {
+      requests.push_back(MixedRequest(model, r));
+      if (r % 4 == 3) requests.back().options.sample_drafts = true;  // q-sampled drafts for rejection
+    }
     BatchOptions options;
     options.verifier = &verifier;
+    options.drafter = b % 2 == 1 ? &drafter : nullptr;  // drafts batched, or each alone
     auto result = GenerateBatch(slots.slots, requests, options);
     ASSERT_TRUE(result.ok()) << result.status();
     for (size_t r = 0; r < requests.size(); ++r) {
@@ -127,6 +133,7 @@ TEST_P(BatchGenerateTest, EveryRequestEqualsItselfRunAlone) {
     }
     const BatchStats& stats = result->stats;
     EXPECT_EQ(stats.failed, 0);
+    EXPECT_EQ(stats.batched_drafts > 0, options.drafter != nullptr) << GetParam() << " B = " << b;
     EXPECT_EQ(stats.forwards, stats.cycles);
     EXPECT_EQ(stats.batched_forwards, stats.cycles);
     if (b > 1) {
@@ -168,6 +175,62 @@ TEST_P(BatchGenerateTest, AdaptiveKRequestsInABatchGivePlainOutput) {
     auto alone = Generate(**target, nullptr, requests[r].prompt, plain);
     ASSERT_TRUE(alone.ok());
     EXPECT_EQ(result->requests[r].result.tokens, alone->tokens) << GetParam() << " request " << r;
+  }
+}
+
+// MtpBatchDrafter::ProposeBatch gives every drafter the drafts (and draft distributions) of its own
+// Propose: contexts on either side of index_topk, k from 0 to 6, argmax and q-sampled drafts, a
+// drafter near its cache's end (fewer drafts), and a lookup drafter mixed in (proposes alone).
+TEST(BatchDrafterTest, EveryDrafterGetsTheDraftsOfItsOwnPropose) {
+  const Model& model = Load("trained");
+  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const std::vector<int64_t> lengths = {K - 5, K + 9, 3 * K, 20, K + 1, 60};
+  const std::vector<int64_t> ks = {3, 0, 6, 1, 4, 5};
+  const int64_t capacity = 4 * K;
+  std::vector<std::unique_ptr<Drafter>> batched, alone;
+  std::vector<std::vector<int32_t>> sequences;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    std::vector<int32_t> prompt = TestTokens(lengths[i], V, 300 + static_cast<int64_t>(i));
+    auto target = *ModelTarget::Create(model, capacity);
+    auto prefill = target->Run(prompt, /*all_logits=*/false);
+    ASSERT_TRUE(prefill.ok()) << prefill.status();
+    prompt.push_back(static_cast<int32_t>((7 * i + 1) % V));  // the pending token
+    for (auto* list : {&batched, &alone}) {
+      list->push_back(i == 3 ? std::unique_ptr<Drafter>(std::make_unique<LookupDrafter>(LookupOptions{}))
+                             : std::unique_ptr<Drafter>(*MtpDrafter::Create(model, i == 5 ? 63 : capacity, MtpOptions{})));
+      ASSERT_TRUE(list->back()->Observe(prompt, 0, lengths[i], *prefill).ok());
+    }
+    sequences.push_back(std::move(prompt));
+  }
+  for (bool sample : {false, true}) {
+    std::vector<DraftSampling> samplings(lengths.size());
+    for (size_t i = 0; i < samplings.size(); ++i) {
+      samplings[i].sample = sample;
+      samplings[i].sampling.temperature = 0.8;
+      samplings[i].sampling.seed = 40 + i;
+    }
+    std::vector<Drafter*> drafters;
+    std::vector<std::span<const int32_t>> views;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      drafters.push_back(batched[i].get());
+      views.push_back(sequences[i]);
+    }
+    MtpBatchDrafter batch;
+    EXPECT_TRUE(batch.CanBatch(*batched[0]));
+    EXPECT_FALSE(batch.CanBatch(*batched[3]));
+    std::vector<absl::StatusOr<Draft>> drafts = batch.ProposeBatch(drafters, views, ks, samplings);
+    ASSERT_EQ(drafts.size(), lengths.size());
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      ASSERT_TRUE(drafts[i].ok()) << drafts[i].status();
+      auto own = alone[i]->Propose(sequences[i], ks[i], samplings[i]);
+      ASSERT_TRUE(own.ok()) << own.status();
+      EXPECT_EQ(drafts[i]->tokens, own->tokens) << "drafter " << i << (sample ? " sampled" : " argmax");
+      EXPECT_EQ(drafts[i]->probs, own->probs) << "drafter " << i;
+      if (i == 2) {
+        EXPECT_EQ(drafts[i]->tokens.size(), 6u);
+      }
+    }
+    EXPECT_LT(drafts[5]->tokens.size(), 5u) << "the small cache cuts the chain short";
   }
 }
 
