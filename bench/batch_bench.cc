@@ -19,6 +19,8 @@
 //
 //   build/release/bench/batch_bench [--contexts 512,4096] [--batches 1,2,4,8,16] [--max-k 4] [--reps 5]
 //       [--rates a1,a2,..] [--e2e-contexts 512] [--new-tokens 24] [--json build/results/batch.json]
+// The end-to-end runs add k = auto (up to --max-k), chosen per cycle by the batch's draft-length
+// controller (spec/batch_k.h).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -228,13 +230,15 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
   for (int64_t b : batches) {
     std::vector<BatchSlot> slots;
     for (int64_t s = 0; s < b; ++s) slots.push_back({targets[s].get(), drafters[s].get()});
-    for (int64_t k = 0; k <= max_k; ++k) {
+    for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
+      const bool automatic = k == max_k + 1;
       std::vector<BatchRequest> requests;
       for (int64_t s = 0; s < b; ++s) {
         BatchRequest& r = requests.emplace_back();
         r.prompt = prompts[s];
         r.options.max_new_tokens = new_tokens;
-        r.options.k = k;
+        r.options.k = automatic ? max_k : k;
+        r.options.adaptive_k = automatic;
         r.options.stop_at_eos = false;
         r.options.accept.rule = AcceptRule::kSynthetic;
         r.options.accept.synthetic_rates = rates;
@@ -257,12 +261,22 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
       }
       double latency = 0;
       for (const BatchRequestResult& r : result.requests) latency += r.latency_seconds - r.queued_seconds;
-      runs.push_back({{"batch", b}, {"k", k}, {"decode_tokens_per_second", decoded / decode_seconds},
+      int64_t k_used = 0, cycles = 0;  // the mean k the requests drafted (k = auto)
+      for (const BatchRequestResult& r : result.requests) {
+        const std::vector<int64_t>& decisions = r.result.stats.k_decisions;
+        for (size_t j = 0; j < decisions.size(); ++j) {
+          k_used += static_cast<int64_t>(j) * decisions[j];
+          cycles += decisions[j];
+        }
+      }
+      runs.push_back({{"batch", b}, {"k", automatic ? nlohmann::json("auto") : nlohmann::json(k)},
+                      {"mean_k", cycles > 0 ? static_cast<double>(k_used) / cycles : 0.0},
+                      {"decode_tokens_per_second", decoded / decode_seconds},
                       {"decode_seconds", decode_seconds}, {"mean_request_seconds", latency / b},
                       {"acceptance_length", with_drafts > 0 ? 1.0 + static_cast<double>(accepted) / with_drafts : 1.0},
                       {"drafted", drafted}, {"stats", st.ToJson()}});
-      std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%lld: %.1f tokens/s\n", static_cast<long long>(n),
-                   static_cast<long long>(b), static_cast<long long>(k), decoded / decode_seconds);
+      std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%s: %.1f tokens/s\n", static_cast<long long>(n),
+                   static_cast<long long>(b), automatic ? "auto" : std::to_string(k).c_str(), decoded / decode_seconds);
     }
   }
   return runs;

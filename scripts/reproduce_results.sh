@@ -89,7 +89,7 @@ for target in "${targets[@]}"; do
       "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
     batch)
       $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
-        --new-tokens 24 --json build/results/batch.json
+        --new-tokens 48 --json build/results/batch.json
       "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
     tree)
       heldout

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spec/batch_k.h"
 #include "spec/request.h"
 
 namespace mtpspec {
@@ -35,6 +37,38 @@ struct Seat {
   int64_t request = -1;              // index into the queue
   std::unique_ptr<Request> running;  // null while free
 };
+
+// The cycle's draft length for every chain request of `active`: the k schedule's, the request's own
+// (fixed, or its own adaptive policy), or, for adaptive requests when the batch has a controller,
+// the controller's choice for all of them together.
+std::map<size_t, int64_t> DraftLengths(std::vector<Seat>& seats, const std::vector<size_t>& active,
+                                       std::optional<int64_t> scheduled, BatchDraftController* controller) {
+  std::map<size_t, int64_t> lengths;
+  std::vector<size_t> tuned;      // seats the controller sets
+  std::vector<int64_t> ids, caps;  // [tuned] request ids and the most each may draft
+  int64_t other_rows = 0;
+  for (size_t s : active) {
+    Request& request = *seats[s].running;
+    if (request.tree()) continue;
+    if (controller != nullptr && request.adaptive()) {
+      tuned.push_back(s);
+      ids.push_back(seats[s].request);
+      caps.push_back(request.DraftLength(request.k_max()));
+      continue;
+    }
+    lengths[s] = request.DraftLength(scheduled);
+    other_rows += lengths[s] + 1;
+  }
+  if (tuned.empty()) return lengths;
+  bool probe = false;
+  const std::vector<int64_t> chosen = controller->Choose(ids, caps, other_rows, &probe);
+  for (size_t i = 0; i < tuned.size(); ++i) {
+    Request& request = *seats[tuned[i]].running;
+    lengths[tuned[i]] = request.DraftLength(chosen[i]);
+    request.set_probe(probe);
+  }
+  return lengths;
+}
 
 }  // namespace
 
@@ -151,6 +185,15 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
   stats.batch_histogram.assign(slots.size() + 1, 0);
   std::vector<Seat> seats(slots.size());
   size_t next = 0;  // the queue's next request
+  // One draft-length controller for the batch's adaptive-k requests (spec/batch_k.h).
+  std::unique_ptr<BatchDraftController> controller;
+  if (options.adaptive == BatchAdaptive::kBatch) {
+    int64_t k_max = 0;
+    for (const BatchRequest& r : requests) {
+      if (r.options.adaptive_k) k_max = std::max<int64_t>(k_max, std::max<int64_t>(r.options.k, 1));
+    }
+    if (k_max > 0) controller = std::make_unique<BatchDraftController>(k_max);
+  }
 
   // Ends the request in seat s, with `status` (ok when it finished) and what it produced.
   auto leave = [&](size_t s, const absl::Status& status) {
@@ -164,6 +207,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       ++stats.failed;
       slots[s].target->Reset();  // nothing of it stays in the slot
     }
+    if (controller) controller->Forget(seat.request);
     seat.running.reset();
     seat.request = -1;
   };
@@ -178,7 +222,8 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         result.queued_seconds = Since(start);
         const Clock::time_point t = Clock::now();
         absl::StatusOr<std::unique_ptr<Request>> started =
-            Request::Start(*slots[s].target, slots[s].drafter, requests[r].prompt, requests[r].options);
+            Request::Start(*slots[s].target, slots[s].drafter, requests[r].prompt, requests[r].options,
+                           /*external_lengths=*/controller != nullptr && requests[r].options.adaptive_k);
         stats.prefill_seconds += Since(t);
         if (!started.ok()) {
           result.status = Prefixed(started.status(), absl::StrCat("request ", r, ": "));
@@ -218,6 +263,8 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     Clock::time_point t = Clock::now();
     double tree_seconds = 0;
     std::vector<std::pair<size_t, int64_t>> together;  // (seat, k) drafted by options.drafter at once
+    const std::map<size_t, int64_t> lengths = DraftLengths(seats, active, scheduled, controller.get());
+    int64_t depth = 0;  // the deepest draft of the cycle
     for (size_t s : active) {
       Request& request = *seats[s].running;
       if (request.tree()) {
@@ -228,7 +275,8 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         if (!status.ok() || request.done()) leave(s, status);
         continue;
       }
-      const int64_t k = request.DraftLength(scheduled);
+      const int64_t k = lengths.at(s);
+      depth = std::max(depth, k);
       Drafter* drafter = slots[s].drafter;
       if (options.drafter != nullptr && drafter != nullptr && k > 0 && options.drafter->CanBatch(*drafter)) {
         together.push_back({s, k});
@@ -267,8 +315,11 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         blocks.push_back(seats[s].running->SetDraft(std::move(*drafts[i]), k, seconds));
       }
     }
-    stats.draft_seconds += Since(t) - tree_seconds;
+    const double draft_phase_seconds = Since(t) - tree_seconds;
+    stats.draft_seconds += draft_phase_seconds;
     stats.tree_cycle_seconds += tree_seconds;
+    int64_t cycle_rows = 0;
+    for (const std::vector<int32_t>& block : blocks) cycle_rows += static_cast<int64_t>(block.size());
 
     // One forward for the blocks the verifier can batch; the rest (and a batch that fails, so that
     // its error lands on the request at fault) verify alone.
@@ -317,17 +368,32 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       stats.verify_rows += rows;
       stats.max_rows = std::max(stats.max_rows, rows);
     }
-    stats.verify_seconds += Since(t);
+    const double cycle_verify_seconds = Since(t);
+    stats.verify_seconds += cycle_verify_seconds;
 
     // Acceptance, commit and rollback, per request.
     t = Clock::now();
+    int64_t extending = 0;
+    double extend_seconds = 0;
     for (size_t i = 0; i < to_verify.size(); ++i) {
       const size_t s = to_verify[i];
       absl::Status status = verify_status[i];
       if (status.ok()) status = seats[s].running->EndCycle();
+      if (status.ok() && controller) {
+        const CycleRecord& cycle = seats[s].running->last_cycle();
+        if (seats[s].running->adaptive()) controller->RecordAcceptance(seats[s].request, cycle.drafted, cycle.accepted);
+        if (cycle.drafted > 0) {
+          ++extending;
+          extend_seconds += cycle.extend_seconds;
+        }
+      }
       if (!status.ok() || seats[s].running->done()) leave(s, status);  // its slot is free for the next cycle
     }
     stats.accept_commit_seconds += Since(t);
+    if (controller) {
+      controller->RecordCycle(static_cast<int64_t>(active.size()), cycle_rows, cycle_verify_seconds, depth,
+                              draft_phase_seconds, extending, extend_seconds);
+    }
   }
   stats.total_seconds = Since(start);
   return out;

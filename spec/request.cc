@@ -49,7 +49,7 @@ Request::Request(Target& target, Drafter* drafter, const GenerateOptions& option
 
 absl::StatusOr<std::unique_ptr<Request>> Request::Start(Target& target, Drafter* drafter,
                                                         std::span<const int32_t> prompt,
-                                                        const GenerateOptions& options) {
+                                                        const GenerateOptions& options, bool external_lengths) {
   RETURN_IF_ERROR(ValidateGenerateOptions(options));
   RETURN_IF_ERROR(CheckPrompt(target, prompt, options));
   if (!options.tree.empty() && drafter != nullptr && !drafter->can_branch()) {
@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Request>> Request::Start(Target& target, Drafter*
   stats.sampled_on_device = r.context_.device_sampling();
   stats.SizeFor(r.k_max_);
   if (r.tree_) stats.tree = options.tree.Name();
-  if (options.adaptive_k) r.adaptive_.emplace(r.k_max_, options.adaptive_controller);
+  if (options.adaptive_k && !external_lengths) r.adaptive_.emplace(r.k_max_, options.adaptive_controller);
   DraftLengthPolicy* policy = r.adaptive_ ? &*r.adaptive_ : nullptr;
   for (LoopObserver* o : {static_cast<LoopObserver*>(&r.recorder_), static_cast<LoopObserver*>(policy), options.observer}) {
     if (o != nullptr) r.observers_.push_back(o);

@@ -28,9 +28,12 @@ class Request {
  public:
   // Validates the options and the prompt against the target, resets the target and the drafter and
   // runs the prefill. `drafter` may be null (plain decoding). Both must outlive the Request.
+  // With `external_lengths`, a k = auto request takes every draft length from DraftLength(fixed)
+  // (a batch's controller) and has no policy of its own (so its prompt is never deferred).
   static absl::StatusOr<std::unique_ptr<Request>> Start(Target& target, Drafter* drafter,
                                                         std::span<const int32_t> prompt,
-                                                        const GenerateOptions& options);
+                                                        const GenerateOptions& options,
+                                                        bool external_lengths = false);
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
@@ -38,6 +41,13 @@ class Request {
   Target& target() const { return context_.target(); }
   bool done() const { return !state_.stop_reason.empty(); }
   bool tree() const { return tree_; }
+  // A k = auto request with a drafter; k_max() is its largest draft length.
+  bool adaptive() const { return options_.adaptive_k && context_.drafter() != nullptr && !tree_; }
+  int64_t k_max() const { return k_max_; }
+  // Marks the cycle under way as an exploration probe (a batch controller's).
+  void set_probe(bool probe) { cycle_.probe = probe; }
+  // The last cycle's record (after EndCycle, until the next BeginCycle).
+  const CycleRecord& last_cycle() const { return cycle_; }
   int64_t generated() const { return static_cast<int64_t>(state_.tokens.size()); }
 
   // Starts the next cycle; false (with the stop reason set) when the token budget or the cache ends

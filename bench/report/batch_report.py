@@ -78,18 +78,25 @@ def findings(data: Dict[str, Any]) -> List[str]:
             measured = measured_speedups(point["e2e"])
             ratios = []
             for r in measured:
-                if r["k"] == 0:
+                if r["k"] == 0 or r["k"] == "auto":
                     continue
                 p = cell(predicted, batch=r["batch"], k=r["k"])
                 ratios.append(r["speedup"] / p["speedup"])
             passing = sum(1 for x in ratios if x >= 0.9)
+            fixed = [r for r in measured if r["k"] != "auto"]
             parts = []
             for b in batches:
-                k, s = best_k(measured, b, "speedup")
+                k, s = best_k(fixed, b, "speedup")
                 parts.append(f"B = {b}: k = {k} ({s:.2f}x)")
             lines.append(f"  Measured end to end: best k per batch {'; '.join(parts)}. Measured / predicted speedup "
                          f"{min(ratios):.2f} to {max(ratios):.2f} ({passing} of {len(ratios)} points at >= 0.9, the "
                          "goal).")
+            auto = [r for r in measured if r["k"] == "auto"]
+            if auto:
+                worst = min(auto, key=lambda r: r["speedup"])
+                lines.append("  k = auto (the batch's draft-length controller): " + "; ".join(
+                    f"B = {r['batch']}: {r['speedup']:.2f}x, mean k {r['mean_k']:.2f}" for r in auto)
+                    + f" (worst {worst['speedup']:.2f}x of plain at B = {worst['batch']}).")
     point = data["points"][0]
     steps = point["draft"]["draft_steps"]
     plain = {c["batch"]: c["seconds"] for c in point["costs"] if c["rows_per_sequence"] == 1}
@@ -190,6 +197,15 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
                 row += (f" {m['decode_tokens_per_second']:.1f} | {m['speedup']:.3f} | {ratio:.3f} | "
                         f"{m['mean_request_seconds']:.2f} |")
             lines.append(row)
+        auto = [r for r in e2e if r["k"] == "auto"]
+        if auto:
+            lines.append("\nk = auto, chosen each cycle for every request by the batch's controller (spec/batch_k.h):\n")
+            lines.append("| B | measured tokens/s | speedup over plain | mean k drafted | best fixed k measured |")
+            lines.append("|---|---|---|---|---|")
+            for r in auto:
+                k, sp = best_k([x for x in e2e if x["k"] != "auto"], r["batch"], "speedup")
+                lines.append(f"| {r['batch']} | {r['decode_tokens_per_second']:.1f} | {r['speedup']:.3f} | "
+                             f"{r['mean_k']:.2f} | k = {k} ({sp:.3f}) |")
         if e2e:
             lines.append("\nMeasured tokens/s are decode tokens (after each request's first) over the batch's wall "
                          "time less its prefills; a request's seconds run from its prefill to its last token.")

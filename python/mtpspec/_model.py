@@ -400,6 +400,8 @@ class Model:
             mtp_*, ngram, kv_cache, device) must be the same for all.
         k_schedule: ``[(B1, k1), (B2, k2), ...]``: a cycle with up to B1 requests drafts k1, and so
             on (ascending B; the last entry beyond them), replacing every request's k.
+        ``k="auto"`` in a batch: one controller picks every request's k each cycle, from the batch's
+            measured verify cost per row and each request's acceptance (spec/batch_k.h).
         acceptance_hook and adaptive_controller serve one request at a time and cannot join a batch.
         Options that are refused raise before anything runs and name ``requests[i]``; a request
         that fails while running raises :class:`BatchError` once the others have finished.
