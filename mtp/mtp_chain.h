@@ -111,6 +111,17 @@ struct MtpChainDraft {
   double catch_up_seconds = 0;  // of this Propose, spent extending deferred pairs
 };
 
+// Picks a tree node's children from its head's logits (`logits`: [vocab], host memory): up to
+// `count` distinct tokens, in the order the acceptance tries them. `position` is the position they
+// propose, `first_index` the number of nodes of that depth picked before (a key for sampled picks).
+struct MtpChildPick {
+  std::vector<int32_t> tokens;        // [≤ count]
+  std::vector<double> distribution;   // [vocab] the draft distribution they were drawn from, without
+                                      // replacement; empty for deterministic picks
+};
+using MtpChildPicker = std::function<absl::StatusOr<MtpChildPick>(const float* logits, int64_t vocab, int64_t position,
+                                                                  int64_t first_index, int64_t count)>;
+
 // A draft tree (core/draft_tree.h) in breadth-first order: every node after its parent, the nodes of
 // one depth together.
 struct MtpTreeDraft {
@@ -118,6 +129,9 @@ struct MtpTreeDraft {
   std::vector<int32_t> parents;  // [nodes] the parent's verify row: 0 = the pending token, i + 1 = node i
   std::vector<int64_t> ranks;    // [nodes] rank among its parent's candidates (0 = the head's top token)
   std::vector<double> probs;     // [nodes] its probability under the parent's head (softmax at T = 1)
+  // [1 + nodes] per verify row (0 = the pending token), the distribution its children were drawn
+  // from (MtpChildPick::distribution); empty when the children are the head's top tokens.
+  std::vector<std::vector<double>> child_distributions;
   double catch_up_seconds = 0;   // of this ProposeTree, spent extending deferred pairs
 };
 
@@ -152,8 +166,10 @@ class MtpDraftChain {
   // takes its branching; a dynamic one expands, depth by depth, the shape's expand_width newest nodes
   // of highest cumulative probability, then keeps the max_nodes best nodes overall. The chain
   // 1,1,…,1 of k drafts gives Propose's k argmax drafts. Smaller when the cache runs out; empty
-  // before the first Commit.
-  absl::StatusOr<MtpTreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape);
+  // before the first Commit. With `pick`, a static tree's children are what it picks (sampled
+  // drafts); a dynamic tree grows by the head's own probabilities and takes no picker.
+  absl::StatusOr<MtpTreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
+                                           const MtpChildPicker& pick = nullptr);
 
   const MtpOptions& options() const { return options_; }
   MtpChainBackend& backend() const { return *backend_; }

@@ -45,10 +45,26 @@ void TopTokens(const float* logits, int64_t vocab, int64_t count, std::vector<in
   for (int32_t id : *ids) probs->push_back(std::exp(static_cast<double>(logits[id]) - top) / total);
 }
 
+// The probabilities of `ids` under softmax at T = 1 of a row.
+std::vector<double> SoftmaxAt(const float* logits, int64_t vocab, const std::vector<int32_t>& ids) {
+  double top = logits[0];
+  for (int64_t v = 1; v < vocab; ++v) top = std::max(top, static_cast<double>(logits[v]));
+  double total = 0;
+  for (int64_t v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(logits[v]) - top);
+  std::vector<double> probs;
+  for (int32_t id : ids) probs.push_back(std::exp(static_cast<double>(logits[id]) - top) / total);
+  return probs;
+}
+
 }  // namespace
 
-absl::StatusOr<MtpTreeDraft> MtpDraftChain::ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) {
+absl::StatusOr<MtpTreeDraft> MtpDraftChain::ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
+                                                        const MtpChildPicker& pick) {
   RETURN_IF_ERROR(ValidateTreeShape(shape, "MTP tree"));
+  if (pick && shape.dynamic()) {
+    return absl::InvalidArgumentError(
+        "MTP tree: a dynamic tree grows by the head's probabilities; picked (sampled) children need a static tree");
+  }
   MtpTreeDraft draft;
   if (shape.empty()) {
     extend_at_commit_ = true;
@@ -68,12 +84,29 @@ absl::StatusOr<MtpTreeDraft> MtpDraftChain::ProposeTree(std::span<const int32_t>
   int64_t stepped = 0;                // slots written past first_slot
   std::vector<int32_t> ids;
   std::vector<double> probs;
+  std::vector<double> root_distribution;              // [V] or empty
+  std::vector<std::vector<double>> distributions;     // [nodes made] each node's children's, or empty
   for (int64_t depth = 1; depth <= shape.depth() && !frontier.empty(); ++depth) {
     ASSIGN_OR_RETURN(const Tensor heads, backend_->TreeHeads(frontier_states));  // [frontier, V]
     const int64_t width = shape.dynamic() ? shape.expand_width : shape.branching[depth - 1];
     std::vector<int64_t> made;  // the nodes of this depth
     for (size_t f = 0; f < frontier.size(); ++f) {
-      TopTokens(heads.data<float>() + f * vocab, vocab, width, &ids, &probs);
+      const float* row = heads.data<float>() + f * vocab;  // [V]
+      if (pick) {
+        ASSIGN_OR_RETURN(MtpChildPick picked,
+                         pick(row, vocab, anchor + 1 + depth, static_cast<int64_t>(made.size()), width));
+        if (static_cast<int64_t>(picked.tokens.size()) > width) {
+          return absl::InternalError("MTP tree: the picker returned more children than asked");
+        }
+        for (int32_t id : picked.tokens) {
+          if (id < 0 || id >= vocab) return absl::InternalError("MTP tree: the picker returned a token outside the vocabulary");
+        }
+        ids = std::move(picked.tokens);
+        probs = SoftmaxAt(row, vocab, ids);
+        (frontier[f] < 0 ? root_distribution : distributions[frontier[f]]) = std::move(picked.distribution);
+      } else {
+        TopTokens(row, vocab, width, &ids, &probs);
+      }
       const double parent_cumulative = frontier[f] < 0 ? 1.0 : nodes[frontier[f]].cumulative;
       for (size_t c = 0; c < ids.size(); ++c) {
         GrowNode node;
@@ -85,6 +118,7 @@ absl::StatusOr<MtpTreeDraft> MtpDraftChain::ProposeTree(std::span<const int32_t>
         node.cumulative = parent_cumulative * probs[c];
         made.push_back(static_cast<int64_t>(nodes.size()));
         nodes.push_back(node);
+        distributions.emplace_back();
       }
     }
     if (depth == shape.depth()) break;  // leaves: no step
@@ -154,6 +188,10 @@ absl::StatusOr<MtpTreeDraft> MtpDraftChain::ProposeTree(std::span<const int32_t>
     draft.parents.push_back(parent_row);
     draft.ranks.push_back(node.rank);
     draft.probs.push_back(node.prob);
+  }
+  if (pick) {  // kept in full: a static tree keeps every node made
+    draft.child_distributions.push_back(std::move(root_distribution));
+    for (int64_t k : kept) draft.child_distributions.push_back(std::move(distributions[k]));
   }
   return draft;
 }

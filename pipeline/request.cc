@@ -39,9 +39,10 @@ absl::Status ValidateTree(const RequestOptions& o, Frontend f) {
                                                    o.custom_accept ? "(a custom rule)" : AcceptRuleName(o.accept.rule),
                                                    " does not support trees"));
   }
-  if (o.sample_drafts) {
-    return absl::InvalidArgumentError(absl::StrCat(tree, " drafts the head's top tokens; ", OptionName(f, "sample_drafts"),
-                                                   " must be off"));
+  if (o.sample_drafts && o.tree.dynamic()) {
+    return absl::InvalidArgumentError(absl::StrCat(tree, " grows by the head's probabilities and takes argmax drafts; ",
+                                                   OptionName(f, "sample_drafts"), " needs a static ",
+                                                   OptionName(f, "tree")));
   }
   if (o.adaptive_k) {
     return absl::InvalidArgumentError(absl::StrCat(tree, " has a fixed shape; ", OptionName(f, "k"), " auto cannot choose it"));

@@ -29,7 +29,10 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
           "tree drafting verifies with sampler-equality or rejection; accept = ",
           o.custom_accept ? "custom" : AcceptRuleName(o.accept.rule), " does not support trees"));
     }
-    if (o.sample_drafts) return absl::InvalidArgumentError("tree drafting takes argmax drafts; sample_drafts must be off");
+    if (o.sample_drafts && o.tree.dynamic()) {
+      return absl::InvalidArgumentError(
+          "a dynamic tree grows by the head's probabilities and takes argmax drafts; sample_drafts needs a static tree");
+    }
     if (o.adaptive_k) return absl::InvalidArgumentError("tree drafting has a fixed shape; adaptive k must be off");
   }
   if (o.adaptive_controller && !o.adaptive_k) {

@@ -105,6 +105,9 @@ struct TreeDraft {
   std::vector<int32_t> tokens;   // [nodes]
   std::vector<int32_t> parents;  // [nodes] the parent's verify row: 0 = the pending token, i + 1 = node i
   std::vector<int64_t> ranks;    // [nodes] rank among the parent's candidates (0 = the drafter's best)
+  // [1 + nodes] or empty: per verify row (0 = the pending token), the draft distribution q ([V]) its
+  // children were sampled from without replacement (empty where they are not sampled).
+  std::vector<std::vector<double>> probs;
   double catch_up_seconds = 0;   // as in Draft
 };
 
@@ -128,9 +131,11 @@ class Drafter {
   // that work there as catch_up_seconds) instead of processing them at the prefill.
   virtual void DeferPrompt() {}
   // Tree drafting (optional): a tree of the given shape continuing `sequence`, which may be smaller
-  // than the shape (or empty) where the drafter runs out of room. Argmax drafts only.
+  // than the shape (or empty) where the drafter runs out of room. Its children are the drafter's
+  // best tokens, or, with sampling.sample, drawn from q without replacement (static shapes).
   virtual bool can_branch() const { return false; }
-  virtual absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) {
+  virtual absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
+                                                const DraftSampling& sampling) {
     return absl::UnimplementedError("this drafter cannot draft a tree");
   }
 };

@@ -67,12 +67,39 @@ absl::StatusOr<Draft> MtpDrafter::Propose(std::span<const int32_t> sequence, int
   return draft;
 }
 
-absl::StatusOr<TreeDraft> MtpDrafter::ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) {
-  ASSIGN_OR_RETURN(MtpTreeDraft tree, chain_->ProposeTree(sequence, shape));
+absl::StatusOr<TreeDraft> MtpDrafter::ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
+                                                  const DraftSampling& sampling) {
+  MtpChildPicker pick;
+  if (sampling.sample) {
+    // A node's children drawn from q without replacement: the c-th draw of a depth's n-th node
+    // picked so far uses the (seed, position, kDraft + 8·(n + c)) key, from q with the earlier
+    // draws removed and renormalised as AcceptTreeByRejection removes them. A chain's node is the
+    // 0-th draw, so the chain tree draws what Propose's picker draws.
+    pick = [params = sampling.sampling](const float* logits, int64_t vocab, int64_t position, int64_t first_index,
+                                        int64_t count) -> absl::StatusOr<MtpChildPick> {
+      MtpChildPick picked;
+      SamplingDistribution(logits, vocab, params, &picked.distribution);
+      std::vector<double> left = picked.distribution;  // [V] q without the draws so far
+      for (int64_t c = 0; c < count; ++c) {
+        const uint32_t stream = static_cast<uint32_t>(RngStream::kDraft) + 8 * static_cast<uint32_t>(first_index + c);
+        const int32_t token = DrawFrom(left, UniformAt(params.seed, static_cast<uint64_t>(position), stream));
+        if (!(left[token] > 0.0)) break;  // no mass left to draw from
+        picked.tokens.push_back(token);
+        left[token] = 0.0;
+        double mass = 0.0;
+        for (double x : left) mass += x;
+        if (!(mass > 0.0)) break;
+        for (double& x : left) x /= mass;
+      }
+      return picked;
+    };
+  }
+  ASSIGN_OR_RETURN(MtpTreeDraft tree, chain_->ProposeTree(sequence, shape, pick));
   TreeDraft draft;
   draft.tokens = std::move(tree.tokens);
   draft.parents = std::move(tree.parents);
   draft.ranks = std::move(tree.ranks);
+  draft.probs = std::move(tree.child_distributions);
   draft.catch_up_seconds = tree.catch_up_seconds;
   return draft;
 }

@@ -45,7 +45,8 @@ class MtpDrafter : public Drafter {
   void DeferPrompt() override { chain_->DeferPrompt(); }
   // Trees from the MTP head (MtpDraftChain::ProposeTree); the host backend only.
   bool can_branch() const override { return host_cache() != nullptr; }
-  absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) override;
+  absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
+                                        const DraftSampling& sampling) override;
 
   const MtpDraftChain& chain() const { return *chain_; }
   MtpDraftChain& mutable_chain() { return *chain_; }

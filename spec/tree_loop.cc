@@ -43,6 +43,12 @@ TreeDraft TrimTree(TreeDraft tree, int64_t max_depth, int64_t max_nodes) {
     kept.parents.push_back(new_row[parent]);
     kept.ranks.push_back(i < tree.ranks.size() ? tree.ranks[i] : 0);
   }
+  if (!tree.probs.empty()) {  // the kept rows' draft distributions: the root's, then each kept node's
+    kept.probs.push_back(std::move(tree.probs[0]));
+    for (size_t i = 0; i < tree.tokens.size(); ++i) {
+      if (new_row[i + 1] >= 0) kept.probs.push_back(i + 1 < tree.probs.size() ? std::move(tree.probs[i + 1]) : std::vector<double>());
+    }
+  }
   return kept;
 }
 
@@ -53,9 +59,12 @@ absl::Status TreeCycle(const LoopContext& context, LoopState& state, int64_t max
   TreeDraft tree;
   if (context.drafter() != nullptr && max_depth > 0 && max_nodes > 0) {
     const Clock::time_point t = Clock::now();
-    ASSIGN_OR_RETURN(tree, context.drafter()->ProposeTree(state.sequence, options.tree));
+    ASSIGN_OR_RETURN(tree, context.drafter()->ProposeTree(state.sequence, options.tree, context.draft_sampling()));
     if (tree.parents.size() != tree.tokens.size()) {
       return absl::InternalError("tree draft: as many parents as tokens are needed");
+    }
+    if (!tree.probs.empty() && tree.probs.size() != tree.tokens.size() + 1) {
+      return absl::InternalError("tree draft: one draft distribution per verify row is needed");
     }
     for (size_t i = 0; i < tree.parents.size(); ++i) {
       if (tree.parents[i] < 0 || tree.parents[i] > static_cast<int32_t>(i)) {
@@ -93,6 +102,10 @@ absl::Status TreeCycle(const LoopContext& context, LoopState& state, int64_t max
   block.tokens = tokens;
   block.parents = parents;
   block.first_position = state.pending_position() + 1;
+  if (options.sample_drafts) {
+    if (tree.probs.empty()) return absl::InternalError("tree draft: sampled drafts came without their distributions");
+    block.draft_probs = tree.probs;
+  }
   ASSIGN_OR_RETURN(const TreeAcceptResult chosen, options.accept.rule == AcceptRule::kRejection
                                                        ? AcceptTreeByRejection(block, options.accept.sampling)
                                                        : AcceptTreeBySamplerEquality(block, options.accept.sampling));

@@ -13,7 +13,8 @@
 namespace mtpspec {
 
 // The tree's nodes down to depth `max_depth`, and at most `max_nodes` of them (breadth-first, so a
-// kept node's parent is kept).
+// kept node's parent is kept and a node keeps a prefix of its children, which for sampled children
+// is still a draw without replacement), with the kept rows' draft distributions.
 TreeDraft TrimTree(TreeDraft tree, int64_t max_depth, int64_t max_nodes);
 
 // One cycle. The tree is trimmed so that an accepted path never runs past `max_depth` drafts (the

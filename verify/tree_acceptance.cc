@@ -61,9 +61,14 @@ absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlo
 
 absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& block, const SamplingParams& sampling) {
   ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> children, Children(block));
+  const int64_t nodes = static_cast<int64_t>(block.tokens.size());
+  if (!block.draft_probs.empty() && static_cast<int64_t>(block.draft_probs.size()) != nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("tree accept: ", block.draft_probs.size(),
+                                                   " draft distributions for ", nodes, " nodes"));
+  }
   TreeAcceptResult result;
   result.path.push_back(0);
-  std::vector<double> p, residual;  // [V]
+  std::vector<double> p, q, residual;  // [V]
   for (int64_t node = 0;;) {
     const int64_t position = block.first_position + static_cast<int64_t>(result.path.size()) - 1;
     const float* logits = block.target_logits + node * block.vocab;
@@ -72,27 +77,52 @@ absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& bl
       break;
     }
     SamplingDistribution(logits, block.vocab, sampling, &p);
+    const bool sampled = !block.draft_probs.empty() && !block.draft_probs[node].empty();
+    if (sampled) {
+      if (static_cast<int64_t>(block.draft_probs[node].size()) != block.vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("tree accept: draft_probs[", node, "] has ",
+                                                       block.draft_probs[node].size(), " entries for a vocabulary of ",
+                                                       block.vocab));
+      }
+      q = block.draft_probs[node];
+    }
     int64_t next = -1;
-    for (size_t i = 0; i < children[node].size() && next < 0; ++i) {
+    for (size_t i = 0; i < children[node].size(); ++i) {
       const int64_t child = children[node][i];
       const int32_t d = block.tokens[child];
+      const double q_d = sampled ? q[d] : 1.0;
+      if (!(q_d > 0.0)) {
+        return absl::InvalidArgumentError(absl::StrCat("tree accept: node ", child, " (token ", d,
+                                                       ") has no mass under the draft distribution it was drawn from"));
+      }
       const uint32_t stream = static_cast<uint32_t>(RngStream::kAccept) + 8 * static_cast<uint32_t>(i);
-      if (UniformAt(sampling.seed, static_cast<uint64_t>(position), stream) < std::min(1.0, p[d])) {
+      if (UniformAt(sampling.seed, static_cast<uint64_t>(position), stream) < std::min(1.0, p[d] / q_d)) {
         next = child;
         break;
       }
-      // normalize(max(0, p − onehot(d))), summed in id order as the chain's rule does.
+      // p ← normalize(max(0, p − q_i)), summed in id order as the chain's rule does.
       residual.assign(block.vocab, 0.0);
       double mass = 0.0;
       for (int64_t v = 0; v < block.vocab; ++v) {
-        residual[v] = std::max(0.0, p[v] - (v == d ? 1.0 : 0.0));
+        const double q_v = sampled ? q[v] : (v == d ? 1.0 : 0.0);
+        residual[v] = std::max(0.0, p[v] - q_v);
         mass += residual[v];
       }
       if (mass <= 0.0) {
-        residual = p;  // p was one-hot at d and still rejected: a rounding event; keep p
+        residual = p;  // p == q_i and still rejected: a rounding event; keep p
         mass = 1.0;
       }
       for (int64_t v = 0; v < block.vocab; ++v) p[v] = residual[v] / mass;
+      if (sampled) {  // q ← q_i without d_i, renormalised: the next sibling's draft distribution
+        q[d] = 0.0;
+        double left = 0.0;
+        for (double x : q) left += x;
+        if (left > 0.0) {
+          for (double& x : q) x /= left;
+        } else {
+          q.assign(block.vocab, 0.0);  // nothing left to draw: a later sibling is an error above
+        }
+      }
     }
     if (next < 0) {
       result.tokens.push_back(DrawFrom(p, UniformAt(sampling.seed, static_cast<uint64_t>(position),

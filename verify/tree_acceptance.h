@@ -20,6 +20,10 @@ struct TreeVerifyBlock {
   std::span<const int32_t> tokens;   // [nodes] tokens[0] is the root, the others the drafts
   std::span<const int32_t> parents;  // [nodes] parents[0] = −1
   int64_t first_position = 0;
+  // Sampled drafts (rejection only): draft_probs[i] is the draft distribution q ([V]) that node i's
+  // children were drawn from, without replacement, in node order; empty where node i's children
+  // are deterministic (or it has none). An empty span: every node's children are deterministic.
+  std::span<const std::vector<double>> draft_probs;  // [nodes] or empty
 };
 
 struct TreeAcceptResult {
@@ -35,15 +39,18 @@ struct TreeAcceptResult {
 absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlock& block,
                                                              const SamplingParams& sampling);
 
-// Rejection sampling over a tree of deterministic drafts (multi-draft speculative sampling in the
-// manner of SpecInfer, with one-hot draft distributions). At a node with target distribution p,
-// its children are tried in node order: child i is accepted with probability p(d_i) (the
-// Leviathan/Chen test min(1, p/q) with q one-hot at d_i), drawn with the (seed, position) key on
-// stream kAccept + 8·i; a rejected child's token is removed from p and the rest renormalised. The
-// first accepted child is followed; when every child is rejected, the remaining distribution is
-// sampled (stream kResidual), and at a leaf the target draws its bonus token. Each step leaves the
-// next token distributed as p, so the output is distributed as plain sampling. A chain-shaped tree
-// gives AcceptDrafts' rejection result with deterministic drafts.
+// Rejection sampling over a tree (multi-draft speculative sampling: SpecInfer's recursive
+// rejection over siblings, in the without-replacement form of recursive speculative decoding). At a
+// node with target distribution p_1 = p, its children d_1, d_2, … are tried in node order. Child i
+// is accepted with probability min(1, p_i(d_i) / q_i(d_i)), drawn with the (seed, position) key on
+// stream kAccept + 8·i; on rejection p_{i+1} = normalise(max(0, p_i − q_i)). For sampled children
+// q_1 is the node's draft distribution and q_{i+1} is q_i with d_i removed and renormalised (the
+// distribution d_{i+1} was drawn from); for deterministic children q_i is one-hot at d_i. The first
+// accepted child is followed; when every child is rejected, the remaining p is sampled (stream
+// kResidual), and at a leaf the target draws its bonus token. Each step leaves the next token
+// distributed as p, so the output is distributed as plain sampling. A chain-shaped tree gives
+// AcceptDrafts' rejection result, with deterministic or sampled drafts. A sampled child whose
+// token has no mass left under q_i is an error (it cannot have been drawn).
 absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& block, const SamplingParams& sampling);
 
 }  // namespace mtpspec

@@ -380,10 +380,12 @@ class Model:
             forward verifies every node, and sampler-equality follows the child equal to the
             target's draw, so the output is still identical to plain decoding (``accept="rejection"``
             tries the siblings in turn and stays lossless in distribution). At most 15 nodes;
-            ``draft="mtp"`` on the CPU, argmax drafts, fixed shape only.
+            ``draft="mtp"`` on the CPU, fixed shape only. With ``sample_drafts=True`` a node's
+            children are drawn from the head's distribution without replacement instead, and
+            ``accept="rejection"`` accepts them against it (recursive rejection over siblings).
             ``result.stats.accepted_per_rank`` counts accepted nodes by sibling rank.
         tree_nodes: a dynamic tree instead (EAGLE-2 style): grown depth by depth by cumulative
-            draft probability, keeping the ``tree_nodes`` most probable nodes (1..15).
+            draft probability, keeping the ``tree_nodes`` most probable nodes (1..15); argmax drafts.
 
         Ctrl-C (KeyboardInterrupt) stops generation within one verify step when called from the
         main thread; the model stays usable. From another thread, stop it with ``on_tokens``

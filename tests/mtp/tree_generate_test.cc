@@ -113,6 +113,82 @@ TEST_P(TreeGenerateTest, TheChainTreeIsTheChain) {
   }
 }
 
+// Sampled drafts: the chain tree 1,…,1 with q-sampled children and rejection gives exactly the
+// chain's sampled drafts under rejection (the same draws, tests and residuals).
+TEST_P(TreeGenerateTest, TheSampledChainTreeIsTheSampledChain) {
+  const Model& model = Load(GetParam());
+  const int64_t V = model.config().vocab_size;
+  auto chain_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
+  auto tree_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
+  const auto prompt = TestTokens(model.config().index_topk + 4, V, 37);
+  int64_t accepted = 0;
+  for (double temperature : {0.7, 1.0}) {
+    for (int64_t k = 1; k <= 4; ++k) {
+      GenerateOptions chain_options = Options(temperature, 5, {}, k);
+      GenerateOptions tree_options = Options(temperature, 5, Static(std::vector<int64_t>(k, 1)));
+      for (GenerateOptions* o : {&chain_options, &tree_options}) {
+        o->sample_drafts = true;
+        o->accept.rule = AcceptRule::kRejection;
+      }
+      auto chain = GenerateWith(model, chain_drafter.get(), prompt, chain_options);
+      auto tree = GenerateWith(model, tree_drafter.get(), prompt, tree_options);
+      ASSERT_TRUE(chain.ok()) << chain.status();
+      ASSERT_TRUE(tree.ok()) << tree.status();
+      EXPECT_EQ(tree->tokens, chain->tokens) << "T " << temperature << " k " << k;
+      EXPECT_EQ(tree->stats.num_draft_tokens, chain->stats.num_draft_tokens) << "T " << temperature << " k " << k;
+      EXPECT_EQ(tree->stats.accepted_per_pos, chain->stats.accepted_per_pos) << "T " << temperature << " k " << k;
+      accepted += tree->stats.num_accepted_tokens;
+    }
+  }
+  if (GetParam() == "trained") EXPECT_GT(accepted, 20);
+}
+
+// Sampled children are distinct draws from the head's q: a node's children never repeat a token,
+// each has mass under the distribution the tree returns for its parent, and the first child of the
+// root is the chain's sampled draft at that position.
+TEST(MtpTreeDraftTest, SampledChildrenAreDistinctDrawsFromTheHead) {
+  const Model& model = Load("trained");
+  const int64_t V = model.config().vocab_size;
+  const auto prompt = TestTokens(24, V, 41);
+  auto target = *ModelTarget::Create(model, 128);
+  auto tree_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
+  auto chain_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
+  auto prefill = target->Run(prompt, /*all_logits=*/true);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  std::vector<int32_t> sequence = prompt;
+  sequence.push_back(Argmax(prefill->logits.data<float>() + (prompt.size() - 1) * V, V));
+  for (Drafter* d : {static_cast<Drafter*>(tree_drafter.get()), static_cast<Drafter*>(chain_drafter.get())}) {
+    ASSERT_TRUE(d->Observe(sequence, 0, static_cast<int64_t>(prompt.size()), *prefill).ok());
+  }
+  DraftSampling sampling;
+  sampling.sample = true;
+  sampling.sampling.temperature = 1.0;
+  int64_t children_seen = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    sampling.sampling.seed = seed;
+    auto tree = tree_drafter->ProposeTree(sequence, Static({4, 2}), sampling);
+    ASSERT_TRUE(tree.ok()) << tree.status();
+    ASSERT_EQ(tree->probs.size(), tree->tokens.size() + 1);
+    std::map<int32_t, std::vector<int32_t>> children;  // verify row → its children's tokens
+    for (size_t i = 0; i < tree->tokens.size(); ++i) {
+      const int32_t parent = tree->parents[i];
+      ASSERT_EQ(static_cast<int64_t>(tree->probs[parent].size()), V);
+      EXPECT_GT(tree->probs[parent][tree->tokens[i]], 0.0);
+      children[parent].push_back(tree->tokens[i]);
+    }
+    for (auto& [row, tokens] : children) {
+      std::sort(tokens.begin(), tokens.end());
+      EXPECT_EQ(std::adjacent_find(tokens.begin(), tokens.end()), tokens.end()) << "row " << row << " seed " << seed;
+      children_seen += static_cast<int64_t>(tokens.size());
+    }
+    auto chain = chain_drafter->Propose(sequence, 1, sampling);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    ASSERT_EQ(chain->tokens.size(), 1u);
+    EXPECT_EQ(tree->tokens[0], chain->tokens[0]) << "seed " << seed;
+  }
+  EXPECT_GT(children_seen, 20 * 4);  // the second depth was drawn too
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, TreeGenerateTest, ::testing::Values("glm_a", "dsv32_b", "trained"));
 
 // The head's `count` best tokens (ties by lower id) and their softmax probabilities, as ProposeTree
@@ -194,8 +270,9 @@ class ScriptedTreeDrafter : public Drafter {
     return inner_->Observe(sequence, first, rows, step);
   }
   absl::StatusOr<Draft> Propose(std::span<const int32_t>, int64_t, const DraftSampling&) override { return Draft{}; }
-  absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape) override {
-    auto inner = inner_->ProposeTree(sequence, shape);  // keeps the inner cache's bookkeeping honest
+  absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
+                                        const DraftSampling& sampling) override {
+    auto inner = inner_->ProposeTree(sequence, shape, sampling);  // keeps the inner cache's bookkeeping honest
     if (!inner.ok()) return inner.status();
     TreeDraft tree;
     const int64_t next = static_cast<int64_t>(sequence.size()) - prompt_length_;  // into reference_
@@ -266,9 +343,9 @@ TEST(TreeGenerateErrorsTest, CombinationsThatCannotBranchAreRefused) {
   GenerateOptions relaxed = Options(0.7, 0, Static({2}));
   relaxed.accept.rule = AcceptRule::kRelaxed;
   EXPECT_THAT(message(mtp.get(), relaxed), HasSubstr("accept = relaxed does not support trees"));
-  GenerateOptions sampled = Options(0.7, 0, Static({2}));
+  GenerateOptions sampled = Options(0.7, 0, Dynamic(8));
   sampled.sample_drafts = true;
-  EXPECT_THAT(message(mtp.get(), sampled), HasSubstr("argmax drafts"));
+  EXPECT_THAT(message(mtp.get(), sampled), HasSubstr("sample_drafts needs a static tree"));
   GenerateOptions adaptive = Options(0.7, 0, Static({2}), 3);
   adaptive.adaptive_k = true;
   EXPECT_THAT(message(mtp.get(), adaptive), HasSubstr("adaptive k must be off"));

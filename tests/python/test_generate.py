@@ -390,6 +390,26 @@ def test_the_chain_tree_is_the_chain(model: mtpspec.Model) -> None:
         assert list(tree.stats.accepted_per_pos) == list(chain.stats.accepted_per_pos)
 
 
+def test_the_sampled_chain_tree_is_the_sampled_chain(model: mtpspec.Model) -> None:
+    options = dict(stop_at_eos=False, temperature=0.8, seed=4, sample_drafts=True, accept="rejection")
+    for k in (1, 3):
+        chain = model.generate(PROMPT, 40, k=k, **options)
+        tree = model.generate(PROMPT, 40, tree=[1] * k, **options)
+        assert tree.tokens == chain.tokens
+        assert list(tree.stats.accepted_per_pos) == list(chain.stats.accepted_per_pos)
+
+
+def test_a_sampled_tree_under_rejection_drafts_and_accepts(model: mtpspec.Model) -> None:
+    result = model.generate(PROMPT, 40, tree=[3, 2], stop_at_eos=False, temperature=0.8, seed=4,
+                            sample_drafts=True, accept="rejection")
+    stats = result.stats
+    assert len(result.tokens) == 40
+    # the 3,2 tree: the root's 3 sampled children at least, all 9 nodes at most
+    assert 3 * stats.num_drafts <= stats.num_draft_tokens <= 9 * stats.num_drafts
+    assert 0 < stats.num_accepted_tokens <= 2 * stats.num_drafts
+    assert stats.accepted_per_rank.sum() == stats.num_accepted_tokens
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -401,7 +421,7 @@ def test_the_chain_tree_is_the_chain(model: mtpspec.Model) -> None:
         (dict(tree=[2], draft="lookup"), 'tree needs draft="mtp": the lookup drafter cannot branch'),
         (dict(tree=[2], accept="relaxed", temperature=1.0), "accept relaxed does not support trees"),
         (dict(tree=[2], k="auto"), "k auto cannot choose it"),
-        (dict(tree=[2], sample_drafts=True), "sample_drafts must be off"),
+        (dict(tree_nodes=8, sample_drafts=True), "takes argmax drafts; sample_drafts needs a static tree"),
     ],
 )
 def test_bad_trees_raise_value_error(model: mtpspec.Model, options: dict, message: str) -> None:

@@ -3,11 +3,13 @@
 // branching tree the emitted tokens are the draws plain decoding would make along the followed path.
 #include "verify/tree_acceptance.h"
 
+#include <cmath>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/spec/chi_square.h"
+#include "core/philox.h"
 #include "verify/acceptance.h"
 
 namespace mtpspec {
@@ -183,6 +185,222 @@ TEST(TreeRejectionTest, EmittedTokensFollowTheTargetDistribution) {
   EXPECT_GT(chi_joint.p_value, 0.001) << chi_joint.detail;
   EXPECT_GT(accepted_twice, kTrials / 20);  // the test reaches the second depth
   EXPECT_GT(accepted_at_rank_above_0, kTrials / 20);  // and siblings after the first
+}
+
+// A softmax at T = 1 of deterministic logits: a draft distribution q with full support. [V]
+std::vector<double> DraftDistribution(int64_t vocab, uint64_t seed) {
+  const std::vector<float> logits = Logits(1, seed);
+  std::vector<double> q(vocab);
+  double total = 0;
+  for (int64_t v = 0; v < vocab; ++v) total += q[v] = std::exp(static_cast<double>(logits[v % kVocab]) * 0.8);
+  for (double& x : q) x /= total;
+  return q;
+}
+
+// `count` draws from q without replacement, with uniforms `u`: each draw from q with the earlier
+// draws removed and renormalised.
+std::vector<int32_t> DrawWithoutReplacement(std::vector<double> q, const std::vector<double>& u) {
+  std::vector<int32_t> drawn;
+  for (double uniform : u) {
+    const int32_t d = DrawFrom(q, uniform);
+    if (!(q[d] > 0.0)) break;
+    drawn.push_back(d);
+    q[d] = 0.0;
+    double left = 0.0;
+    for (double x : q) left += x;
+    if (!(left > 0.0)) break;
+    for (double& x : q) x /= left;
+  }
+  return drawn;
+}
+
+TEST(TreeRejectionTest, ASampledChainTreeGivesTheChainRuleWithItsDraftDistributions) {
+  for (double temperature : {0.6, 1.0, 1.4}) {
+    for (uint64_t seed = 0; seed < 60; ++seed) {
+      const std::vector<float> logits = Logits(5, seed + 500);
+      std::vector<std::vector<double>> q;  // [4][V]
+      std::vector<int32_t> drafts;
+      for (int64_t j = 0; j < 4; ++j) {
+        q.push_back(DraftDistribution(kVocab, seed * 11 + j));
+        drafts.push_back(DrawFrom(q.back(), UniformAt(seed, 40 + j, 1)));
+      }
+      AcceptParams params;
+      params.rule = AcceptRule::kRejection;
+      params.sampling.temperature = temperature;
+      params.sampling.seed = seed;
+      const AcceptResult expected = AcceptDrafts(VerifyBlock{logits.data(), kVocab, drafts, &q, 40}, params);
+      std::vector<int32_t> tokens = {0};
+      tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+      const std::vector<int32_t> parents = {-1, 0, 1, 2, 3};
+      std::vector<std::vector<double>> per_node = q;  // [5] node i's children drawn from q[i]
+      per_node.emplace_back();                        // the leaf has none
+      TreeVerifyBlock block{logits.data(), kVocab, tokens, parents, 40};
+      block.draft_probs = per_node;
+      auto tree = AcceptTreeByRejection(block, params.sampling);
+      ASSERT_TRUE(tree.ok()) << tree.status();
+      EXPECT_EQ(tree->accepted, expected.accepted) << "T " << temperature << " seed " << seed;
+      EXPECT_THAT(tree->tokens, ElementsAreArray(expected.tokens)) << "T " << temperature << " seed " << seed;
+    }
+  }
+}
+
+// Lossless in distribution with sampled drafts: each trial draws the root's three children from q
+// without replacement and each child's two children from its own q, then accepts; over 10^5
+// trials the first emitted token follows p1 and the pair follows p1 · p2(· | first).
+TEST(TreeRejectionTest, SampledSiblingsKeepTheTargetDistribution) {
+  constexpr int64_t V = 5;
+  const std::vector<float> first = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};  // root row
+  auto second_row = [](int64_t x1) {  // the target's row after token x1
+    std::vector<float> row(V);
+    for (int64_t v = 0; v < V; ++v) row[v] = 0.35f * static_cast<float>((v * (x1 + 2)) % V) - 0.2f * static_cast<float>(v == x1);
+    return row;
+  };
+  // Draft distributions unlike the target's: the root's favours tokens 2 and 4, a child's depends on it.
+  const std::vector<double> q_root = {0.1, 0.15, 0.35, 0.1, 0.3};
+  auto q_after = [](int64_t x1) {
+    std::vector<double> q(V);
+    double total = 0;
+    for (int64_t v = 0; v < V; ++v) total += q[v] = 1.0 + static_cast<double>((v + 2 * x1) % V);
+    for (double& x : q) x /= total;
+    return q;
+  };
+  SamplingParams sampling;
+  sampling.temperature = 0.9;
+  std::vector<double> p1, p2;
+  SamplingDistribution(first.data(), V, sampling, &p1);
+  std::vector<double> joint(V * V);  // [x1, x2]
+  for (int64_t a = 0; a < V; ++a) {
+    const std::vector<float> row = second_row(a);
+    SamplingDistribution(row.data(), V, sampling, &p2);
+    for (int64_t b = 0; b < V; ++b) joint[a * V + b] = p1[a] * p2[b];
+  }
+  constexpr int64_t kTrials = 100000;
+  std::vector<int64_t> first_counts(V, 0), joint_counts(V * V, 0);
+  int64_t accepted_twice = 0, accepted_after_a_rejection = 0;
+  for (int64_t t = 0; t < kTrials; ++t) {
+    const uint64_t draft_seed = 77'000'000 + static_cast<uint64_t>(t);
+    std::vector<double> u;
+    for (int i = 0; i < 3; ++i) u.push_back(UniformAt(draft_seed, 0, static_cast<uint32_t>(i)));
+    const std::vector<int32_t> children = DrawWithoutReplacement(q_root, u);
+    std::vector<int32_t> tokens = {0};
+    std::vector<int32_t> parents = {-1};
+    std::vector<std::vector<double>> q = {q_root};
+    for (int32_t c : children) {
+      tokens.push_back(c);
+      parents.push_back(0);
+      q.push_back(q_after(c));
+    }
+    for (size_t i = 0; i < children.size(); ++i) {
+      u.clear();
+      for (int j = 0; j < 2; ++j) u.push_back(UniformAt(draft_seed, 1 + i, static_cast<uint32_t>(j)));
+      for (int32_t g : DrawWithoutReplacement(q[i + 1], u)) {
+        tokens.push_back(g);
+        parents.push_back(static_cast<int32_t>(i + 1));
+        q.emplace_back();  // leaves
+      }
+    }
+    std::vector<float> logits(first);  // [nodes, V]: each node's row is the target's row after its token
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      const std::vector<float> row = second_row(tokens[i]);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    sampling.seed = 1000 + static_cast<uint64_t>(t);
+    TreeVerifyBlock block{logits.data(), V, tokens, parents, 70};
+    block.draft_probs = q;
+    auto r = AcceptTreeByRejection(block, sampling);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const int32_t x1 = r->tokens[0];
+    const std::vector<float> row = second_row(x1);
+    const int32_t x2 = r->tokens.size() > 1 ? r->tokens[1] : SampleToken(row.data(), V, sampling, 71);
+    ++first_counts[x1];
+    ++joint_counts[x1 * V + x2];
+    accepted_twice += r->accepted == 2;
+    accepted_after_a_rejection += r->accepted >= 1 && r->path[1] != 1;
+  }
+  const auto chi_first = ChiSquareTest(first_counts, p1);
+  EXPECT_GT(chi_first.p_value, 0.001) << chi_first.detail;
+  const auto chi_joint = ChiSquareTest(joint_counts, joint);
+  EXPECT_GT(chi_joint.p_value, 0.001) << chi_joint.detail;
+  EXPECT_GT(accepted_twice, kTrials / 20);  // the test reaches the second depth
+  EXPECT_GT(accepted_after_a_rejection, kTrials / 20);  // and siblings after the first
+}
+
+// The distributions must be the ones the children were drawn from: the same draws from q_root
+// accepted as if drawn from a uniform q move the first token's distribution away from p1 (so the
+// chi-square check above can fail); and a q equal to the target's accepts the first child always.
+TEST(TreeRejectionTest, TheDraftDistributionMustBeTheOneDrawnFrom) {
+  constexpr int64_t V = 5;
+  const std::vector<float> first = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};
+  const std::vector<double> q_root = {0.1, 0.15, 0.35, 0.1, 0.3};
+  SamplingParams sampling;
+  sampling.temperature = 0.9;
+  std::vector<double> p1;
+  SamplingDistribution(first.data(), V, sampling, &p1);
+  constexpr int64_t kTrials = 20000;
+  std::vector<int64_t> counts(V, 0);
+  int64_t first_child_accepted = 0;
+  for (int64_t t = 0; t < kTrials; ++t) {
+    std::vector<double> u;
+    for (int i = 0; i < 2; ++i) u.push_back(UniformAt(5'000 + static_cast<uint64_t>(t), 0, static_cast<uint32_t>(i)));
+    sampling.seed = static_cast<uint64_t>(t);
+    for (const bool wrong : {true, false}) {
+      const std::vector<double>& drawn_from = wrong ? q_root : p1;
+      std::vector<int32_t> tokens = {0};
+      std::vector<int32_t> parents = {-1};
+      for (int32_t c : DrawWithoutReplacement(drawn_from, u)) {
+        tokens.push_back(c);
+        parents.push_back(0);
+      }
+      std::vector<float> logits;  // [nodes, V]
+      for (size_t i = 0; i < tokens.size(); ++i) logits.insert(logits.end(), first.begin(), first.end());
+      std::vector<std::vector<double>> q(tokens.size());
+      q[0] = wrong ? std::vector<double>(V, 1.0 / V) : p1;
+      TreeVerifyBlock block{logits.data(), V, tokens, parents, 3};
+      block.draft_probs = q;
+      auto r = AcceptTreeByRejection(block, sampling);
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (wrong) {
+        ++counts[r->tokens[0]];
+      } else {
+        first_child_accepted += r->accepted == 1 && r->path[1] == 1;
+      }
+    }
+  }
+  EXPECT_LT(ChiSquareTest(counts, p1).p_value, 1e-6);
+  EXPECT_EQ(first_child_accepted, kTrials);
+}
+
+TEST(TreeRejectionTest, InconsistentDraftDistributionsAreErrors) {
+  const std::vector<float> logits = Logits(3, 2);
+  const std::vector<int32_t> tokens = {0, 1, 2};
+  const std::vector<int32_t> parents = {-1, 0, 0};
+  SamplingParams sampling;
+  sampling.temperature = 1.0;
+  std::vector<std::vector<double>> too_few = {DraftDistribution(kVocab, 1)};
+  TreeVerifyBlock block{logits.data(), kVocab, tokens, parents, 0};
+  block.draft_probs = too_few;
+  EXPECT_THAT(std::string(AcceptTreeByRejection(block, sampling).status().message()),
+              HasSubstr("1 draft distributions for 3 nodes"));
+  std::vector<std::vector<double>> short_row = {std::vector<double>(3, 0.3), {}, {}};
+  block.draft_probs = short_row;
+  EXPECT_THAT(std::string(AcceptTreeByRejection(block, sampling).status().message()),
+              HasSubstr("draft_probs[0] has 3 entries for a vocabulary of 7"));
+  std::vector<double> no_mass(kVocab, 0.0);
+  no_mass[1] = 1.0;  // token 2, the second child, cannot have been drawn
+  std::vector<std::vector<double>> impossible = {no_mass, {}, {}};
+  block.draft_probs = impossible;
+  // The first child (token 1) is then the only draw possible; the test reaches the second only if
+  // the first is rejected, so try seeds until one is.
+  bool named = false;
+  for (uint64_t seed = 0; seed < 200 && !named; ++seed) {
+    sampling.seed = seed;
+    auto r = AcceptTreeByRejection(block, sampling);
+    if (!r.ok()) {
+      EXPECT_THAT(std::string(r.status().message()), HasSubstr("node 2 (token 2) has no mass"));
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named);
 }
 
 TEST(TreeAcceptanceTest, BadTreesAreErrors) {
