@@ -93,6 +93,7 @@ for target in "${targets[@]}"; do
       "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
     tree)
       heldout
+      $bench/tree_bench --contexts 512,2048,8192 --json build/results/tree_costs.json
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)

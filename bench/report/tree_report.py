@@ -10,12 +10,18 @@ L - 1 nodes. For every L = 2 .. 16 this runs, on windows of the held-out text:
 
 and records the mean acceptance length (tokens per verify, the bonus token included), the
 acceptance by depth and by sibling rank, and the wall time per generated token, all measured in the
-same run, with plain decoding (``draft="none"``) of the same windows as the baseline. Greedy
-(T = 0) and sampled (T = 0.7) decoding; every run is checked against plain decoding token for token.
+same run, with plain decoding (``draft="none"``) of the same windows as the baseline. Modes: greedy
+(T = 0) and sampled (T = 0.7) decoding with the head's top tokens as drafts under sampler-equality,
+every run checked against plain decoding token for token; and T = 0.7 with drafts sampled from the
+head (a node's children drawn without replacement) under rejection, which is lossless in
+distribution rather than token for token (tests/verify/tree_acceptance_test.cc checks it), so its
+runs are not compared with plain decoding's tokens. Dynamic trees take argmax drafts and are left
+out of that mode.
 
   build/pyenv/bin/python bench/report/tree_report.py [--model models/glm-tiny-mtp]
       [--heldout build/heldout/prose.npy] [--windows 12] [--context 256] [--new-tokens 64]
-      [--json build/results/tree.json] [--out docs/results]   (tree.md, tree-data/ there)
+      [--modes 0 0.7 0.7:sampled] [--json build/results/tree.json] [--out docs/results]
+      (tree.md, tree-data/ there)
 """
 
 from __future__ import annotations
@@ -61,6 +67,15 @@ def static_shapes(nodes: int, max_depth: int = 6, max_branch: int = 4) -> List[T
 
     grow((), 1, 0)
     return found
+
+
+def mode_label(temperature: float, sampled: bool) -> str:
+    return f"T = {temperature}" + (", sampled drafts, rejection" if sampled else "")
+
+
+def result_mode(r: Dict[str, Any]) -> str:
+    """A result's mode (results written before modes existed are argmax runs)."""
+    return r.get("mode") or mode_label(r["temperature"], False)
 
 
 def windows(ids: np.ndarray, count: int, context: int, new_tokens: int) -> Iterator[List[int]]:
@@ -124,10 +139,11 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
+    parser.add_argument("--modes", nargs="+", default=["0", "0.7", "0.7:sampled"],
+                        help="T (argmax drafts, sampler-equality) or T:sampled (sampled drafts, rejection)")
     parser.add_argument("--max-rows", type=int, default=16)
-    parser.add_argument("--tradeoff", type=Path, default=REPO / "docs" / "results" / "tradeoff-data" / "tradeoff.json",
-                        help="the bench model's measured verify costs r(L) and draft step c (bench/tradeoff_bench)")
+    parser.add_argument("--tree-costs", type=Path, default=REPO / "build" / "results" / "tree_costs.json",
+                        help="the bench model's measured tree and chain verify costs and draft depths (bench/tree_bench)")
     parser.add_argument("--json", type=Path, default=REPO / "build" / "results" / "tree.json")
     parser.add_argument("--out", type=Path, default=None, help="write tree.md and tree-data/ here")
     parser.add_argument("--from-json", type=Path, default=None,
@@ -135,8 +151,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.from_json:
         data = json.loads(args.from_json.read_text())
-        costs = bench_model_costs(args.tradeoff) if args.tradeoff.exists() else []
-        write_report(args.out or REPO / "docs" / "results", data["meta"], data["results"], costs)
+        out = args.out or REPO / "docs" / "results"
+        costs = attach_costs(args.tree_costs, data["meta"], out)
+        write_report(out, data["meta"], data["results"], costs)
         return 0
 
     import mtpspec  # the installed bindings (scripts/test_python.sh installs them into build/pyenv)
@@ -145,21 +162,34 @@ def main() -> int:
     ids = np.load(args.heldout)
     prompts = list(windows(ids, args.windows, args.context, args.new_tokens))
     results: List[Dict[str, Any]] = []
-    for temperature in args.temperatures:
+    plain_by_temperature: Dict[float, List[List[int]]] = {}
+    for spec in args.modes:
+        temperature_text, _, variant = spec.partition(":")
+        if variant not in ("", "sampled"):
+            raise SystemExit(f"--modes: {spec!r} is neither T nor T:sampled")
+        temperature, sampled = float(temperature_text), variant == "sampled"
+        mode = mode_label(temperature, sampled)
         sampling = dict(temperature=temperature, seed=11)
-        base = run_all(model, prompts, args.new_tokens, dict(draft="none", **sampling), None)
-        plain = base.pop("outputs")
-        results.append({"temperature": temperature, "kind": "plain", "shape": "", "rows": 1, **base})
+        if sampled:
+            sampling.update(sample_drafts=True, accept="rejection")
+        if temperature not in plain_by_temperature:
+            base = run_all(model, prompts, args.new_tokens, dict(draft="none", temperature=temperature, seed=11), None)
+            plain_by_temperature[temperature] = base.pop("outputs")
+            results.append({"temperature": temperature, "mode": mode_label(temperature, False), "kind": "plain",
+                            "shape": "", "rows": 1, **base})
+        check = None if sampled else plain_by_temperature[temperature]
         for rows in range(2, args.max_rows + 1):
             nodes = rows - 1
             runs: List[Tuple[str, str, Dict[str, Any]]] = [("chain", f"k={nodes}", dict(k=nodes))]
             runs += [("static", ",".join(map(str, s)), dict(tree=list(s))) for s in static_shapes(nodes)]
-            runs.append(("dynamic", f"nodes={nodes}", dict(tree_nodes=nodes)))
+            if not sampled:
+                runs.append(("dynamic", f"nodes={nodes}", dict(tree_nodes=nodes)))
             for kind, shape, options in runs:
-                r = run_all(model, prompts, args.new_tokens, {**options, **sampling}, plain)
+                r = run_all(model, prompts, args.new_tokens, {**options, **sampling}, check)
                 r.pop("outputs")
-                results.append({"temperature": temperature, "kind": kind, "shape": shape, "rows": rows, **r})
-            print(f"T {temperature} L {rows}: {len(runs)} shapes", flush=True)
+                results.append({"temperature": temperature, "mode": mode, "kind": kind, "shape": shape,
+                                "rows": rows, **r})
+            print(f"{mode} L {rows}: {len(runs)} shapes", flush=True)
 
     meta = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {args.threads} threads",
             "model": str(args.model.relative_to(REPO) if REPO in args.model.parents else args.model),
@@ -167,37 +197,95 @@ def main() -> int:
             "new_tokens": args.new_tokens, "command": " ".join(["bench/report/tree_report.py", *sys.argv[1:]])}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    costs = bench_model_costs(args.tradeoff) if args.tradeoff.exists() else []
-    meta["tradeoff"] = str(args.tradeoff.relative_to(REPO)) if REPO in args.tradeoff.parents else str(args.tradeoff)
     if args.out:
-        write_report(args.out, meta, results, costs)
+        write_report(args.out, meta, results, attach_costs(args.tree_costs, meta, args.out))
     return 0
 
 
 def bench_model_costs(path: Path) -> List[Dict[str, Any]]:
-    """Per context N of a tradeoff run: r(L) = T_verify(L) / T_plain on the gather path, and c, one
-    MTP draft step in plain steps."""
+    """Per context N of a tree_bench run: r_chain(L) and r_tree(L), a verify of L rows as a chain and
+    as a tree relative to the plain step, and d(R), one MTP draft depth over R nodes (step and head)."""
     data = json.loads(path.read_text())
     costs = []
     for point in data.get("points", []):
-        gather = point.get("paths", {}).get("gather", [])
-        if not gather or "mtp_step" not in point:
-            continue
-        costs.append({"context": point["context"], "c": point["mtp_step"]["c"],
-                      "r": {entry["rows"]: entry["r"] for entry in gather}})
+        costs.append({"context": point["context"],
+                      "r_chain": {v["rows"]: v["r_chain"] for v in point["verify"]},
+                      "r_tree": {v["rows"]: v["r_tree"] for v in point["verify"]},
+                      "d": {d["nodes"]: d["d"] for d in point["depth"]}})
     return costs
+
+
+def attach_costs(path: Path, meta: Dict[str, Any], out: Path) -> List[Dict[str, Any]]:
+    """The tree bench's costs for the report: read from `path`, else from the copy an earlier report
+    kept in out/tree-data/costs.json; the file used is kept there, its command in meta."""
+    kept = out / "tree-data" / "costs.json"
+    source = path if path.exists() else kept if kept.exists() else None
+    if source is None:
+        return []
+    text = source.read_text()
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    if source != kept:
+        kept.write_text(text)
+    meta["tree_costs_command"] = json.loads(text).get("run", {}).get("command", "") or "build/release/bench/tree_bench"
+    return bench_model_costs(kept)
+
+
+def depth_cost(d: Dict[int, float], width: float) -> float:
+    """d(width), one draft depth over `width` nodes: measured, or the line through the two widest."""
+    if width in d:
+        return d[width]
+    wide = sorted(d)
+    hi, lo = wide[-1], wide[-2] if len(wide) > 1 else wide[-1]
+    slope = (d[hi] - d[lo]) / (hi - lo) if hi != lo else 0.0
+    return d[hi] + slope * (width - hi)
+
+
+def frontier_widths(result: Dict[str, Any]) -> List[float]:
+    """The nodes a cycle's drafter runs its head (and step) over, per depth: 1 for the first depth,
+    then the nodes of the depth above. A chain is 1 per draft; a dynamic tree expands 4 nodes per
+    depth after the first, over its mean depth."""
+    if result["kind"] == "chain":
+        return [1.0] * (result["rows"] - 1)
+    if result["kind"] == "dynamic":
+        depth = max(1.0, result["mean_depth"])
+        return [1.0] + [4.0] * max(0, round(depth) - 1)
+    widths, width = [1.0], 1
+    branching = [int(b) for b in result["shape"].split(",")]
+    for b in branching[:-1]:
+        width *= b
+        widths.append(float(width))
+    return widths
+
+
+def projected_speedup(result: Dict[str, Any], cost: Dict[str, Any]) -> float:
+    """AL / (r(L) + Σ_depth d(frontier width)), r the chain's or the tree's measured verify cost."""
+    L = result["rows"]
+    r = cost["r_chain" if result["kind"] == "chain" else "r_tree"][L]
+    return result["mean_acceptance_length"] / (r + sum(depth_cost(cost["d"], w) for w in frontier_widths(result)))
+
+
+def modes_of(results: List[Dict[str, Any]]) -> List[str]:
+    """The modes with drafts, in the order run."""
+    seen: List[str] = []
+    for r in results:
+        if r["kind"] != "plain" and result_mode(r) not in seen:
+            seen.append(result_mode(r))
+    return seen
 
 
 def findings(results: List[Dict[str, Any]], costs: List[Dict[str, Any]]) -> List[str]:
     """The page's summary, computed from the tables below it."""
     lines = ["\n## Findings\n"]
-    for temperature in sorted({r["temperature"] for r in results}):
-        rows = [r for r in results if r["temperature"] == temperature and r["rows"] > 1]
+    for mode in modes_of(results):
+        rows = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
         by_L: Dict[int, Tuple[float, Dict[str, Any]]] = {}
         for L in sorted({r["rows"] for r in rows}):
             at = [r for r in rows if r["rows"] == L]
             chain = next(r for r in at if r["kind"] == "chain")
-            best = max((r for r in at if r["kind"] != "chain"), key=lambda r: r["mean_acceptance_length"])
+            trees = [r for r in at if r["kind"] != "chain"]
+            if not trees:  # L = 2 with sampled drafts: only the chain (the one-node tree is the chain)
+                continue
+            best = max(trees, key=lambda r: r["mean_acceptance_length"])
             by_L[L] = (chain["mean_acceptance_length"], best)
         top_L = max(by_L)
         chain_top, best_top = by_L[top_L]
@@ -207,29 +295,76 @@ def findings(results: List[Dict[str, Any]], costs: List[Dict[str, Any]]) -> List
                           and all(w[1]["mean_acceptance_length"] > 1.01 * w[0] for M, w in by_L.items() if M >= L)),
                          None)
         label = best_top["shape"] if best_top["kind"] == "dynamic" else f"tree {best_top['shape']}"
-        lines.append(f"- T = {temperature}: the chain's AL stops growing at {chain_peak:.3f} from L = {saturates}; "
+        lines.append(f"- {mode}: the chain's AL stops growing at {chain_peak:.3f} from L = {saturates}; "
                      f"at L = {top_L} the best tree ({label}) reaches {best_top['mean_acceptance_length']:.3f}, "
                      f"{best_top['mean_acceptance_length'] / chain_top:.2f} times the chain"
                      + (f"; trees beat the chain by more than 1% from L = {crossover} on." if crossover else "."))
+    for mode in modes_of(results):
+        sampled = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
+        if not sampled or "sampled" not in mode:
+            continue
+        argmax_mode = mode_label(sampled[0]["temperature"], False)
+        argmax = [r for r in results if result_mode(r) == argmax_mode and r["rows"] > 1]
+        if not argmax:
+            continue
+        top_L = max(r["rows"] for r in sampled)
+
+        def peak(rows: List[Dict[str, Any]], kind: str) -> float:
+            return max(r["mean_acceptance_length"] for r in rows if r["kind"] == kind) if any(
+                r["kind"] == kind for r in rows) else 0.0
+
+        def best_at(rows: List[Dict[str, Any]], L: int) -> Dict[str, Any]:
+            return max((r for r in rows if r["rows"] == L and r["kind"] != "chain"),
+                       key=lambda r: r["mean_acceptance_length"])
+
+        b_s, b_a = best_at(sampled, top_L), best_at(argmax, top_L)
+        lines.append(f"- Sampled drafts against the head's top tokens at T = {sampled[0]['temperature']}: the chain's "
+                     f"best AL {peak(sampled, 'chain'):.3f} against {peak(argmax, 'chain'):.3f}; at L = {top_L} the "
+                     f"best tree {b_s['shape']} {b_s['mean_acceptance_length']:.3f} against {b_a['shape']} "
+                     f"{b_a['mean_acceptance_length']:.3f} ({b_s['mean_acceptance_length'] / b_a['mean_acceptance_length']:.2f} "
+                     "times): a draft drawn from q is accepted with probability sum_x min(p, q), an argmax draft "
+                     "with p(argmax q), and at T > 0 the first is the larger when q is close to p.")
     if costs:
-        best_projection = 0.0
+        best_projection, best_run = 0.0, None
         for r in results:
             for c in costs:
-                if r["rows"] > 1 and r["rows"] in c["r"]:
-                    best_projection = max(best_projection,
-                                          r["mean_acceptance_length"] / (c["r"][r["rows"]] + r["mean_depth"] * c["c"]))
-        c_low, c_high = min(c["c"] for c in costs), max(c["c"] for c in costs)
+                if r["rows"] > 1 and r["rows"] in c["r_tree"]:
+                    projected = projected_speedup(r, c)
+                    if projected > best_projection:
+                        best_projection, best_run = projected, (r, c["context"])
+        d1 = [c["d"][1] for c in costs]
         verdict = ("so neither trees nor chains pay there; the tables show how much of the gap trees close at each L"
                    if best_projection < 1 else "the tables show which shapes pay at each L")
-        lines.append(f"- With the bench model's measured costs (one MTP draft step c = {c_low:.2f} to {c_high:.2f} "
-                     f"plain steps) the best projected speedup of any chain or tree is {best_projection:.3f}: "
-                     f"{verdict}.")
+        lines.append(f"- With the bench model's measured costs (one draft depth of one node d(1) = {min(d1):.2f} to "
+                     f"{max(d1):.2f} plain steps) the best projected speedup of any chain or tree is "
+                     f"{best_projection:.3f} ({best_run[0]['kind']} {best_run[0]['shape']}, {result_mode(best_run[0])}, "
+                     f"N = {best_run[1]}): {verdict}.")
+        for mode in modes_of(results):
+            at = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
+            best_of = {}
+            for kind in ("chain", "tree"):
+                runs = [(projected_speedup(r, c), r, c["context"]) for r in at for c in costs
+                        if (r["kind"] == "chain") == (kind == "chain") and r["rows"] in c["r_tree"]]
+                best_of[kind] = max(runs, key=lambda x: x[0]) if runs else None
+            if best_of["chain"] and best_of["tree"]:
+                (sc, rc, nc), (st, rt, nt) = best_of["chain"], best_of["tree"]
+                lines.append(f"- {mode}, projected: the best chain {sc:.3f} ({rc['shape']}, N = {nc}) against the best "
+                             f"tree {st:.3f} ({rt['shape']}, L = {rt['rows']}, N = {nt})"
+                             + ("; a tree pays more than any chain." if st > sc else
+                                "; no tree beats the best chain, since the extra rows and draft depths cost more "
+                                "than the extra accepted tokens bring."))
+        top = max(max(c["r_tree"]) for c in costs)
+        for c in costs:
+            if top in c["r_tree"]:
+                lines.append(f"- At N = {c['context']} a verify of {top} rows costs {c['r_chain'][top]:.2f} plain steps as "
+                             f"a chain and {c['r_tree'][top]:.2f} as a tree; a draft depth over 4 nodes "
+                             f"{depth_cost(c['d'], 4):.2f} against {c['d'][1]:.2f} over one.")
     plain_time = {r["temperature"]: r["seconds_per_token"] for r in results if r["kind"] == "plain"}
     fastest = min((r for r in results if r["kind"] != "plain"),
                   key=lambda r: r["seconds_per_token"] / plain_time[r["temperature"]])
     ratio = fastest["seconds_per_token"] / plain_time[fastest["temperature"]]
     lines.append(f"- Measured wall time per token on the trained model, relative to plain decoding: the fastest run "
-                 f"is {fastest['kind']} {fastest['shape']} at T = {fastest['temperature']}, {ratio:.3f}"
+                 f"is {fastest['kind']} {fastest['shape']} at {result_mode(fastest)}, {ratio:.3f}"
                  + (" (every chain and tree is slower than plain: this model's MTP layer and head are a large share "
                     "of its decode step, so each draft depth costs nearly a plain step)." if ratio > 1 else "."))
     return lines
@@ -247,14 +382,17 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
              f"{meta['context']} tokens of context, {meta['new_tokens']} new tokens each. L is the verify's rows "
              "(the pending token and L - 1 drafts): the chain k = L - 1 against every static tree of L - 1 nodes with "
              "at most 4 children per node and depth at most 6, and the dynamic tree of L - 1 nodes (expand width 4). AL is the mean "
-             "acceptance length (tokens per verify with drafts, the bonus token included). Every run's tokens equal "
-             "plain decoding's. Time is wall time per generated token measured in this run, relative to plain "
+             "acceptance length (tokens per verify with drafts, the bonus token included). Every run with the head's "
+             "top tokens as drafts gives plain decoding's tokens; runs with sampled drafts under rejection are "
+             "lossless in distribution, not token for token (dynamic trees take argmax drafts and are not run "
+             "there). Time is wall time per generated token measured in this run, relative to plain "
              "decoding of the same windows.\n"]
     lines += findings(results, costs)
-    for temperature in sorted({r["temperature"] for r in results}):
-        rows = [r for r in results if r["temperature"] == temperature]
-        plain = next(r for r in rows if r["kind"] == "plain")
-        lines.append(f"\n## T = {temperature}\n")
+    for mode in modes_of(results):
+        rows = [r for r in results if result_mode(r) == mode]
+        temperature = rows[0]["temperature"]
+        plain = next(r for r in results if r["kind"] == "plain" and r["temperature"] == temperature)
+        lines.append(f"\n## {mode}\n")
         lines.append("| L | chain AL | best static tree | its AL | dynamic tree AL | best tree AL / chain AL | "
                      "time per token: chain | best tree |")
         lines.append("|---|---|---|---|---|---|---|---|")
@@ -262,43 +400,64 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
             at = [r for r in rows if r["rows"] == L]
             chain = next(r for r in at if r["kind"] == "chain")
             static = [r for r in at if r["kind"] == "static"]
-            dynamic = next(r for r in at if r["kind"] == "dynamic")
+            dynamic = next((r for r in at if r["kind"] == "dynamic"), None)
             best_static = max(static, key=lambda r: r["mean_acceptance_length"]) if static else None
-            best = max(static + [dynamic], key=lambda r: r["mean_acceptance_length"])
+            trees = static + ([dynamic] if dynamic else [])
+            best = max(trees, key=lambda r: r["mean_acceptance_length"]) if trees else chain
             relative = lambda r: r["seconds_per_token"] / plain["seconds_per_token"]  # noqa: E731
             static_cells = (f"{best_static['shape']} | {best_static['mean_acceptance_length']:.3f}" if best_static
                             else "- | -")
-            lines.append(f"| {L} | {chain['mean_acceptance_length']:.3f} | {static_cells} | "
-                         f"{dynamic['mean_acceptance_length']:.3f} | "
+            dynamic_cell = f"{dynamic['mean_acceptance_length']:.3f}" if dynamic else "-"
+            lines.append(f"| {L} | {chain['mean_acceptance_length']:.3f} | {static_cells} | {dynamic_cell} | "
                          f"{best['mean_acceptance_length'] / chain['mean_acceptance_length']:.3f} | "
                          f"{relative(chain):.3f} | {relative(best):.3f} |")
         lines.append("")
         lines.append("Times are relative to plain decoding (1.000) in the same run.")
         if costs:
             lines.append("")
-            lines.append(f"Projected speedup over plain decoding with the bench model's measured costs "
-                         f"(`{meta['tradeoff']}`): AL / (r(L) + depth · c), AL from this model, r(L) the verify of "
-                         "L rows relative to a plain step and c one MTP draft step, at each context N; depth is the "
-                         "mean number of depths drafted per cycle (the drafter runs one head and one forward per "
-                         "depth, as a chain does per draft). A tree verify of L rows is taken to cost a chain verify of L "
-                         "rows (the same kernels over the same rows, with a tree mask); r(L) is measured up to L = 8. "
-                         "The best tree is the one of highest projected speedup.")
+            lines.append("Projected speedup over plain decoding with the bench model's measured costs "
+                         "(see the cost table below): AL / (r(L) + Σ d(w)), AL from this model, r(L) the verify of L "
+                         "rows relative to a plain step, measured as a chain for the chain and as a tree for the "
+                         "trees, and d(w) one MTP draft depth over w nodes (the first depth over one, each later "
+                         "depth over the nodes of the depth above; a dynamic tree over 4 per depth after the first, "
+                         "for its mean depth). The best tree is the one of highest projected speedup.")
             lines.append("")
             header = "| L |" + "".join(f" chain, N = {c['context']} | best tree, N = {c['context']} |" for c in costs)
             lines.append(header)
             lines.append("|---|" + "---|---|" * len(costs))
             for L in sorted({r["rows"] for r in rows if r["rows"] > 1}):
-                if any(L not in c["r"] for c in costs):
+                if any(L not in c["r_tree"] for c in costs):
                     continue
                 at = [r for r in rows if r["rows"] == L]
                 cells = []
                 for c in costs:
-                    projected = lambda r: r["mean_acceptance_length"] / (c["r"][L] + r["mean_depth"] * c["c"])  # noqa: E731
                     chain = next(r for r in at if r["kind"] == "chain")
-                    best = max((r for r in at if r["kind"] != "chain"), key=projected)
+                    trees = [r for r in at if r["kind"] != "chain"]
+                    if not trees:
+                        cells.append(f" {projected_speedup(chain, c):.3f} | - |")
+                        continue
+                    best = max(trees, key=lambda r: projected_speedup(r, c))
                     label = best["shape"] if best["kind"] == "dynamic" else f"tree {best['shape']}"
-                    cells.append(f" {projected(chain):.3f} | {projected(best):.3f} ({label}) |")
+                    cells.append(f" {projected_speedup(chain, c):.3f} | {projected_speedup(best, c):.3f} ({label}) |")
                 lines.append(f"| {L} |" + "".join(cells))
+    if costs:
+        lines.append("\n## Verify and drafting costs on the bench model\n")
+        command = meta.get("tree_costs_command", "")
+        lines.append(f"Made by `{command}` on the bench model (`bench/bench_model.cc`) "
+                     "with its cache filled to N with random rows. r(L): one forward of L rows relative to the plain "
+                     "step, as a chain (positions N … N + L − 1) and as a tree of the same rows (each node up to 4 "
+                     "children, breadth-first, under its tree mask). d(w): the MTP module's step over w nodes under a "
+                     "tree mask plus the head over them, relative to the plain step. Data: `tree-data/costs.json`.")
+        lines.append("")
+        lines.append("| L |" + "".join(f" r chain, N = {c['context']} | r tree, N = {c['context']} |" for c in costs))
+        lines.append("|---|" + "---|---|" * len(costs))
+        for L in sorted(costs[0]["r_tree"]):
+            lines.append(f"| {L} |" + "".join(f" {c['r_chain'][L]:.2f} | {c['r_tree'][L]:.2f} |" for c in costs))
+        lines.append("")
+        lines.append("| w |" + "".join(f" d(w), N = {c['context']} |" for c in costs))
+        lines.append("|---|" + "---|" * len(costs))
+        for w in sorted(costs[0]["d"]):
+            lines.append(f"| {w} |" + "".join(f" {c['d'][w]:.2f} |" for c in costs))
     (out / "tree.md").write_text("\n".join(lines) + "\n")
 
 
