@@ -156,10 +156,7 @@ absl::Status Run(int argc, char** argv) {
     return absl::OkStatus();
   }
   if (!args.positional().empty()) return absl::InvalidArgumentError("kv_int8_bench takes no positional arguments");
-  if (args.Has("threads")) {
-    ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
-  }
+  RETURN_IF_ERROR(ApplyThreadsOption(args));
   ASSIGN_OR_RETURN(Settings s, ParseSettings(args));
   const nlohmann::json run_info = RunInfo(argc, argv);
   ASSIGN_OR_RETURN(auto model, Model::Load(s.model_dir));

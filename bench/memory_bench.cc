@@ -74,10 +74,7 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t context, args.GetInt("context", 512));
   ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 16));
   if (context < 1 || new_tokens < 0) return absl::InvalidArgumentError("--context must be >= 1, --new-tokens >= 0");
-  if (args.Has("threads")) {
-    ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 2));
-    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
-  }
+  RETURN_IF_ERROR(ApplyThreadsOption(args));
   DefaultThreadPool();  // start the pool before the baseline so its stacks count there
 
   const int64_t file_bytes = CheckpointFileBytes(dir);

@@ -285,10 +285,7 @@ absl::Status Run(int argc, char** argv) {
   if (max_rows < 1 || max_rows > kMaxVerifyRows || reps < 1 || e2e < 0 || new_tokens < 2 || e2e_reps < 1) {
     return absl::InvalidArgumentError("--max-rows must be in [1, 16], --reps, --e2e-reps >= 1, --new-tokens >= 2");
   }
-  if (args.Has("threads")) {
-    ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 2));
-    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
-  }
+  RETURN_IF_ERROR(ApplyThreadsOption(args));
   const double start = NowSeconds();
   ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model")));
   ASSIGN_OR_RETURN(std::vector<int64_t> prefixes, ParseIntList("--prefix-layers", args.Get("prefix-layers", "2,3,4")));

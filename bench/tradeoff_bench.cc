@@ -127,10 +127,7 @@ absl::Status Run(int argc, char** argv) {
     std::cout << kUsage;
     return absl::OkStatus();
   }
-  if (args.Has("threads")) {
-    ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
-  }
+  RETURN_IF_ERROR(ApplyThreadsOption(args));
   const bool quick = args.Has("quick");
   const nlohmann::json run_info = RunInfo(argc, argv);
   const double start = NowSeconds();

@@ -154,10 +154,7 @@ absl::Status Run(int argc, char** argv) {
     std::cout << kUsage;
     return absl::OkStatus();
   }
-  if (args.Has("threads")) {
-    ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-    RETURN_IF_ERROR(SetDefaultThreadCount(static_cast<int>(threads)));
-  }
+  RETURN_IF_ERROR(ApplyThreadsOption(args));
   ASSIGN_OR_RETURN(const std::vector<int64_t> contexts, ParseIntList("contexts", args.Get("contexts", "512,2048,8192")));
   ASSIGN_OR_RETURN(const int64_t max_rows, args.GetInt("max-rows", 16));
   ASSIGN_OR_RETURN(const int64_t width, args.GetInt("width", 4));

@@ -4,6 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/parallel.h"
+#include "core/status.h"
 
 namespace mtpspec {
 
@@ -83,6 +85,15 @@ absl::StatusOr<std::vector<int64_t>> CliArgs::GetIntList(const std::string& name
   }
   if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
   return out;
+}
+
+absl::Status ApplyThreadsOption(const CliArgs& args) {
+  if (!args.Has("threads")) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 0));
+  if (threads < 1 || threads > kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [1, ", kMaxThreads, "], got ", threads));
+  }
+  return SetDefaultThreadCount(static_cast<int>(threads));
 }
 
 }  // namespace mtpspec

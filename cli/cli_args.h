@@ -33,4 +33,8 @@ class CliArgs {
   std::map<std::string, std::string> values_;
 };
 
+// `--threads N`, when given: the default thread pool's size (1 … kMaxThreads, else an error that
+// names the option).
+absl::Status ApplyThreadsOption(const CliArgs& args);
+
 }  // namespace mtpspec

@@ -42,15 +42,6 @@ constexpr char kUsage[] =
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
     "                 [--seed S] [--shard-gib G]\n";
 
-absl::Status SetThreads(const CliArgs& args) {
-  if (!args.Has("threads")) return absl::OkStatus();
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-  if (threads < 1 || threads > kMaxThreads) {
-    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [1, ", kMaxThreads, "], got ", threads));
-  }
-  return SetDefaultThreadCount(static_cast<int>(threads));
-}
-
 absl::StatusOr<LoadOptions> ParseLoadOptions(const CliArgs& args) {
   LoadOptions options;
   ASSIGN_OR_RETURN(options.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
@@ -252,20 +243,20 @@ int Main(int argc, char** argv) {
   absl::Status status;
   if (command == "info") {
     auto args = CliArgs::Parse(argc, argv, 2, {"weights", "threads"}, {"check-weights"});
-    status = args.ok() ? SetThreads(*args) : args.status();
+    status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunInfo(*args);
   } else if (command == "logits") {
     auto args =
         CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache"});
-    status = args.ok() ? SetThreads(*args) : args.status();
+    status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunLogits(*args);
   } else if (command == "make-checkpoint") {
     auto args = CliArgs::Parse(argc, argv, 2, {"like", "layers", "experts", "fill", "seed", "shard-gib", "threads"});
-    status = args.ok() ? SetThreads(*args) : args.status();
+    status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunMakeCheckpoint(*args);
   } else if (command == "generate") {
     auto args = CliArgs::Parse(argc, argv, 2, GenerateOptionNames());
-    status = args.ok() ? SetThreads(*args) : args.status();
+    status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunGenerate(*args);
   } else {
     status = absl::InvalidArgumentError(absl::StrCat("unknown command \"", command, "\"\n", kUsage));

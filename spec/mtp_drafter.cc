@@ -79,18 +79,12 @@ absl::StatusOr<TreeDraft> MtpDrafter::ProposeTree(std::span<const int32_t> seque
                                         int64_t count) -> absl::StatusOr<MtpChildPick> {
       MtpChildPick picked;
       SamplingDistribution(logits, vocab, params, &picked.distribution);
-      std::vector<double> left = picked.distribution;  // [V] q without the draws so far
+      std::vector<double> uniforms;  // [count]
       for (int64_t c = 0; c < count; ++c) {
         const uint32_t stream = static_cast<uint32_t>(RngStream::kDraft) + 8 * static_cast<uint32_t>(first_index + c);
-        const int32_t token = DrawFrom(left, UniformAt(params.seed, static_cast<uint64_t>(position), stream));
-        if (!(left[token] > 0.0)) break;  // no mass left to draw from
-        picked.tokens.push_back(token);
-        left[token] = 0.0;
-        double mass = 0.0;
-        for (double x : left) mass += x;
-        if (!(mass > 0.0)) break;
-        for (double& x : left) x /= mass;
+        uniforms.push_back(UniformAt(params.seed, static_cast<uint64_t>(position), stream));
       }
+      picked.tokens = DrawWithoutReplacement(picked.distribution, uniforms);
       return picked;
     };
   }

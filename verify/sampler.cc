@@ -93,6 +93,29 @@ int32_t DrawFrom(const std::vector<double>& probs, double u) {
   return last_positive;  // u fell in the rounding gap at the top
 }
 
+bool RemoveAndRenormalize(std::vector<double>* q, int32_t d) {
+  (*q)[d] = 0.0;
+  double left = 0.0;
+  for (double x : *q) left += x;
+  if (!(left > 0.0)) {
+    q->assign(q->size(), 0.0);
+    return false;
+  }
+  for (double& x : *q) x /= left;
+  return true;
+}
+
+std::vector<int32_t> DrawWithoutReplacement(std::vector<double> q, const std::vector<double>& uniforms) {
+  std::vector<int32_t> drawn;
+  for (double u : uniforms) {
+    const int32_t d = DrawFrom(q, u);
+    if (!(q[d] > 0.0)) break;  // no mass left to draw from
+    drawn.push_back(d);
+    if (!RemoveAndRenormalize(&q, d)) break;
+  }
+  return drawn;
+}
+
 int32_t SampleToken(const float* logits, int64_t vocab, const SamplingParams& params, int64_t position) {
   if (params.greedy()) return Argmax(logits, vocab);
   std::vector<double> probs;

@@ -42,6 +42,15 @@ void SamplingDistribution(const float* logits, int64_t vocab, const SamplingPara
 // Inverse-CDF draw from `probs` (index order) with uniform u ∈ [0, 1).
 int32_t DrawFrom(const std::vector<double>& probs, double u);
 
+// Sampling without replacement (sampled tree drafts, verify/tree_acceptance.h): q ← q without
+// token d, renormalised (summed in id order), the distribution the next draw comes from. False,
+// with q all zero, when no mass is left.
+bool RemoveAndRenormalize(std::vector<double>* q, int32_t d);
+
+// Draws from q without replacement, the c-th with uniforms[c], each from q with the earlier draws
+// removed by RemoveAndRenormalize; fewer than uniforms.size() when q's mass runs out.
+std::vector<int32_t> DrawWithoutReplacement(std::vector<double> q, const std::vector<double>& uniforms);
+
 // argmax with the lowest index winning ties.
 int32_t Argmax(const float* logits, int64_t vocab);
 

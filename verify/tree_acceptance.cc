@@ -113,16 +113,9 @@ absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& bl
         mass = 1.0;
       }
       for (int64_t v = 0; v < block.vocab; ++v) p[v] = residual[v] / mass;
-      if (sampled) {  // q ← q_i without d_i, renormalised: the next sibling's draft distribution
-        q[d] = 0.0;
-        double left = 0.0;
-        for (double x : q) left += x;
-        if (left > 0.0) {
-          for (double& x : q) x /= left;
-        } else {
-          q.assign(block.vocab, 0.0);  // nothing left to draw: a later sibling is an error above
-        }
-      }
+      // q ← q_i without d_i, renormalised: the next sibling's draft distribution (all zero when
+      // nothing is left to draw, and a later sibling is then an error above).
+      if (sampled) RemoveAndRenormalize(&q, d);
     }
     if (next < 0) {
       result.tokens.push_back(DrawFrom(p, UniformAt(sampling.seed, static_cast<uint64_t>(position),

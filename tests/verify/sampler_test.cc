@@ -223,6 +223,41 @@ TEST(SamplerTest, DrawFromIsTheInverseCdfOverPositiveEntries) {
   EXPECT_EQ(DrawFrom(short_mass, 0.99999995), 2);
 }
 
+// Two draws without replacement from q: the pair (a, b) comes with probability q_a · q_b / (1 − q_a)
+// (an independent oracle); never a repeat; a token without mass is never drawn, and a q whose mass
+// runs out stops early.
+TEST(SamplerTest, DrawWithoutReplacementFollowsTheSequentialDistribution) {
+  const std::vector<double> q = {0.4, 0.0, 0.3, 0.2, 0.1};
+  const int64_t V = static_cast<int64_t>(q.size());
+  std::vector<double> expected(V * V, 0.0);  // [a, b]
+  for (int64_t a = 0; a < V; ++a) {
+    for (int64_t b = 0; b < V; ++b) {
+      if (a != b && q[a] > 0 && q[b] > 0) expected[a * V + b] = q[a] * q[b] / (1.0 - q[a]);
+    }
+  }
+  std::vector<int64_t> counts(V * V, 0);
+  constexpr int64_t kTrials = 50000;
+  for (int64_t t = 0; t < kTrials; ++t) {
+    const std::vector<double> u = {UniformAt(3, static_cast<uint64_t>(t), 0), UniformAt(3, static_cast<uint64_t>(t), 1)};
+    const std::vector<int32_t> drawn = DrawWithoutReplacement(q, u);
+    ASSERT_EQ(drawn.size(), 2u);
+    ASSERT_NE(drawn[0], drawn[1]);
+    ++counts[drawn[0] * V + drawn[1]];
+  }
+  const auto chi = ChiSquareTest(counts, expected);
+  EXPECT_GT(chi.p_value, 0.001) << chi.detail;
+
+  const std::vector<double> two = {0.0, 0.75, 0.0, 0.25};
+  const std::vector<int32_t> all = DrawWithoutReplacement(two, {0.5, 0.5, 0.5, 0.5});
+  ASSERT_EQ(all.size(), 2u);  // only two tokens have mass
+  EXPECT_THAT(std::set<int32_t>(all.begin(), all.end()), ::testing::ElementsAre(1, 3));
+  std::vector<double> left = two;
+  EXPECT_TRUE(RemoveAndRenormalize(&left, 1));
+  EXPECT_THAT(left, ::testing::ElementsAre(0.0, 0.0, 0.0, 1.0));
+  EXPECT_FALSE(RemoveAndRenormalize(&left, 3));
+  EXPECT_THAT(left, ::testing::ElementsAre(0.0, 0.0, 0.0, 0.0));
+}
+
 TEST(SamplerTest, SampleTokenIsTheDocumentedPhiloxDraw) {
   const std::vector<float> logits = {0.2f, 1.0f, -0.5f, 0.7f, 0.0f, 1.3f};
   const SamplingParams params = [] {

@@ -133,58 +133,83 @@ TEST(TreeRejectionTest, AChainTreeGivesTheChainRule) {
   }
 }
 
-// Lossless in distribution: over 10^5 seeds, the first emitted token follows p1 and the second
-// follows p2(· | first), whether they came from accepted siblings, a residual draw or a bonus. The
-// tree: three root children (tokens 1, 3, 4), each with two children (tokens that overlap the
-// likely ones and not). When a cycle emits one token only, the next one is what the next cycle's
-// sampler draws, from the row of that token.
-TEST(TreeRejectionTest, EmittedTokensFollowTheTargetDistribution) {
-  constexpr int64_t V = 5;
-  const std::vector<float> first = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};  // root row
-  auto second_row = [](int64_t x1) {  // the target's row after token x1
+// A toy target over 5 tokens for the distribution tests: the root's row, the row after each
+// first token x1, and at `sampling` the exact p1 and p1 · p2(· | x1). Count() records what one
+// acceptance emitted (the second token drawn by the next cycle's sampler when it emitted one only);
+// Check() compares the counts with p1 and the joint by chi-square.
+class TwoTokenTarget {
+ public:
+  static constexpr int64_t V = 5;
+  explicit TwoTokenTarget(const SamplingParams& sampling) {
+    SamplingDistribution(first_.data(), V, sampling, &p1_);
+    std::vector<double> p2;
+    for (int64_t a = 0; a < V; ++a) {
+      const std::vector<float> row = SecondRow(a);
+      SamplingDistribution(row.data(), V, sampling, &p2);
+      for (int64_t b = 0; b < V; ++b) joint_[a * V + b] = p1_[a] * p2[b];
+    }
+  }
+  static std::vector<float> SecondRow(int64_t x1) {  // [V] the target's row after token x1
     std::vector<float> row(V);
     for (int64_t v = 0; v < V; ++v) row[v] = 0.35f * static_cast<float>((v * (x1 + 2)) % V) - 0.2f * static_cast<float>(v == x1);
     return row;
-  };
-  const std::vector<int32_t> tokens = {0, 1, 3, 4, 1, 2, 0, 3, 4, 1};
-  const std::vector<int32_t> parents = {-1, 0, 0, 0, 1, 1, 2, 2, 3, 3};
-  std::vector<float> logits;  // [10, V]: each node's row is the target's row after its token
-  logits.insert(logits.end(), first.begin(), first.end());
-  for (size_t i = 1; i < tokens.size(); ++i) {
-    const std::vector<float> row = second_row(tokens[i]);
-    logits.insert(logits.end(), row.begin(), row.end());
   }
+  // [nodes, V]: row 0 the root's, row i the target's row after tokens[i].
+  std::vector<float> Logits(const std::vector<int32_t>& tokens) const {
+    std::vector<float> logits(first_);
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      const std::vector<float> row = SecondRow(tokens[i]);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    return logits;
+  }
+  void Count(const TreeAcceptResult& r, const SamplingParams& sampling, int64_t second_position) {
+    const int32_t x1 = r.tokens[0];
+    const std::vector<float> row = SecondRow(x1);
+    const int32_t x2 = r.tokens.size() > 1 ? r.tokens[1] : SampleToken(row.data(), V, sampling, second_position);
+    ++first_counts_[x1];
+    ++joint_counts_[x1 * V + x2];
+    ++trials_;
+    accepted_twice_ += r.accepted == 2;
+    accepted_off_first_ += r.accepted >= 1 && r.path[1] != 1;
+  }
+  // Also that the trials reached the second depth and accepted siblings after the first.
+  void Check() const {
+    const auto chi_first = ChiSquareTest(first_counts_, p1_);
+    EXPECT_GT(chi_first.p_value, 0.001) << chi_first.detail;
+    const auto chi_joint = ChiSquareTest(joint_counts_, joint_);
+    EXPECT_GT(chi_joint.p_value, 0.001) << chi_joint.detail;
+    EXPECT_GT(accepted_twice_, trials_ / 20);
+    EXPECT_GT(accepted_off_first_, trials_ / 20);
+  }
+  const std::vector<double>& p1() const { return p1_; }
+
+ private:
+  const std::vector<float> first_ = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};  // [V] the root's row
+  std::vector<double> p1_, joint_ = std::vector<double>(V * V);      // [V], [x1, x2]
+  std::vector<int64_t> first_counts_ = std::vector<int64_t>(V, 0), joint_counts_ = std::vector<int64_t>(V * V, 0);
+  int64_t trials_ = 0, accepted_twice_ = 0, accepted_off_first_ = 0;
+};
+
+// Lossless in distribution: over 10^5 seeds, the first emitted token follows p1 and the second
+// follows p2(· | first), whether they came from accepted siblings, a residual draw or a bonus. The
+// tree: three root children (tokens 1, 3, 4), each with two children (tokens that overlap the
+// likely ones and not).
+TEST(TreeRejectionTest, EmittedTokensFollowTheTargetDistribution) {
   SamplingParams sampling;
   sampling.temperature = 0.9;
-  std::vector<double> p1, p2;
-  SamplingDistribution(first.data(), V, sampling, &p1);
-  std::vector<double> joint(V * V);  // [x1, x2]
-  for (int64_t a = 0; a < V; ++a) {
-    const std::vector<float> row = second_row(a);
-    SamplingDistribution(row.data(), V, sampling, &p2);
-    for (int64_t b = 0; b < V; ++b) joint[a * V + b] = p1[a] * p2[b];
-  }
+  TwoTokenTarget target(sampling);
+  const std::vector<int32_t> tokens = {0, 1, 3, 4, 1, 2, 0, 3, 4, 1};
+  const std::vector<int32_t> parents = {-1, 0, 0, 0, 1, 1, 2, 2, 3, 3};
+  const std::vector<float> logits = target.Logits(tokens);  // [10, V]
   constexpr int64_t kTrials = 100000;
-  std::vector<int64_t> first_counts(V, 0), joint_counts(V * V, 0);
-  int64_t accepted_twice = 0, accepted_at_rank_above_0 = 0;
   for (int64_t t = 0; t < kTrials; ++t) {
     sampling.seed = 1000 + static_cast<uint64_t>(t);
-    auto r = AcceptTreeByRejection({logits.data(), V, tokens, parents, 70}, sampling);
+    auto r = AcceptTreeByRejection({logits.data(), TwoTokenTarget::V, tokens, parents, 70}, sampling);
     ASSERT_TRUE(r.ok());
-    const int32_t x1 = r->tokens[0];
-    const std::vector<float> row = second_row(x1);
-    const int32_t x2 = r->tokens.size() > 1 ? r->tokens[1] : SampleToken(row.data(), V, sampling, 71);
-    ++first_counts[x1];
-    ++joint_counts[x1 * V + x2];
-    accepted_twice += r->accepted == 2;
-    accepted_at_rank_above_0 += r->accepted >= 1 && r->path[1] != 1;
+    target.Count(*r, sampling, 71);
   }
-  const auto chi_first = ChiSquareTest(first_counts, p1);
-  EXPECT_GT(chi_first.p_value, 0.001) << chi_first.detail;
-  const auto chi_joint = ChiSquareTest(joint_counts, joint);
-  EXPECT_GT(chi_joint.p_value, 0.001) << chi_joint.detail;
-  EXPECT_GT(accepted_twice, kTrials / 20);  // the test reaches the second depth
-  EXPECT_GT(accepted_at_rank_above_0, kTrials / 20);  // and siblings after the first
+  target.Check();
 }
 
 // A softmax at T = 1 of deterministic logits: a draft distribution q with full support. [V]
@@ -195,23 +220,6 @@ std::vector<double> DraftDistribution(int64_t vocab, uint64_t seed) {
   for (int64_t v = 0; v < vocab; ++v) total += q[v] = std::exp(static_cast<double>(logits[v % kVocab]) * 0.8);
   for (double& x : q) x /= total;
   return q;
-}
-
-// `count` draws from q without replacement, with uniforms `u`: each draw from q with the earlier
-// draws removed and renormalised.
-std::vector<int32_t> DrawWithoutReplacement(std::vector<double> q, const std::vector<double>& u) {
-  std::vector<int32_t> drawn;
-  for (double uniform : u) {
-    const int32_t d = DrawFrom(q, uniform);
-    if (!(q[d] > 0.0)) break;
-    drawn.push_back(d);
-    q[d] = 0.0;
-    double left = 0.0;
-    for (double x : q) left += x;
-    if (!(left > 0.0)) break;
-    for (double& x : q) x /= left;
-  }
-  return drawn;
 }
 
 TEST(TreeRejectionTest, ASampledChainTreeGivesTheChainRuleWithItsDraftDistributions) {
@@ -248,13 +256,10 @@ TEST(TreeRejectionTest, ASampledChainTreeGivesTheChainRuleWithItsDraftDistributi
 // without replacement and each child's two children from its own q, then accepts; over 10^5
 // trials the first emitted token follows p1 and the pair follows p1 · p2(· | first).
 TEST(TreeRejectionTest, SampledSiblingsKeepTheTargetDistribution) {
-  constexpr int64_t V = 5;
-  const std::vector<float> first = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};  // root row
-  auto second_row = [](int64_t x1) {  // the target's row after token x1
-    std::vector<float> row(V);
-    for (int64_t v = 0; v < V; ++v) row[v] = 0.35f * static_cast<float>((v * (x1 + 2)) % V) - 0.2f * static_cast<float>(v == x1);
-    return row;
-  };
+  constexpr int64_t V = TwoTokenTarget::V;
+  SamplingParams sampling;
+  sampling.temperature = 0.9;
+  TwoTokenTarget target(sampling);
   // Draft distributions unlike the target's: the root's favours tokens 2 and 4, a child's depends on it.
   const std::vector<double> q_root = {0.1, 0.15, 0.35, 0.1, 0.3};
   auto q_after = [](int64_t x1) {
@@ -264,19 +269,7 @@ TEST(TreeRejectionTest, SampledSiblingsKeepTheTargetDistribution) {
     for (double& x : q) x /= total;
     return q;
   };
-  SamplingParams sampling;
-  sampling.temperature = 0.9;
-  std::vector<double> p1, p2;
-  SamplingDistribution(first.data(), V, sampling, &p1);
-  std::vector<double> joint(V * V);  // [x1, x2]
-  for (int64_t a = 0; a < V; ++a) {
-    const std::vector<float> row = second_row(a);
-    SamplingDistribution(row.data(), V, sampling, &p2);
-    for (int64_t b = 0; b < V; ++b) joint[a * V + b] = p1[a] * p2[b];
-  }
   constexpr int64_t kTrials = 100000;
-  std::vector<int64_t> first_counts(V, 0), joint_counts(V * V, 0);
-  int64_t accepted_twice = 0, accepted_after_a_rejection = 0;
   for (int64_t t = 0; t < kTrials; ++t) {
     const uint64_t draft_seed = 77'000'000 + static_cast<uint64_t>(t);
     std::vector<double> u;
@@ -299,43 +292,27 @@ TEST(TreeRejectionTest, SampledSiblingsKeepTheTargetDistribution) {
         q.emplace_back();  // leaves
       }
     }
-    std::vector<float> logits(first);  // [nodes, V]: each node's row is the target's row after its token
-    for (size_t i = 1; i < tokens.size(); ++i) {
-      const std::vector<float> row = second_row(tokens[i]);
-      logits.insert(logits.end(), row.begin(), row.end());
-    }
+    const std::vector<float> logits = target.Logits(tokens);  // [nodes, V]
     sampling.seed = 1000 + static_cast<uint64_t>(t);
     TreeVerifyBlock block{logits.data(), V, tokens, parents, 70};
     block.draft_probs = q;
     auto r = AcceptTreeByRejection(block, sampling);
     ASSERT_TRUE(r.ok()) << r.status();
-    const int32_t x1 = r->tokens[0];
-    const std::vector<float> row = second_row(x1);
-    const int32_t x2 = r->tokens.size() > 1 ? r->tokens[1] : SampleToken(row.data(), V, sampling, 71);
-    ++first_counts[x1];
-    ++joint_counts[x1 * V + x2];
-    accepted_twice += r->accepted == 2;
-    accepted_after_a_rejection += r->accepted >= 1 && r->path[1] != 1;
+    target.Count(*r, sampling, 71);
   }
-  const auto chi_first = ChiSquareTest(first_counts, p1);
-  EXPECT_GT(chi_first.p_value, 0.001) << chi_first.detail;
-  const auto chi_joint = ChiSquareTest(joint_counts, joint);
-  EXPECT_GT(chi_joint.p_value, 0.001) << chi_joint.detail;
-  EXPECT_GT(accepted_twice, kTrials / 20);  // the test reaches the second depth
-  EXPECT_GT(accepted_after_a_rejection, kTrials / 20);  // and siblings after the first
+  target.Check();
 }
 
 // The distributions must be the ones the children were drawn from: the same draws from q_root
 // accepted as if drawn from a uniform q move the first token's distribution away from p1 (so the
 // chi-square check above can fail); and a q equal to the target's accepts the first child always.
 TEST(TreeRejectionTest, TheDraftDistributionMustBeTheOneDrawnFrom) {
-  constexpr int64_t V = 5;
-  const std::vector<float> first = {0.4f, 1.1f, -0.3f, 0.8f, 0.2f};
+  constexpr int64_t V = TwoTokenTarget::V;
   const std::vector<double> q_root = {0.1, 0.15, 0.35, 0.1, 0.3};
   SamplingParams sampling;
   sampling.temperature = 0.9;
-  std::vector<double> p1;
-  SamplingDistribution(first.data(), V, sampling, &p1);
+  const TwoTokenTarget target(sampling);
+  const std::vector<double>& p1 = target.p1();
   constexpr int64_t kTrials = 20000;
   std::vector<int64_t> counts(V, 0);
   int64_t first_child_accepted = 0;
@@ -351,8 +328,7 @@ TEST(TreeRejectionTest, TheDraftDistributionMustBeTheOneDrawnFrom) {
         tokens.push_back(c);
         parents.push_back(0);
       }
-      std::vector<float> logits;  // [nodes, V]
-      for (size_t i = 0; i < tokens.size(); ++i) logits.insert(logits.end(), first.begin(), first.end());
+      const std::vector<float> logits = target.Logits(tokens);  // [nodes, V]
       std::vector<std::vector<double>> q(tokens.size());
       q[0] = wrong ? std::vector<double>(V, 1.0 / V) : p1;
       TreeVerifyBlock block{logits.data(), V, tokens, parents, 3};
