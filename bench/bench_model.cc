@@ -121,10 +121,14 @@ absl::Status EnsureBenchModel(const std::string& dir, bool* generated) {
   fs::path target = fs::path(dir).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();  // "dir/" → "dir"
   if (IsCurrentBenchModel(target)) return absl::OkStatus();
-  // Only a directory that looks like a checkpoint is replaced (guards against a mistyped path).
+  // Only an older bench model is replaced: never a mistyped path or another checkpoint.
   if (fs::exists(target) && !fs::exists(target / "config.json")) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " exists but holds no config.json; refusing to replace it with the bench model"));
+  }
+  if (IsOtherCheckpoint(target.string())) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " holds a checkpoint that is not a bench model (no ",
+                                                      kMarkerFile, "); refusing to replace it with the bench model"));
   }
 
   // Write next to the target and rename, so an interrupted run never leaves a model that looks
@@ -156,6 +160,11 @@ absl::Status EnsureBenchModel(const std::string& dir, bool* generated) {
   if (ec) return absl::InternalError(absl::StrCat("rename ", temp.string(), " -> ", dir, ": ", ec.message()));
   if (generated != nullptr) *generated = true;
   return absl::OkStatus();
+}
+
+bool IsOtherCheckpoint(const std::string& dir) {
+  const fs::path path(dir);
+  return fs::exists(path / "config.json") && !fs::exists(path / kMarkerFile);
 }
 
 DecodeTraffic DecodeStepTraffic(const Model& model, int64_t num_keys) {

@@ -23,8 +23,14 @@ std::string DefaultBenchModelDir();
 // Makes sure `dir` holds the benchmark checkpoint. A directory whose config.json equals
 // BenchModelConfig() and that carries the completion marker is reused; otherwise the model is
 // written to a sibling temporary directory (bf16, sharded) and renamed into place, replacing a
-// stale `dir`. `*generated` (may be null) tells whether it was written now.
+// stale bench model in `dir`. A directory holding anything else (another checkpoint: a config.json
+// without the bench model's marker; or no config.json at all) is never replaced: that is an error.
+// `*generated` (may be null) tells whether it was written now.
 absl::Status EnsureBenchModel(const std::string& dir, bool* generated);
+
+// Whether `dir` holds a checkpoint other than a bench model (a config.json without the bench
+// model's marker), which a benchmark given that directory runs as it is.
+bool IsOtherCheckpoint(const std::string& dir);
 
 // Memory traffic of one single-token decode step over a cache holding `num_keys` keys (T, counting
 // the new token).
