@@ -10,7 +10,7 @@
 # llama.cpp is not a dependency: give the path of a llama.cpp source tree. Its benchmark program is
 # built there (build-mtpspec/, CPU only, native), and its own convert_hf_to_gguf.py converts, in a
 # Python environment of its own (build/llama-cpp-venv: torch, transformers, numpy). GGUF files go to build/gguf/,
-# JSON to build/results/llama-cpp/, the report to docs/results/llama-cpp.md.
+# JSON to build/results/llama-cpp/ (copied to docs/results/llama-cpp-data/), the report to docs/results/llama-cpp.md.
 #
 # Each round runs mtpspec's decode_bench, then llama-bench (3 repetitions on the bench model, 1 at
 # the real dimensions, where every repetition prefills its 1K and 8K contexts again).
@@ -67,4 +67,6 @@ done
 python=$(scripts/python_env.sh | tail -n 1)
 "$python" bench/report/llama_cpp_report.py --dir "$out" --bench-model build/bench_model --cut build/rs/glm4 \
   --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
-  --command "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR $rounds" --out docs/results/llama-cpp.md
+  --command "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR $rounds" --llama-dir "$llama" --out docs/results/llama-cpp.md
+mkdir -p docs/results/llama-cpp-data
+cp "$out"/*.json docs/results/llama-cpp-data/

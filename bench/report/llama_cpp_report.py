@@ -17,6 +17,7 @@ import json
 import re
 import statistics
 import struct
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -42,6 +43,37 @@ def weight_elements(model_dir: Path) -> tuple[int, int]:
                     count *= d
                 elements += count
     return elements, stored
+
+
+def llama_step_bytes(gguf_path: Path, config: dict, llama_dir: Path | None) -> float | None:
+    """Bytes llama.cpp's GGUF must stream per decode step: every tensor but the embedding (one row
+    is read) and the MTP layer (blk.<num_hidden_layers>, not run when decoding), with the routed
+    experts' tensors counted for the k_e of E experts a row routes to. None without gguf-py (it
+    ships in llama.cpp's tree)."""
+    if llama_dir is not None:
+        sys.path.insert(0, str(llama_dir / "gguf-py"))
+    try:
+        from gguf import GGUFReader  # type: ignore
+    except ImportError:
+        return None
+    mtp_prefix = f"blk.{config['num_hidden_layers']}."
+    share = config["num_experts_per_tok"] / config["n_routed_experts"]
+    total = 0.0
+    for t in GGUFReader(str(gguf_path)).tensors:
+        if t.name.startswith("token_embd") or t.name.startswith(mtp_prefix):
+            continue
+        total += int(t.n_bytes) * (share if "_exps" in t.name else 1.0)
+    return total
+
+
+def our_decode_counters(path: Path) -> dict[int, dict]:
+    """decode_bench's counters per context: weight_MB/step, weight_GB/s, read_GB/s."""
+    out = {}
+    for b in json.loads(path.read_text())["benchmarks"]:
+        m = re.match(r"BM_Decode/ctx:(\d+)", b["name"])
+        if m and "weight_MB/step" in b:
+            out[int(m.group(1))] = b
+    return out
 
 
 def ours(path: Path) -> dict[tuple[str, int], float]:
@@ -73,6 +105,7 @@ def main() -> None:
     parser.add_argument("--cut-gguf", type=Path, required=True)
     parser.add_argument("--command", required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--llama-dir", type=Path, default=None, help="the llama.cpp tree, for its gguf-py reader")
     args = parser.parse_args()
 
     models = [("bench", "bench model (hidden 1024, 10 layers, 32 experts top-4)", args.bench_model, args.bench_gguf,
@@ -84,8 +117,10 @@ def main() -> None:
              "the converter wrapper is bench/report/llama_cpp_convert.py). Same weights for both engines, 2 threads "
              "each, plain decoding (no drafts): mtpspec's `decode_bench` (BM_Decode: one token at position N; "
              "BM_Prefill: a 256-token chunk after N tokens) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / "
-             "`-p 256 -n 0 -d 0,1024` with its default settings, alternating within each round.", ""]
+             "`-p 256 -n 0 -d 0,1024` with its default settings, alternating within each round. Data: "
+             "`llama-cpp-data/` (each engine's JSON of each round).", ""]
     goal_rows = []
+    byte_notes = []
     llama_meta = {}
     for key, title, model_dir, gguf, our_format, their_format in models:
         our_runs = [ours(p) for p in sorted(args.dir.glob(f"mtpspec_{key}_*.json"))]
@@ -118,6 +153,26 @@ def main() -> None:
             if kind == "decode":
                 goal_rows.append((title.split(" (")[0], label, ratio))
         lines.append("")
+        # Bytes per decode step: what each engine must stream, and how fast it streamed them.
+        config = json.loads((model_dir / "config.json").read_text())
+        theirs_bytes = llama_step_bytes(gguf, config, args.llama_dir)
+        counters = [our_decode_counters(p) for p in sorted(args.dir.glob(f"mtpspec_{key}_*.json"))]
+        if theirs_bytes is not None and counters and counters[0]:
+            lines += ["| decode at N | mtpspec GB per step | its GB/s (÷ read bandwidth) | llama.cpp GB per step | "
+                      "its GB/s (÷ read bandwidth) |", "|---|---|---|---|---|"]
+            for n in sorted(counters[0]):
+                c = counters[0][n]
+                ours_gb = c["weight_MB/step"] / 1e3
+                bw = c["read_GB/s"]
+                their_ts = statistics.median([r[("decode", n)] for r in their_runs if ("decode", n) in r])
+                their_gbs = their_ts * theirs_bytes / 1e9
+                lines.append(f"| {n} | {ours_gb:.2f} | {c['weight_GB/s']:.1f} ({c['weight_GB/s'] / bw:.2f}) | "
+                             f"{theirs_bytes / 1e9:.2f} | {their_gbs:.1f} ({their_gbs / bw:.2f}) |")
+                byte_notes.append((title.split(" (")[0], n, ours_gb * 1e9 / theirs_bytes, c["weight_GB/s"] / bw,
+                                   their_gbs / bw))
+            lines += ["", f"Weight bytes only (the caches are small beside them); read bandwidth {bw:.1f} GB/s, "
+                      "measured by decode_bench in the same round. llama.cpp's bytes are its GGUF's tensors less the "
+                      "embedding (one row per step) and the MTP layer, with the routed experts' share of k_e / E.", ""]
     if llama_meta:
         lines += ["llama.cpp build: commit " + str(llama_meta.get("build_commit")) + f", CPU {llama_meta.get('cpu_info')}, "
                   f"{llama_meta.get('n_threads')} threads, cache {llama_meta.get('type_k')}/{llama_meta.get('type_v')}, "
@@ -125,6 +180,13 @@ def main() -> None:
     met = all(r >= 1.0 for _, _, r in goal_rows)
     lines += ["## Goal: at least 1.0× llama.cpp's decode tok/s on every row", "",
               ("Met" if met else "Not met") + ": " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in goal_rows) + ".", ""]
+    if byte_notes:
+        lines += ["Per decode step, mtpspec streams " + "; ".join(
+            f"{m} at N = {n}: {ratio:.2f}× llama.cpp's weight bytes at {ours_frac:.2f} of the read bandwidth "
+            f"(llama.cpp {theirs_frac:.2f})" for m, n, ratio, ours_frac, theirs_frac in byte_notes)
+            + ". Where mtpspec is slower it reads more bytes, not slower ones: the releases ship the head "
+            "and the routers in bf16, which mtpspec keeps, while llama.cpp's Q8_0 requantises them to about "
+            "one byte per weight.", ""]
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))
 
