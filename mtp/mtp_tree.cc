@@ -27,6 +27,17 @@ struct GrowNode {
   uint64_t sees = 0;    // its path's slot offsets (bits), once stepped
 };
 
+// The probabilities of `ids` under softmax at T = 1 of a row.
+std::vector<double> SoftmaxAt(const float* logits, int64_t vocab, const std::vector<int32_t>& ids) {
+  double top = logits[0];
+  for (int64_t v = 1; v < vocab; ++v) top = std::max(top, static_cast<double>(logits[v]));
+  double total = 0;
+  for (int64_t v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(logits[v]) - top);
+  std::vector<double> probs;
+  for (int32_t id : ids) probs.push_back(std::exp(static_cast<double>(logits[id]) - top) / total);
+  return probs;
+}
+
 // The `count` highest logits of a row, best first, equal logits by lower id (the order Argmax
 // picks in), with their probabilities under softmax at T = 1.
 void TopTokens(const float* logits, int64_t vocab, int64_t count, std::vector<int32_t>* ids,
@@ -37,23 +48,8 @@ void TopTokens(const float* logits, int64_t vocab, int64_t count, std::vector<in
   std::partial_sort(order.begin(), order.begin() + count, order.end(), [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
-  const double top = logits[order[0]];
-  double total = 0;
-  for (int64_t v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(logits[v]) - top);
   ids->assign(order.begin(), order.begin() + count);
-  probs->clear();
-  for (int32_t id : *ids) probs->push_back(std::exp(static_cast<double>(logits[id]) - top) / total);
-}
-
-// The probabilities of `ids` under softmax at T = 1 of a row.
-std::vector<double> SoftmaxAt(const float* logits, int64_t vocab, const std::vector<int32_t>& ids) {
-  double top = logits[0];
-  for (int64_t v = 1; v < vocab; ++v) top = std::max(top, static_cast<double>(logits[v]));
-  double total = 0;
-  for (int64_t v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(logits[v]) - top);
-  std::vector<double> probs;
-  for (int32_t id : ids) probs.push_back(std::exp(static_cast<double>(logits[id]) - top) / total);
-  return probs;
+  *probs = SoftmaxAt(logits, vocab, *ids);
 }
 
 }  // namespace

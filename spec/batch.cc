@@ -185,15 +185,14 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
   stats.batch_histogram.assign(slots.size() + 1, 0);
   std::vector<Seat> seats(slots.size());
   size_t next = 0;  // the queue's next request
-  // One draft-length controller for the batch's adaptive-k requests (spec/batch_k.h).
+  // One draft-length controller for the batch's adaptive-k requests (spec/batch_k.h), each
+  // request's k its cap.
   std::unique_ptr<BatchDraftController> controller;
-  if (options.adaptive == BatchAdaptive::kBatch) {
-    int64_t k_max = 0;
-    for (const BatchRequest& r : requests) {
-      if (r.options.adaptive_k) k_max = std::max<int64_t>(k_max, std::max<int64_t>(r.options.k, 1));
-    }
-    if (k_max > 0) controller = std::make_unique<BatchDraftController>(k_max);
+  int64_t k_max = 0;
+  for (const BatchRequest& r : requests) {
+    if (r.options.adaptive_k) k_max = std::max<int64_t>(k_max, std::max<int64_t>(r.options.k, 1));
   }
+  if (k_max > 0) controller = std::make_unique<BatchDraftController>(k_max);
 
   // Ends the request in seat s, with `status` (ok when it finished) and what it produced.
   auto leave = [&](size_t s, const absl::Status& status) {
@@ -391,8 +390,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     }
     stats.accept_commit_seconds += Since(t);
     if (controller) {
-      controller->RecordCycle(static_cast<int64_t>(active.size()), cycle_rows, cycle_verify_seconds, depth,
-                              draft_phase_seconds, extending, extend_seconds);
+      controller->RecordCycle(cycle_rows, cycle_verify_seconds, depth, draft_phase_seconds, extending, extend_seconds);
     }
   }
   stats.total_seconds = Since(start);

@@ -43,12 +43,6 @@ struct BatchKStep {
   int64_t k = 0;
 };
 
-// Who chooses the draft lengths of a batch's adaptive-k requests (GenerateOptions::adaptive_k).
-enum class BatchAdaptive {
-  kBatch,       // one BatchDraftController for all of them (spec/batch_k.h), each request's k its cap
-  kPerRequest,  // each its own controller (spec/adaptive_k.h), which sees the shared forward as its verify
-};
-
 struct BatchOptions {
   // Runs the batch's verify blocks in one forward; null verifies each request alone (the same
   // tokens; what batching saves is then not measured).
@@ -59,7 +53,6 @@ struct BatchOptions {
   // Replaces every chain request's k (requests with adaptive k are refused). Empty: each request's
   // own k, fixed or adaptive.
   std::vector<BatchKStep> k_schedule;
-  BatchAdaptive adaptive = BatchAdaptive::kBatch;
 };
 
 // How the batch ran, over all its cycles.

@@ -124,9 +124,8 @@ std::vector<int64_t> BatchDraftController::Choose(std::span<const int64_t> reque
   return k;
 }
 
-void BatchDraftController::RecordCycle(int64_t batch, int64_t rows, double verify_seconds, int64_t depth,
-                                       double draft_seconds, int64_t extending, double extend_seconds) {
-  (void)batch;
+void BatchDraftController::RecordCycle(int64_t rows, double verify_seconds, int64_t depth, double draft_seconds,
+                                       int64_t extending, double extend_seconds) {
   if (rows > 0 && verify_seconds > 0) {
     auto [it, fresh] = verify_.emplace(rows, verify_seconds);
     if (!fresh) it->second += kRecent * (verify_seconds - it->second);

@@ -43,7 +43,7 @@ class BatchDraftController {
                               bool* probe);
   // What the cycle did: its verify forward of `rows` rows, the drafting (deepest request `depth`),
   // and the requests' extends (`extending` requests that drafted).
-  void RecordCycle(int64_t batch, int64_t rows, double verify_seconds, int64_t depth, double draft_seconds,
+  void RecordCycle(int64_t rows, double verify_seconds, int64_t depth, double draft_seconds,
                    int64_t extending, double extend_seconds);
   // Request `request` drafted `drafted` positions and `accepted` of them were accepted (a prefix).
   void RecordAcceptance(int64_t request, int64_t drafted, int64_t accepted);

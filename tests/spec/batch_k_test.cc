@@ -24,15 +24,15 @@ using spec_testing::ScriptedDrafter;
 // Teaches the controller: `cycles` forwards at each row count, seconds = fixed + per_row · rows.
 void Teach(BatchDraftController& c, int64_t batch, double fixed, double per_row, std::vector<int64_t> rows) {
   for (int64_t r : rows) {
-    for (int i = 0; i < 3; ++i) c.RecordCycle(batch, r, fixed + per_row * static_cast<double>(r), 1, 1e-4, batch, 1e-5);
+    for (int i = 0; i < 3; ++i) c.RecordCycle(r, fixed + per_row * static_cast<double>(r), 1, 1e-4, batch, 1e-5);
   }
 }
 
 TEST(BatchDraftControllerTest, TheVerifyLineInterpolatesTheMeasuredRowCounts) {
   BatchDraftController c(4);
-  c.RecordCycle(4, 4, 1.0, 0, 0, 0, 0);
+  c.RecordCycle(4, 1.0, 0, 0, 0, 0);
   EXPECT_DOUBLE_EQ(c.VerifySeconds(8, 4), 2.0) << "one row count: extra rows at its per-row cost";
-  c.RecordCycle(4, 8, 1.2, 1, 0.01, 4, 0.001);
+  c.RecordCycle(8, 1.2, 1, 0.01, 4, 0.001);
   EXPECT_NEAR(c.VerifySeconds(6, 4), 1.1, 1e-12);
   EXPECT_NEAR(c.VerifySeconds(12, 4), 1.4, 1e-12) << "extrapolated along the line";
 }
@@ -91,13 +91,13 @@ TEST(BatchDraftControllerTest, UntaughtItDecodesPlainlyAndProbesOneDraftDeeper) 
     bool probe = true;
     EXPECT_EQ(c.Choose(ids, caps, 0, &probe), (std::vector<int64_t>(3, 0))) << cycle;
     EXPECT_FALSE(probe);
-    c.RecordCycle(3, 3, 0.01, 0, 0, 0, 0);
+    c.RecordCycle(3, 0.01, 0, 0, 0, 0);
   }
   bool probe = false;
   EXPECT_EQ(c.Choose(ids, caps, 0, &probe), (std::vector<int64_t>{1, 1, 1}));
   EXPECT_TRUE(probe);
   // With a flat verify and accepted drafts measured, the next choice drafts.
-  c.RecordCycle(3, 6, 0.0101, 1, 0.0001, 3, 0.00001);
+  c.RecordCycle(6, 0.0101, 1, 0.0001, 3, 0.00001);
   for (int64_t r = 0; r < 3; ++r) {
     for (int i = 0; i < 20; ++i) c.RecordAcceptance(r, 1, 1);
   }
