@@ -26,12 +26,19 @@ double BatchDraftController::ExpectedTokens(int64_t request, int64_t k) const {
   return tokens;
 }
 
+double BatchDraftController::Median(std::vector<double> samples) {
+  const size_t mid = samples.size() / 2;
+  std::nth_element(samples.begin(), samples.begin() + mid, samples.end());
+  if (samples.size() % 2 == 1) return samples[mid];
+  return 0.5 * (samples[mid] + *std::max_element(samples.begin(), samples.begin() + mid));
+}
+
 double BatchDraftController::VerifySeconds(int64_t rows, int64_t batch) const {
   if (verify_.empty()) return static_cast<double>(rows);  // nothing measured: only ratios matter
   // Least-squares line through the measured (rows, mean seconds) points, one point per row count.
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& [r, seconds] : verify_) {
-    const double x = static_cast<double>(r), y = seconds;
+  for (const auto& [r, samples] : verify_) {
+    const double x = static_cast<double>(r), y = Median(samples);
     n += 1;
     sx += x;
     sy += y;
@@ -40,7 +47,8 @@ double BatchDraftController::VerifySeconds(int64_t rows, int64_t batch) const {
   }
   if (verify_.size() == 1) {
     // One row count measured: price extra rows at its mean per row of a plain batch step.
-    const auto& [r, seconds] = *verify_.begin();
+    const auto& [r, samples] = *verify_.begin();
+    const double seconds = Median(samples);
     const double per_row = seconds / static_cast<double>(std::max<int64_t>(batch, r));
     return seconds + per_row * static_cast<double>(rows - r);
   }
@@ -127,8 +135,9 @@ std::vector<int64_t> BatchDraftController::Choose(std::span<const int64_t> reque
 void BatchDraftController::RecordCycle(int64_t rows, double verify_seconds, int64_t depth, double draft_seconds,
                                        int64_t extending, double extend_seconds) {
   if (rows > 0 && verify_seconds > 0) {
-    auto [it, fresh] = verify_.emplace(rows, verify_seconds);
-    if (!fresh) it->second += kRecent * (verify_seconds - it->second);
+    std::vector<double>& samples = verify_[rows];
+    if (samples.size() == kSamples) samples.erase(samples.begin());
+    samples.push_back(verify_seconds);
   }
   if (depth > 0) {
     draft_seconds_ += draft_seconds;

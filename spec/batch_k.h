@@ -7,7 +7,7 @@
 // and the lengths that maximise E / C. a_{i,l} is request i's conditional acceptance at draft
 // position l, from its own counts with the batch's pooled counts as the prior (so a new request
 // starts from what the others showed). Tv(R) is the batched verify's time at R rows, a line
-// α + β·R fitted to the forwards measured so far: one more row costs β, however the rows are spread
+// α + β·R fitted to the forwards measured so far (each row count at the median of its last five): one more row costs β, however the rows are spread
 // over the requests, which is what makes a request's extra draft cheap when the batch already
 // reads the experts and weights it needs. D is one batched draft depth (the drafters draft
 // together, so the deepest request sets the depth count) and x one request's extend.
@@ -66,10 +66,12 @@ class BatchDraftController {
   int64_t k_max_;
   std::map<int64_t, Counts> requests_;
   Counts pooled_;
-  // Verify forwards: rows → seconds, an exponential moving average (weight kRecent on the newest),
-  // so that the line follows the context as it grows.
-  static constexpr double kRecent = 0.25;
-  std::map<int64_t, double> verify_;
+  // Verify forwards: rows → the last kSamples times measured at that row count, newest last. A row
+  // count is priced at their median, which follows the context as it grows and ignores a forward
+  // the machine preempted (timing noise only ever adds time).
+  static constexpr size_t kSamples = 5;
+  std::map<int64_t, std::vector<double>> verify_;
+  static double Median(std::vector<double> samples);
   double draft_seconds_ = 0, extend_seconds_ = 0;
   int64_t draft_depths_ = 0, extends_ = 0;
   int64_t cycles_ = 0, next_probe_ = kFirstGap, gap_ = kFirstGap;

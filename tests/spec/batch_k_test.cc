@@ -37,6 +37,22 @@ TEST(BatchDraftControllerTest, TheVerifyLineInterpolatesTheMeasuredRowCounts) {
   EXPECT_NEAR(c.VerifySeconds(12, 4), 1.4, 1e-12) << "extrapolated along the line";
 }
 
+// A row count is priced at the median of its last five forwards: one preempted forward does not move
+// it, and the price follows a context that grows.
+TEST(BatchDraftControllerTest, OnePreemptedForwardDoesNotMoveTheVerifyPrice) {
+  BatchDraftController c(4);
+  for (int i = 0; i < 4; ++i) c.RecordCycle(4, 1.0, 0, 0, 0, 0);
+  c.RecordCycle(4, 25.0, 0, 0, 0, 0);  // the machine was busy elsewhere
+  EXPECT_DOUBLE_EQ(c.VerifySeconds(4, 4), 1.0);
+  for (int i = 0; i < 3; ++i) c.RecordCycle(4, 2.0, 0, 0, 0, 0);  // the context grew
+  EXPECT_DOUBLE_EQ(c.VerifySeconds(4, 4), 2.0);
+  c.RecordCycle(8, 3.0, 1, 0.01, 4, 0.001);
+  c.RecordCycle(8, 40.0, 1, 0.01, 4, 0.001);
+  c.RecordCycle(8, 3.0, 1, 0.01, 4, 0.001);
+  EXPECT_DOUBLE_EQ(c.VerifySeconds(8, 4), 3.0);
+  EXPECT_DOUBLE_EQ(c.VerifySeconds(12, 4), 4.0);  // the line through (4, 2) and (8, 3)
+}
+
 TEST(BatchDraftControllerTest, AcceptanceStartsFromThePoolAndThenFollowsTheRequest) {
   BatchDraftController c(3);
   EXPECT_DOUBLE_EQ(c.Acceptance(7, 1), BatchDraftController::kPriorAcceptance);
@@ -149,7 +165,7 @@ TEST(BatchDraftControllerTest, GenerateBatchDraftsForAutoRequestsWhenRowsAreFree
     requests[r].options.max_new_tokens = 150;
     requests[r].options.stop_at_eos = false;
   }
-  FlatCostVerifier verifier(0.002);
+  FlatCostVerifier verifier(0.005);
   BatchOptions options;
   options.verifier = &verifier;
   auto result = GenerateBatch(slots, requests, options);
