@@ -116,20 +116,36 @@ uint8_t F32ToF8E4M3(float f) {
   return sign | static_cast<uint8_t>(code);
 }
 
-float F8E4M3ToF32(uint8_t b) {
+namespace {
+
+// The value of one float8_e4m3fn byte, from its fields.
+constexpr float DecodeF8E4M3(uint8_t b) {
   const uint32_t sign = (b >> 7) & 1u;
-  const int exp = (b >> 3) & 0xf;
+  const uint32_t exp = (b >> 3) & 0xfu;
   const uint32_t mant = b & 0x7u;
-  float value;
+  float value = 0.0f;
   if (exp == 0xf && mant == 0x7) {
     value = std::numeric_limits<float>::quiet_NaN();
   } else if (exp == 0) {
-    value = std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 * 2^-6
+    value = static_cast<float>(mant) / 512.0f;  // subnormal: mant/8 * 2^-6, exact
   } else {
-    value = std::ldexp(static_cast<float>(mant | 0x8u), exp - 10);  // (1 + mant/8) * 2^(exp-7)
+    value = std::bit_cast<float>((exp + 120u) << 23 | mant << 20);  // (1 + mant/8) * 2^(exp-7)
   }
   return sign ? -value : value;
 }
+
+struct F8E4M3Table {
+  float value[256] = {};
+  constexpr F8E4M3Table() {
+    for (int b = 0; b < 256; ++b) value[b] = DecodeF8E4M3(static_cast<uint8_t>(b));
+  }
+};
+
+constexpr F8E4M3Table kF8E4M3Values;  // every byte, decoded at compile time
+
+}  // namespace
+
+float F8E4M3ToF32(uint8_t b) { return kF8E4M3Values.value[b]; }
 
 int64_t FirstNonFinite(std::span<const float> values) {
   constexpr uint32_t kExponent = 0x7f800000u;

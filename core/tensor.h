@@ -22,6 +22,10 @@ namespace mtpspec {
 inline constexpr int kMaxDims = 4;
 // Rows and columns of one FP8 scale block (`weight_scale_inv`, docs/models.md, "FP8 checkpoints").
 inline constexpr int64_t kFp8Block = 128;
+// The largest FP8 block scale a checkpoint may hold: FLT_MAX / 448, the scale of a block whose largest
+// weight is the largest float (448 is the largest e4m3 value). Larger scales only describe weights
+// beyond f32's range, and the kernels, which scale by 2^8 on the way, rely on the bound.
+inline constexpr float kMaxFp8BlockScale = 3.40282347e38f / 448.0f;
 
 // Non-owning view of an element array. Copying a view never copies data. The memory belongs to a
 // Tensor, an mmap'd file or a caller; the view must not outlive it.

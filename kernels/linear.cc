@@ -115,9 +115,7 @@ struct Fp8Rows {
     tiles::DotTileFp8<NR, NK>(x, wr, sr, in, ahead, out);
   }
   void Widen(int64_t o, int64_t in, float* dst) const {
-    const uint8_t* src = w + o * stride;
-    const float* sr = ScaleRow(o);
-    for (int64_t i = 0; i < in; ++i) dst[i] = F8E4M3ToF32(src[i]) * sr[i / kFp8Block];
+    tiles::WidenFp8Row(w + o * stride, ScaleRow(o), in, dst);
   }
 };
 
@@ -288,6 +286,10 @@ bool RowInvariantActive() { return row_invariant; }
 
 void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadPool* pool) {
   LinearRows(x, rows, w, 0, w.shape[0], y, pool);
+}
+
+void WidenFp8Row(const uint8_t* w, const float* block_scales, int64_t n, float* out) {
+  tiles::WidenFp8Row(w, block_scales, n, out);
 }
 
 float DotF32(const float* a, const float* b, int64_t n) { return DotOne(a, b, n); }

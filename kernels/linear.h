@@ -59,6 +59,11 @@ class RowInvariantScope {
 // Whether a RowInvariantScope lives on the calling thread.
 bool RowInvariantActive();
 
+// out[i] = fp8(w[i]) · block_scales[i / 128] for i < n: one row of an FP8 matrix widened to f32,
+// with the products the Linear kernels form (F8E4M3ToF32(w[i]) · scale, bit for bit; NaN bytes give
+// NaN). block_scales is that row's scale row, [⌈n/128⌉].
+void WidenFp8Row(const uint8_t* w, const float* block_scales, int64_t n, float* out);
+
 // Σ a[i]·b[i] in fp32.
 float DotF32(const float* a, const float* b, int64_t n);
 // Σ a[i]·bf16(b[i]) in fp32.

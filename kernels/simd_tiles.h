@@ -131,6 +131,18 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
     for (int k = 0; k < NK; ++k) out[r][k] = _mm512_reduce_add_ps(acc[r][k]);
   }
 }
+
+// dst[i] = w[i] · scale[i / 128] for i < n: one FP8 weight row widened to f32 with the products
+// DotTileFp8 forms (equal, bit for bit, to F8E4M3ToF32(w[i]) · scale: the 2^-8 and 2^8 factors are
+// exact, so the one rounding is that of the true product).
+inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* dst) {
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    if (i % kFp8Block == 0) s = _mm512_set1_ps(scale[i / kFp8Block] * kFp8Unscale);
+    _mm512_mask_storeu_ps(dst + i, lanes, _mm512_mul_ps(Fp8Careful(w + i, lanes), s));
+  }
+}
 #endif
 
 // out[r][k] = Σ_{i<n} x[r][i] · w[k][i] for an NR × NK tile. Each (r, k) pair accumulates in
@@ -229,6 +241,10 @@ inline float WeightAt(const uint16_t* w, int64_t i) { return Bf16ToF32(w[i]); }
 #endif
 
 #if !defined(MTPSPEC_FP8_SIMD)
+inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(w[i]) * scale[i / kFp8Block];
+}
+
 // FP8 without AVX-512 BW/VL: each weight widened through the scalar conversion and scaled.
 template <int NR, int NK>
 inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/linear.h"
 #include "model/tensor_table.h"
 
 namespace mtpspec {
@@ -108,8 +109,8 @@ class WeightBuilder {
     return view;
   }
   // The f32 block scales of FP8 weight `name`: in place when the file holds them as aligned f32,
-  // else widened. Every scale must be finite and positive (a NaN, infinite, zero or negative scale
-  // would turn a block of weights into garbage).
+  // else widened. Every scale must be finite, positive (a NaN, infinite, zero or negative scale
+  // would turn a block of weights into garbage) and at most kMaxFp8BlockScale.
   absl::StatusOr<TensorView> Scales(const std::string& name, const TensorView& weight) {
     const std::string scale_name = ScaleNameOf(name);
     ASSIGN_OR_RETURN(TensorView scale, Raw(scale_name));
@@ -125,10 +126,11 @@ class WeightBuilder {
     if (!(scale.dtype == DType::kF32 && Aligned(scale) && scale.is_contiguous())) scale = Convert(scale, DType::kF32);
     const float* s = scale.as<float>();
     for (int64_t i = 0; i < scale.numel(); ++i) {
-      if (!(std::isfinite(s[i]) && s[i] > 0.0f)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(store_.FileOf(scale_name), ": tensor ", scale_name, " holds ", s[i], " for block [",
-                         i / scale.shape[1], ", ", i % scale.shape[1], "]; FP8 block scales must be finite and > 0"));
+      if (!(std::isfinite(s[i]) && s[i] > 0.0f && s[i] <= kMaxFp8BlockScale)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            store_.FileOf(scale_name), ": tensor ", scale_name, " holds ", s[i], " for block [", i / scale.shape[1],
+            ", ", i % scale.shape[1], "]; FP8 block scales must be finite, > 0 and at most ", kMaxFp8BlockScale,
+            " (FLT_MAX / 448: the scale of a block whose largest weight is the largest float)"));
       }
       int exponent = 0;
       if (config_.quantization.scale_fmt == "ue8m0" && std::frexp(s[i], &exponent) != 0.5f) {
@@ -172,9 +174,7 @@ class WeightBuilder {
     const float* s = scale.as<float>();
     float* dst = out.data<float>();
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) {
-        dst[i * cols + j] = F8E4M3ToF32(src[i * w8.stride[0] + j]) * s[(i / kFp8Block) * scale_stride + j / kFp8Block];
-      }
+      WidenFp8Row(src + i * w8.stride[0], s + (i / kFp8Block) * scale_stride, cols, dst + i * cols);
     }
     if (target == DType::kF32) return Keep(std::move(out));
     return Convert(Keep(std::move(out)), DType::kBF16);

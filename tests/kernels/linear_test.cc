@@ -2,6 +2,7 @@
 // double-precision reference, plus the determinism the speculative-decoding tests rely on: below 24
 // rows a row's result is bitwise independent of the other rows, the thread split and repetition.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -367,6 +368,48 @@ TEST(LinearFp8Test, MatchesFloat64DequantReferenceWithPartialEdgeBlocks) {
   }
 }
 
+// WidenFp8Row (the prefill GEMM's and the loader's widening) gives F8E4M3ToF32(byte) · scale bit for
+// bit: every byte, scales from the smallest positive float to the largest allowed one, and lengths
+// that end inside a 16-lane vector and inside a 128-column block.
+TEST(LinearFp8Test, WidenFp8RowIsTheScaledValueOfEveryByte) {
+  const float kScales[] = {std::numeric_limits<float>::denorm_min(), 1e-30f, 0.37f, 1.0f, 3.0f, kMaxFp8BlockScale};
+  for (int64_t n : {1, 15, 16, 17, 127, 128, 129, 256, 300}) {
+    for (float first : kScales) {
+      std::vector<uint8_t> bytes(n);
+      for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>((i * 97 + n) % 256);
+      const std::vector<float> scales = {first, 0.125f, first * 0.5f};  // [⌈300/128⌉]
+      std::vector<float> out(n + 1, -7.0f);  // one guard element past the row
+      WidenFp8Row(bytes.data(), scales.data(), n, out.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float expected = F8E4M3ToF32(bytes[i]) * scales[i / kFp8Block];
+        if (std::isnan(expected)) {
+          EXPECT_TRUE(std::isnan(out[i])) << "n " << n << " at " << i;
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(expected))
+              << "n " << n << " scale " << first << " byte 0x" << std::hex << int{bytes[i]};
+        }
+      }
+      EXPECT_EQ(out[n], -7.0f) << "wrote past the row, n " << n;
+    }
+  }
+  // All 256 bytes in one row, against every scale.
+  std::vector<uint8_t> all(256);
+  for (int b = 0; b < 256; ++b) all[b] = static_cast<uint8_t>(b);
+  for (float scale : kScales) {
+    const std::vector<float> scales = {scale, scale};
+    std::vector<float> out(256);
+    WidenFp8Row(all.data(), scales.data(), 256, out.data());
+    for (int b = 0; b < 256; ++b) {
+      const float expected = F8E4M3ToF32(static_cast<uint8_t>(b)) * scale;
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(out[b])) << "byte " << b;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(out[b]), std::bit_cast<uint32_t>(expected)) << "byte " << b << " scale " << scale;
+      }
+    }
+  }
+}
+
 // Every FP8 byte through the kernel: row o of a [256, 300] matrix holds byte o at column c_o and
 // zeros elsewhere (columns in different scale blocks), so output o is x[c_o] · value(o) · scale:
 // subnormals, ±0 and the largest values exactly, and the NaN encodings 0x7f and 0xff as NaN.
@@ -381,7 +424,7 @@ TEST(LinearFp8Test, EveryByteWidensExactly) {
   const TensorView view = Fp8View(bytes.data(), kOut, kIn, kIn, scales.data());
   std::vector<float> y(kOut);
   ThreadPool pool(2);
-  for (int64_t rows : {1, 3}) {
+  for (int64_t rows : {1, 3, 24, 40}) {  // the small-row tiles and the widening GEMM path
     std::vector<float> xs(rows * kIn);
     for (int64_t r = 0; r < rows; ++r) std::copy(x.begin(), x.end(), xs.begin() + r * kIn);
     std::vector<float> ys(rows * kOut);

@@ -223,7 +223,8 @@ TEST(LoaderTest, Ue8m0CheckpointsGetPowerOfTwoScales) {
   EXPECT_GT(scales, 30);
 }
 
-// Bad block scales are errors that name the tensor: NaN, infinite, zero, negative, misshapen.
+// Bad block scales are errors that name the tensor: NaN, infinite, zero, negative, beyond any finite
+// block's need, misshapen.
 TEST(LoaderTest, BadFp8ScalesAreNamed) {
   const std::string target = "model.layers.1.mlp.shared_experts.up_proj.weight";  // [32, 64]
   const std::string scale_name = target + "_scale_inv";
@@ -234,10 +235,11 @@ TEST(LoaderTest, BadFp8ScalesAreNamed) {
     const char* message;
   };
   const Case cases[] = {
-      {"nan", {1, 1}, std::nanf(""), "FP8 block scales must be finite and > 0"},
-      {"inf", {1, 1}, std::numeric_limits<float>::infinity(), "FP8 block scales must be finite and > 0"},
-      {"zero", {1, 1}, 0.0f, "FP8 block scales must be finite and > 0"},
-      {"negative", {1, 1}, -0.5f, "FP8 block scales must be finite and > 0"},
+      {"nan", {1, 1}, std::nanf(""), "FP8 block scales must be finite, > 0 and at most"},
+      {"inf", {1, 1}, std::numeric_limits<float>::infinity(), "FP8 block scales must be finite, > 0 and at most"},
+      {"zero", {1, 1}, 0.0f, "FP8 block scales must be finite, > 0 and at most"},
+      {"negative", {1, 1}, -0.5f, "FP8 block scales must be finite, > 0 and at most"},
+      {"beyond f32", {1, 1}, 1e37f, "FP8 block scales must be finite, > 0 and at most"},
       {"misshapen", {2, 1}, 0.5f, "has shape [2, 1]"},
   };
   for (const Case& c : cases) {
