@@ -3,7 +3,7 @@
 // bandwidth measured in the same run on the same thread pool. Decode reports the weight bytes it
 // streams per step and what fraction of the measured read bandwidth that amounts to.
 //
-//   build/release/bench/decode_bench [--model_dir=DIR] [--benchmark_filter=...]
+//   build/release/bench/decode_bench [--model_dir=DIR] [--weights=stored|f32|bf16|fp8] [--benchmark_filter=...]
 //   (--model_dir: the bench model there, written if missing or stale; any other checkpoint as it is)
 //
 // See bench/README.md for the counters and recorded results.
@@ -23,6 +23,7 @@
 #include "kernels/linear.h"
 #include "core/parallel.h"
 #include "model/model.h"
+#include "pipeline/request.h"
 
 namespace mtpspec::bench {
 namespace {
@@ -269,27 +270,35 @@ BENCHMARK(BM_Prefill)->ArgName("ctx")->Arg(1024)->Unit(benchmark::kMillisecond)-
 BENCHMARK(BM_Decode)->ArgName("ctx")->Arg(kMaxContext)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 BENCHMARK(BM_DecodeBreakdown)->ArgName("ctx")->Arg(kMaxContext)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
-// Removes --model_dir=DIR from argv (Google Benchmark rejects flags it does not know).
-std::string TakeModelDirFlag(int* argc, char** argv) {
-  std::string dir = DefaultBenchModelDir();
-  constexpr char kFlag[] = "--model_dir=";
+// Removes --NAME=VALUE from argv and returns VALUE, or `fallback` (Google Benchmark rejects flags it
+// does not know).
+std::string TakeFlag(int* argc, char** argv, const std::string& name, std::string fallback) {
+  const std::string flag = "--" + name + "=";
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
-    if (std::strncmp(argv[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      dir = argv[i] + sizeof(kFlag) - 1;
+    if (std::strncmp(argv[i], flag.c_str(), flag.size()) == 0) {
+      fallback = argv[i] + flag.size();
     } else {
       argv[kept++] = argv[i];
     }
   }
   *argc = kept;
-  return dir;
+  return fallback;
 }
 
 int Main(int argc, char** argv) {
   Session& s = GetSession();
-  s.model_dir = TakeModelDirFlag(&argc, argv);
+  s.model_dir = TakeFlag(&argc, argv, "model_dir", DefaultBenchModelDir());
+  const std::string weights = TakeFlag(&argc, argv, "weights", "stored");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  LoadOptions load;
+  if (absl::StatusOr<WeightDType> dtype = ParseWeightDType(weights, Frontend::kCli); dtype.ok()) {
+    load.weight_dtype = *dtype;
+  } else {
+    std::fprintf(stderr, "decode_bench: %s\n", dtype.status().ToString().c_str());
+    return 1;
+  }
 
   Clock::time_point start = Clock::now();
   bool generated = false;
@@ -301,7 +310,7 @@ int Main(int argc, char** argv) {
   }
   if (generated) std::fprintf(stderr, "decode_bench: wrote %s in %.1f s\n", s.model_dir.c_str(), Elapsed(start));
   start = Clock::now();
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(s.model_dir);
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(s.model_dir, load);
   if (!model.ok()) {
     std::fprintf(stderr, "decode_bench: %s\n", model.status().ToString().c_str());
     return 1;
@@ -316,6 +325,7 @@ int Main(int argc, char** argv) {
   std::fprintf(stderr, "decode_bench: loaded %s in %.1f s\n", s.model_dir.c_str(), Elapsed(start));
 
   benchmark::AddCustomContext("bench_model", s.model_dir);
+  benchmark::AddCustomContext("weights", weights);
   benchmark::AddCustomContext("trunk_weight_GB", absl::StrCat(static_cast<double>(TrunkWeightBytes(*s.model)) / 1e9));
   benchmark::AddCustomContext("pool_threads", absl::StrCat(DefaultThreadPool().num_threads()));
   benchmark::RunSpecifiedBenchmarks();

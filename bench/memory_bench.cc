@@ -6,7 +6,7 @@
 // more than its files a checkpoint needs. FP8 checkpoints are used as stored, so that ratio should be
 // close to 1; checkpoints widened at load (f16, or --weights f32|bf16) show what widening costs.
 //
-//   build/release/bench/memory_bench --model DIR [--file-memory huge|mapped] [--weights stored|f32|bf16]
+//   build/release/bench/memory_bench --model DIR [--file-memory huge|mapped] [--weights stored|f32|bf16|fp8]
 //       [--context N] [--new-tokens M] [--json PATH]
 #include <cstdio>
 #include <filesystem>

@@ -2,7 +2,7 @@
 //
 //   mtpspec info DIR [--check-weights]
 //   mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|0,2]
-//                      [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N]
+//                      [--path auto|dense|mask|gather] [--weights stored|f32|bf16|fp8] [--threads N]
 //   mtpspec generate DIR …                (cli/generate_command.h)
 //   mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E]
 //                      [--fill random|zeros] [--seed S] [--shard-gib G]
@@ -31,7 +31,7 @@ constexpr char kUsage[] =
     "usage:\n"
     "  mtpspec info DIR [--check-weights]\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
-    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16] [--threads N] [--kv-cache f32|int8]\n"
+    "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16|fp8] [--threads N] [--kv-cache f32|int8]\n"
     "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
@@ -139,10 +139,11 @@ absl::Status RunInfo(const CliArgs& args) {
             << "weights        " << absl::StrFormat("%.2f GB", model->weights().weight_bytes / 1e9)
             << " as used for compute\n";
   const LoadReport& report = model->load_report();
-  if (c.quantization.fp8 || report.fp8_tensors_in_place + report.fp8_tensors_dequantised > 0) {
+  if (c.quantization.fp8 || report.fp8_tensors_in_place + report.fp8_tensors_dequantised + report.fp8_tensors_quantised > 0) {
     std::cout << "quantization   fp8 e4m3, 128x128 blocks"
               << (c.quantization.scale_fmt == "ue8m0" ? " (ue8m0 scales)" : "") << "; " << report.fp8_tensors_in_place
               << " matrices used as FP8, " << report.fp8_tensors_dequantised << " widened at load";
+    if (report.fp8_tensors_quantised > 0) std::cout << ", " << report.fp8_tensors_quantised << " quantised to FP8 at load";
     if (!c.quantization.modules_to_not_convert.empty()) {
       std::cout << "; " << c.quantization.modules_to_not_convert.size() << " modules not converted";
     }

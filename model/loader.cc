@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/fp8_quantise.h"
 #include "kernels/linear.h"
 #include "model/tensor_table.h"
 
@@ -41,16 +42,24 @@ class WeightBuilder {
                 ModelWeights& weights, LoadReport& report)
       : config_(config), store_(store), options_(options), weights_(weights), report_(report) {}
 
+  // How the model reads a matmul weight.
+  enum class Use {
+    kLinear,     // the Linear kernels, which take f32, bf16 and FP8
+    kRowKernel,  // the absorbed attention's row kernels (kv_b_proj), which take f32 and bf16 rows
+    kRouter,     // the MoE router: read by Linear, but never quantised (its scores pick experts)
+  };
+
   // A matmul weight. FP8 stays FP8 with its block scales attached (the Linear kernels widen it in
-  // registers) unless `fp8_in_place` is false (weights read by the row kernels, which take f32 and
-  // bf16 rows) or the options convert every matrix.
-  absl::StatusOr<TensorView> Matrix(const std::string& name, bool fp8_in_place = true) {
+  // registers) unless the row kernels read it or the options convert every matrix. With
+  // WeightDType::kFP8 the other Linear matrices are quantised to FP8 here.
+  absl::StatusOr<TensorView> Matrix(const std::string& name, Use use = Use::kLinear) {
     ASSIGN_OR_RETURN(TensorView view, Raw(name));
     ++report_.tensors_loaded;
+    const bool in_place = options_.weight_dtype == WeightDType::kAsStored || options_.weight_dtype == WeightDType::kFP8;
     const DType target = options_.weight_dtype == WeightDType::kBF16 ? DType::kBF16 : DType::kF32;
     if (view.dtype == DType::kF8E4M3) {
       ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
-      if (fp8_in_place && options_.weight_dtype == WeightDType::kAsStored) {
+      if (use != Use::kRowKernel && in_place) {
         ++report_.fp8_tensors_in_place;
         view.block_scale = scale.as<float>();
         view.scale_stride = scale.stride[0];
@@ -60,16 +69,31 @@ class WeightBuilder {
       ++report_.fp8_tensors_dequantised;
       return Count(Dequantise(view, scale, target));
     }
-    const bool keep = (view.dtype == DType::kF32 || view.dtype == DType::kBF16) &&
-                      (options_.weight_dtype == WeightDType::kAsStored || view.dtype == target) &&
-                      Aligned(view);
-    if (keep) return Count(view);
     if (view.dtype != DType::kF32 && view.dtype != DType::kBF16 && view.dtype != DType::kF16) {
       return BadDType(name, view.dtype, "F32, BF16, F16 or F8_E4M3 with weight_scale_inv");
     }
-    return Count(Convert(view, options_.weight_dtype == WeightDType::kAsStored && view.dtype == DType::kBF16
-                                   ? DType::kBF16
-                                   : target));
+    if (options_.weight_dtype == WeightDType::kFP8 && use == Use::kLinear && view.ndim == 2 && Aligned(view)) {
+      Fp8Matrix q = QuantiseFp8(view, /*power_of_two_scales=*/false);
+      const float* s = q.scales.data<float>();
+      for (int64_t i = 0; i < q.scales.numel(); ++i) {
+        if (!(s[i] <= kMaxFp8BlockScale)) {  // an infinite weight (NaN weights stay NaN, as stored FP8 ones do)
+          return absl::InvalidArgumentError(absl::StrCat(store_.FileOf(name), ": tensor ", name, " holds an infinite weight in block [",
+                                                         i / q.scales.dim(1), ", ", i % q.scales.dim(1),
+                                                         "]; it cannot be quantised to FP8"));
+        }
+      }
+      ++report_.fp8_tensors_quantised;
+      TensorView fp8 = Keep(std::move(q.codes));
+      const TensorView scale = Keep(std::move(q.scales));
+      fp8.block_scale = scale.as<float>();
+      fp8.scale_stride = scale.stride[0];
+      weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
+      return Count(fp8);
+    }
+    const bool keep = (view.dtype == DType::kF32 || view.dtype == DType::kBF16) && (in_place || view.dtype == target) &&
+                      Aligned(view);
+    if (keep) return Count(view);
+    return Count(Convert(view, in_place && view.dtype == DType::kBF16 ? DType::kBF16 : target));
   }
 
   // A norm weight, bias or other small tensor, widened to f32; every value must be finite.
@@ -273,7 +297,7 @@ absl::Status BuildBlock(const ModelConfig& c, int64_t layer, bool dense_mlp, boo
   ASSIGN_OR_RETURN(attn.kv_a_norm, b.Vector(a + "kv_a_layernorm.weight"));
   // kv_b_proj feeds the absorbed attention's row kernels, which read f32 or bf16 rows: an FP8
   // kv_b_proj is widened to f32 at load (exactly, W8 times its block scale).
-  ASSIGN_OR_RETURN(attn.kv_b_proj, b.Matrix(a + "kv_b_proj.weight", /*fp8_in_place=*/false));
+  ASSIGN_OR_RETURN(attn.kv_b_proj, b.Matrix(a + "kv_b_proj.weight", WeightBuilder::Use::kRowKernel));
   ASSIGN_OR_RETURN(attn.o_proj, b.Matrix(a + "o_proj.weight"));
   if (indexer) {
     IndexerWeights iw;
@@ -294,7 +318,7 @@ absl::Status BuildBlock(const ModelConfig& c, int64_t layer, bool dense_mlp, boo
   out.dense_mlp = dense_mlp;
   const std::string m = p + "mlp.";
   if (dense_mlp) return mlp(m, out.mlp);
-  ASSIGN_OR_RETURN(out.moe.router, b.Matrix(m + "gate.weight"));
+  ASSIGN_OR_RETURN(out.moe.router, b.Matrix(m + "gate.weight", WeightBuilder::Use::kRouter));
   ASSIGN_OR_RETURN(out.moe.router_bias, b.Vector(m + "gate.e_score_correction_bias"));
   out.moe.experts.resize(c.n_routed_experts);
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {

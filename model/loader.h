@@ -15,6 +15,9 @@ enum class WeightDType {
   kAsStored,  // f32, bf16 and fp8 (with its block scales) used in place; f16 becomes f32
   kF32,       // every matrix converted to f32
   kBF16,      // every matrix converted to bf16 (fp8 dequantised to bf16)
+  kFP8,       // every matrix in FP8: FP8 used in place, the others quantised at load to FP8 with
+              // 128 x 128 block scales (max|w| / 448), except the MoE router and the row kernels'
+              // kv_b_proj (kept as stored); for a release, that quantises its bf16 head and eh_proj
 };
 
 struct LoadOptions {
@@ -30,6 +33,7 @@ struct LoadReport {
   int64_t tensors_loaded = 0;
   int64_t fp8_tensors_in_place = 0;     // FP8 matrices the kernels read as stored
   int64_t fp8_tensors_dequantised = 0;  // FP8 matrices widened at load (kv_b_proj, or --weights f32/bf16)
+  int64_t fp8_tensors_quantised = 0;    // f32/bf16/f16 matrices quantised to FP8 at load (--weights fp8)
   bool mtp_present = false;  // MTP weights were found in the checkpoint
   std::string mtp_note;      // why MTP is unavailable, when it is
 };

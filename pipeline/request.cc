@@ -102,7 +102,8 @@ absl::StatusOr<WeightDType> ParseWeightDType(const std::string& text, Frontend f
   if (text == "stored") return WeightDType::kAsStored;
   if (text == "f32") return WeightDType::kF32;
   if (text == "bf16") return WeightDType::kBF16;
-  return Invalid(frontend, "dtype", absl::StrCat("must be stored, f32 or bf16, got \"", text, "\""));
+  if (text == "fp8") return WeightDType::kFP8;
+  return Invalid(frontend, "dtype", absl::StrCat("must be stored, f32, bf16 or fp8, got \"", text, "\""));
 }
 
 absl::Status ValidateRequest(const RequestOptions& o, Frontend f) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fp8_quantise.h"
 #include "core/parallel.h"
 #include "io/safetensors_writer.h"
 #include "core/tensor.h"
@@ -75,37 +76,6 @@ Tensor ParallelRandomTensor(const TensorSpec& spec, DType dtype, double scale, u
     }
   });
   return out;
-}
-
-// A matrix [out, in] quantised as the FP8 releases store it: per 128 x 128 block, scale = max|w| / 448
-// (with `power_of_two`, as quantization_config's scale_fmt "ue8m0" demands, the next power of two
-// up) and each weight the e4m3 code nearest w / scale. Returns the codes and the
-// [⌈out/128⌉, ⌈in/128⌉] f32 scales (the `weight_scale_inv` tensor).
-std::pair<Tensor, Tensor> QuantiseFp8(const Tensor& f32, bool power_of_two) {
-  const int64_t out = f32.dim(0), in = f32.dim(1);
-  const int64_t rows = (out + kFp8Block - 1) / kFp8Block, cols = (in + kFp8Block - 1) / kFp8Block;
-  Tensor codes = Tensor::Empty(DType::kF8E4M3, {out, in});
-  Tensor scales = Tensor::Empty(DType::kF32, {rows, cols});
-  DefaultThreadPool().ParallelFor(rows, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t br = begin; br < end; ++br) {
-      for (int64_t bc = 0; bc < cols; ++bc) {
-        const int64_t r1 = std::min(out, (br + 1) * kFp8Block), c1 = std::min(in, (bc + 1) * kFp8Block);
-        float amax = 0.0f;
-        for (int64_t r = br * kFp8Block; r < r1; ++r) {
-          for (int64_t c = bc * kFp8Block; c < c1; ++c) amax = std::max(amax, std::fabs(f32.data<float>()[r * in + c]));
-        }
-        float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-        if (power_of_two) scale = std::exp2(std::ceil(std::log2(scale)));
-        scales.data<float>()[br * cols + bc] = scale;
-        for (int64_t r = br * kFp8Block; r < r1; ++r) {
-          for (int64_t c = bc * kFp8Block; c < c1; ++c) {
-            codes.data<uint8_t>()[r * in + c] = F32ToF8E4M3(f32.data<float>()[r * in + c] / scale);
-          }
-        }
-      }
-    }
-  });
-  return {std::move(codes), std::move(scales)};
 }
 
 }  // namespace
@@ -179,7 +149,7 @@ absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json&
                                                        options.seed * 0x100000001b3ull + index * 0x9e3779b97f4a7c15ull)
                                 : RandomTensor(spec, dtype, options.scale, rng);
     if (fp8) {
-      auto [codes, scales] = QuantiseFp8(t, ue8m0_scales);
+      auto [codes, scales] = QuantiseFp8(t.view(), ue8m0_scales);
       shard_bytes += static_cast<int64_t>(codes.view().nbytes() + scales.view().nbytes());
       shard_storage.push_back(std::move(codes));
       shard.push_back({spec.name, shard_storage.back().view()});

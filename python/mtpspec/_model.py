@@ -180,7 +180,9 @@ class Model:
         threads: size of the C++ thread pool; it is process-wide and fixed by the first model call,
             so a different count later raises :class:`mtpspec.Error` (None: keep the current or
             default count: ``MTPSPEC_THREADS`` or the number of cores).
-        dtype: None or "stored" (f32/bf16 used in place), "f32" or "bf16" (convert every matrix).
+        dtype: None or "stored" (f32/bf16/FP8 used in place), "f32" or "bf16" (convert every matrix),
+            or "fp8" (FP8 used in place, the other matrices but the MoE router quantised to FP8 with
+            128 x 128 block scales at load).
         cache_capacity: KV positions of every call's cache (None: each call sizes its own,
             capped at max_position_embeddings).
         """

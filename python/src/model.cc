@@ -11,20 +11,13 @@
 #include "mtp/mtp_chain.h"
 #include "mtp/mtp_chain_cpu.h"
 #include "mtp/mtp_module.h"
+#include "pipeline/request.h"
 #include "python/src/bindings.h"
 #include "spec/generator.h"
 #include "verify/sampler.h"
 
 namespace mtpspec::python {
 namespace {
-
-absl::StatusOr<WeightDType> ParseDType(const std::string& name) {
-  if (name == "stored") return WeightDType::kAsStored;
-  if (name == "f32") return WeightDType::kF32;
-  if (name == "bf16") return WeightDType::kBF16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("dtype must be None, \"stored\", \"f32\" or \"bf16\", got \"", name, "\""));
-}
 
 absl::StatusOr<AttentionPath> ParsePath(const std::string& name) {
   if (name == "auto") return AttentionPath::kAuto;
@@ -39,7 +32,7 @@ const Model& Get(const ModelHandle& h) { return *h.model; }
 std::unique_ptr<ModelHandle> Load(const std::string& path, std::optional<std::string> dtype,
                                   std::optional<int64_t> capacity) {
   LoadOptions options;
-  options.weight_dtype = ValueOrThrow(ParseDType(dtype.value_or("stored")));
+  options.weight_dtype = ValueOrThrow(ParseWeightDType(dtype.value_or("stored"), Frontend::kPython));
   if (capacity && *capacity < 1) {
     ThrowIfError(absl::InvalidArgumentError(absl::StrCat("cache_capacity must be >= 1 (or None), got ", *capacity)));
   }
@@ -131,6 +124,7 @@ py::dict LoadReportDict(const ModelHandle& h) {
   d["tensors_loaded"] = r.tensors_loaded;
   d["fp8_tensors_in_place"] = r.fp8_tensors_in_place;
   d["fp8_tensors_dequantised"] = r.fp8_tensors_dequantised;
+  d["fp8_tensors_quantised"] = r.fp8_tensors_quantised;
   d["mtp_present"] = r.mtp_present;
   d["mtp_note"] = r.mtp_note;
   d["parameter_count"] = model.weights().parameter_count;

@@ -7,7 +7,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/fp8_quantise.h"
 #include "io/safetensors.h"
+#include "kernels/linear.h"
 #include "io/safetensors_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -170,6 +172,90 @@ TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
   EXPECT_EQ((*fp8)->load_report().fp8_tensors_dequantised, 0);
   const auto a = PrefillLogits(**fp8, 12), b = PrefillLogits(**f32, 12);
   EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+}
+
+// WeightDType::kFP8 quantises every Linear matrix but the router and kv_b_proj at load: the model
+// equals, bit for bit, the one whose checkpoint stores those matrices as the same FP8 codes and
+// scales, and the router and kv_b_proj stay as stored.
+TEST(LoaderTest, Fp8AtLoadEqualsTheCheckpointQuantisedOnDisk) {
+  ScopedTempDir tmp;
+  const auto quantisable = [](const std::string& name) {
+    return absl::EndsWith(name, ".weight") && !absl::StrContains(name, "norm") &&
+           !absl::StrContains(name, "embed_tokens") && !absl::EndsWith(name, "mlp.gate.weight") &&
+           !absl::StrContains(name, "kv_b_proj");
+  };
+  int64_t quantised = 0;
+  WriteEdited(tmp.File("fp8"), [&](auto& tensors, auto& storage) {
+    const size_t n = tensors.size();
+    for (size_t t = 0; t < n; ++t) {
+      auto& [name, view] = tensors[t];
+      if (!quantisable(name) || view.ndim != 2) continue;
+      Fp8Matrix q = QuantiseFp8(view, /*power_of_two_scales=*/false);
+      storage.push_back(std::move(q.codes));
+      view = storage.back().view();
+      storage.push_back(std::move(q.scales));
+      tensors.push_back({name + "_scale_inv", storage.back().view()});
+      ++quantised;
+    }
+  });
+  ASSERT_GT(quantised, 10);
+  LoadOptions fp8_at_load;
+  fp8_at_load.weight_dtype = WeightDType::kFP8;
+  auto at_load = Model::Load(TinyModelEnv::Get().dir(), fp8_at_load);
+  auto on_disk = Model::Load(tmp.File("fp8"));
+  ASSERT_TRUE(at_load.ok()) << at_load.status();
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  EXPECT_EQ((*at_load)->load_report().fp8_tensors_quantised, quantised);
+  EXPECT_EQ((*on_disk)->load_report().fp8_tensors_in_place, quantised);
+  const DecoderLayerWeights& moe_layer = (*at_load)->weights().layers.back();
+  ASSERT_FALSE(moe_layer.dense_mlp);
+  EXPECT_NE(moe_layer.moe.router.dtype, DType::kF8E4M3) << "the router keeps its stored dtype";
+  EXPECT_NE(moe_layer.attn.kv_b_proj.dtype, DType::kF8E4M3) << "kv_b_proj feeds the row kernels";
+  EXPECT_EQ((*at_load)->weights().lm_head.dtype, DType::kF8E4M3);
+  const auto a = PrefillLogits(**at_load, 12), b = PrefillLogits(**on_disk, 12);
+  EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+  // And a quantisation, not a copy: the head's weights moved, each by at most half a step of e4m3
+  // (3 mantissa bits; subnormal steps of 2^-9 · scale below 2^-6 · scale).
+  auto stored = Model::Load(TinyModelEnv::Get().dir());
+  ASSERT_TRUE(stored.ok());
+  const TensorView& head8 = (*at_load)->weights().lm_head;
+  absl::StatusOr<Tensor> head = ToF32((*stored)->weights().lm_head);
+  ASSERT_TRUE(head.ok());
+  const int64_t in = head8.shape[1];
+  std::vector<float> row(in);
+  int64_t moved = 0;
+  for (int64_t o = 0; o < head8.shape[0]; ++o) {
+    const float* scales = head8.block_scale + (o / kFp8Block) * head8.scale_stride;
+    WidenFp8Row(head8.as<uint8_t>() + o * head8.stride[0], scales, in, row.data());
+    for (int64_t i = 0; i < in; ++i) {
+      const float w = head->data<float>()[o * in + i], scale = scales[i / kFp8Block];
+      ASSERT_LE(std::fabs(row[i] - w), std::fabs(w) / 16 + scale / 1024 + 1e-12) << "lm_head (" << o << ", " << i << ")";
+      moved += row[i] != w;
+    }
+  }
+  EXPECT_GT(moved, head8.shape[0] * in / 2);
+}
+
+// An infinite weight cannot be quantised: the error names the tensor.
+TEST(LoaderTest, Fp8AtLoadRefusesAnInfiniteWeight) {
+  ScopedTempDir tmp;
+  const std::string target = "model.layers.0.self_attn.o_proj.weight";
+  WriteEdited(tmp.File("m"), [&](auto& tensors, auto& storage) {
+    for (auto& [name, view] : tensors) {
+      if (name != target) continue;
+      absl::StatusOr<Tensor> copy = ToF32(view);
+      ASSERT_TRUE(copy.ok());
+      copy->data<float>()[5] = std::numeric_limits<float>::infinity();
+      storage.push_back(std::move(*copy));
+      view = storage.back().view();
+    }
+  });
+  LoadOptions options;
+  options.weight_dtype = WeightDType::kFP8;
+  auto model = Model::Load(tmp.File("m"), options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr(target));
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("cannot be quantised to FP8"));
 }
 
 // A checkpoint in the FP8 releases' layout, used in place, gives the same logits bit for bit as the

@@ -81,7 +81,7 @@ TEST(RequestTest, ParsersAreStrict) {
   EXPECT_TRUE(*ParseBool("true", "x"));
   EXPECT_FALSE(*ParseBool("false", "x"));
   EXPECT_THAT(std::string(ParseWeightDType("f16", Frontend::kCli).status().message()),
-              HasSubstr("--weights must be stored, f32 or bf16, got \"f16\""));
+              HasSubstr("--weights must be stored, f32, bf16 or fp8, got \"f16\""));
   EXPECT_THAT(std::string(ParseWeightDType("f16", Frontend::kPython).status().message()), HasSubstr("dtype must be"));
   EXPECT_THAT(std::string(ParseDraftKind("medusa", Frontend::kPython).status().message()),
               HasSubstr("draft must be mtp, lookup, hybrid or none"));

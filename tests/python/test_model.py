@@ -102,6 +102,14 @@ def test_weight_dtypes(model: mtpspec.Model) -> None:
     reference, rounded = model.logits(IDS), bf16.logits(IDS)
     assert not np.array_equal(rounded, reference)
     assert np.corrcoef(rounded.ravel(), reference.ravel())[0, 1] > 0.95
+    fp8 = mtpspec.Model.load(GLM_A, dtype="fp8")  # the matrices but the router quantised at load
+    assert fp8.load_report["fp8_tensors_quantised"] > 10
+    rounded = fp8.logits(IDS)
+    assert not np.array_equal(rounded, reference)
+    assert np.corrcoef(rounded.ravel(), reference.ravel())[0, 1] > 0.9
+    plain = fp8.generate(IDS, 16, draft="none", stop_at_eos=False)
+    speculative = fp8.generate(IDS, 16, draft="mtp", k=3, stop_at_eos=False)
+    assert speculative.tokens == plain.tokens  # FP8 rows stay independent of the row count
     with pytest.raises(ValueError, match="dtype"):
         mtpspec.Model.load(GLM_A, dtype="int4")
 
