@@ -6,7 +6,8 @@
 #   - a checkpoint cut from GLM-5.2 at its real dimensions (3 dense layers + 1 MoE layer with 32 of
 #     its experts, the MTP layer and the head; build/rs/glm4): FP8 E4M3 with 128 x 128 block scales
 #     for mtpspec, Q8_0 for llama.cpp (the nearest format it has; its converter dequantises the FP8
-#     weights and requantises them).
+#     weights and requantises them), and mtpspec once more with --weights fp8 (its bf16 head and
+#     eh_proj quantised to FP8 at load, so both engines read about one byte per weight).
 # llama.cpp is not a dependency: give the path of a llama.cpp source tree. Its benchmark program is
 # built there (build-mtpspec/, CPU only, native), and its own convert_hf_to_gguf.py converts, in a
 # Python environment of its own (build/llama-cpp-venv: torch, transformers, numpy). GGUF files go to build/gguf/,
@@ -52,16 +53,24 @@ convert build/rs/glm4 build/gguf/glm4-q8_0.gguf q8_0
 
 out=build/results/llama-cpp
 rm -f "$out"/*.json
-measure() {  # NAME MODEL_DIR GGUF ROUND REPETITIONS
-  $decode_bench --model_dir="$2" --benchmark_filter='StreamRead/1024|BM_Prefill/|BM_Decode/' \
-    --benchmark_format=json >"$out/mtpspec_$1_$4.json"
-  "$llama_bench" -m "$3" -t 2 -p 0 -n 32 -d 1024,8192 -r "$5" -o json >"$out/llama_decode_$1_$4.json"
-  "$llama_bench" -m "$3" -t 2 -p 256 -n 0 -d 0,1024 -r "$5" -o json >"$out/llama_prefill_$1_$4.json"
+ours() {  # NAME MODEL_DIR ROUND WEIGHTS
+  $decode_bench --model_dir="$2" --weights="$4" --benchmark_filter='StreamRead/1024|BM_Prefill/|BM_Decode/' \
+    --benchmark_format=json >"$out/mtpspec_$1_$3.json"
 }
+theirs() {  # NAME GGUF ROUND REPETITIONS
+  "$llama_bench" -m "$2" -t 2 -p 0 -n 32 -d 1024,8192 -r "$4" -o json >"$out/llama_decode_$1_$3.json"
+  "$llama_bench" -m "$2" -t 2 -p 256 -n 0 -d 0,1024 -r "$4" -o json >"$out/llama_prefill_$1_$3.json"
+}
+# On the cut, mtpspec runs twice around llama.cpp: as the release ships (FP8 with its bf16 head) and
+# with --weights fp8 (the head quantised at load too, about as many bytes as Q8_0); both rows are
+# compared with the llama.cpp run between them.
 for round in $(seq 1 "$rounds"); do
-  measure bench build/bench_model build/gguf/bench-bf16.gguf "$round" 3
+  ours bench build/bench_model "$round" stored
+  theirs bench build/gguf/bench-bf16.gguf "$round" 3
   if [ "$round" -le "$real_rounds" ]; then
-    measure glm4 build/rs/glm4 build/gguf/glm4-q8_0.gguf "$round" 1
+    ours glm4 build/rs/glm4 "$round" stored
+    theirs glm4 build/gguf/glm4-q8_0.gguf "$round" 1
+    ours glm4fp8 build/rs/glm4 "$round" fp8
   fi
 done
 python=$(scripts/python_env.sh | tail -n 1)
