@@ -61,10 +61,7 @@ class WeightBuilder {
       ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
       if (use != Use::kRowKernel && in_place) {
         ++report_.fp8_tensors_in_place;
-        view.block_scale = scale.as<float>();
-        view.scale_stride = scale.stride[0];
-        weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
-        return Count(view);
+        return Count(WithScales(view, scale));
       }
       ++report_.fp8_tensors_dequantised;
       return Count(Dequantise(view, scale, target));
@@ -83,12 +80,8 @@ class WeightBuilder {
         }
       }
       ++report_.fp8_tensors_quantised;
-      TensorView fp8 = Keep(std::move(q.codes));
-      const TensorView scale = Keep(std::move(q.scales));
-      fp8.block_scale = scale.as<float>();
-      fp8.scale_stride = scale.stride[0];
-      weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
-      return Count(fp8);
+      const TensorView codes = Keep(std::move(q.codes));
+      return Count(WithScales(codes, Keep(std::move(q.scales))));
     }
     const bool keep = (view.dtype == DType::kF32 || view.dtype == DType::kBF16) && (in_place || view.dtype == target) &&
                       Aligned(view);
@@ -175,6 +168,13 @@ class WeightBuilder {
   absl::Status BadDType(const std::string& name, DType dtype, const std::string& expected) {
     return absl::InvalidArgumentError(absl::StrCat(store_.FileOf(name), ": tensor ", name, " has dtype ",
                                                    DTypeName(dtype), "; expected ", expected));
+  }
+  // An FP8 matrix with its block scales attached; the scales' bytes count as weight bytes.
+  TensorView WithScales(TensorView fp8, const TensorView& scale) {
+    fp8.block_scale = scale.as<float>();
+    fp8.scale_stride = scale.stride[0];
+    weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
+    return fp8;
   }
   TensorView Keep(Tensor t) {
     weights_.owned.push_back(std::move(t));
