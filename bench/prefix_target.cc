@@ -125,7 +125,25 @@ absl::StatusOr<TargetStep> PrefixCachedTarget::Run(std::span<const int32_t> toke
   return RunOnCache(model_, *cache_, tokens, attention_, all_logits);
 }
 
+absl::StatusOr<TargetStep> PrefixCachedTarget::RunTree(std::span<const int32_t> tokens,
+                                                       std::span<const int32_t> parents) {
+  BeforeBatchedRun();
+  const int64_t n = cache_->length();
+  ASSIGN_OR_RETURN(TargetStep step, RunTreeOnCache(model_, *cache_, tokens, parents, attention_));
+  tree_first_ = n;
+  tree_parents_.assign(parents.begin(), parents.end());
+  return step;
+}
+
+absl::Status PrefixCachedTarget::KeepTreePath(std::span<const int64_t> path) {
+  if (tree_first_ < 0) return absl::FailedPreconditionError("KeepTreePath: no RunTree since the last Run");
+  RETURN_IF_ERROR(KeepTreePathOnCache(*cache_, tree_first_, tree_parents_, path));
+  tree_first_ = -1;
+  return absl::OkStatus();
+}
+
 void PrefixCachedTarget::BeforeBatchedRun() {
+  tree_first_ = -1;
   if (fresh_) {
     cache_->Clear();
     fresh_ = false;
@@ -134,6 +152,7 @@ void PrefixCachedTarget::BeforeBatchedRun() {
 }
 
 absl::Status PrefixCachedTarget::Truncate(int64_t length) {
+  tree_first_ = -1;
   if (fresh_) return length == 0 ? absl::OkStatus() : absl::InvalidArgumentError("Truncate past the length");
   if (length < prefix_length()) Forget();
   return cache_->Truncate(length);

@@ -57,7 +57,13 @@ class PrefixCachedTarget : public Target, public BatchableTarget {
   std::vector<int64_t> eos_tokens() const override { return model_.config().eos_token_ids; }
   absl::StatusOr<TargetStep> Run(std::span<const int32_t> tokens, bool all_logits) override;
   absl::Status Truncate(int64_t length) override;
-  void Reset() override { fresh_ = true; }
+  void Reset() override {
+    fresh_ = true;
+    tree_first_ = -1;
+  }
+  // Tree verifies as ModelTarget runs them (spec/model_target.h).
+  absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) override;
+  absl::Status KeepTreePath(std::span<const int64_t> path) override;
 
   const Model& batch_model() const override { return model_; }
   KvCache& batch_cache() override { return *cache_; }
@@ -80,6 +86,8 @@ class PrefixCachedTarget : public Target, public BatchableTarget {
   Tensor hidden_post_;  // [N, H]
   Tensor hidden_pre_;   // [N, H]
   int64_t replays_ = 0;
+  int64_t tree_first_ = -1;            // the committed length before the last RunTree (−1: none since)
+  std::vector<int32_t> tree_parents_;  // [rows] of the last RunTree
 };
 
 }  // namespace mtpspec::bench

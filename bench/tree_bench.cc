@@ -12,8 +12,15 @@
 // r(L) = T_verify(L) / T(1) and d(R) = T_depth(R) / T(1) go to the JSON; bench/report/tree_report.py
 // prices a tree cycle as r_tree(L) + Σ_depth d(frontier width) with them.
 //
+// With --e2e-from (a tree report run of the trained model), each N also times real decoding
+// (bench/tree_speed.h): plain, and for each L the chain and the trained model's best static tree,
+// accepting with SYNTHETIC acceptance at the rates the trained model showed for that shape, so the
+// report can set the measured speedup beside the one its cost model predicts.
+//
 //   build/release/bench/tree_bench [--contexts 512,2048,8192] [--max-rows 16] [--width 4]
 //       [--max-width 8] [--reps 7] [--json build/results/tree_costs.json]
+//       [--e2e-from build/results/tree.json [--e2e-mode "T = 0.0"] [--e2e-rows 2,...,16]
+//        [--new-tokens 96] [--e2e-reps 3] [--e2e-temperature 1]]
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -25,6 +32,7 @@
 #include "bench/prefix_target.h"
 #include "bench/run_info.h"
 #include "bench/token_source.h"
+#include "bench/tree_speed.h"
 #include "bench/verify_cost.h"
 #include "cli/cli_args.h"
 #include "core/parallel.h"
@@ -40,6 +48,10 @@ constexpr char kUsage[] = R"(tree_bench: the verify and drafting costs of token 
   --width W            children per node of the measured tree (default 4)
   --max-width R        MTP draft depths of 1 … R nodes (default 8)
   --threads N   --seed S   --json PATH (default build/results/tree_costs.json)   --help
+  --e2e-from PATH      a tree report run (bench/report/tree_report.py --json): also time decoding with
+                       SYNTHETIC acceptance at its rates, for the chain and its best static tree per L
+  --e2e-mode M         its mode to take the rates from (default "T = 0.0")   --e2e-rows LIST (default 2..16)
+  --new-tokens G (default 96)   --e2e-reps R (default 3)   --e2e-temperature T (default 1: the target's draws)
 )";
 
 // Parents of a tree of `rows` rows (row 0 the root), each row with up to `width` children, filled
@@ -148,7 +160,8 @@ absl::StatusOr<nlohmann::json> DepthCosts(const Model& model, int64_t n, int64_t
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
                                                 {"model-dir", "contexts", "max-rows", "width", "max-width", "reps",
-                                                 "threads", "seed", "json"},
+                                                 "threads", "seed", "json", "e2e-from", "e2e-mode", "e2e-rows",
+                                                 "new-tokens", "e2e-reps", "e2e-temperature"},
                                                 {"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -186,6 +199,35 @@ absl::Status Run(int argc, char** argv) {
           absl::StrCat("--contexts: N = ", n, " plus ", max_rows, " rows exceeds the model's ", max_positions, " positions"));
     }
   }
+  std::vector<TreeSpeedConfig> e2e_configs;
+  TreeSpeedSettings e2e;
+  if (args.Has("e2e-from")) {
+    ASSIGN_OR_RETURN(const std::vector<int64_t> e2e_rows,
+                     ParseIntList("e2e-rows", args.Get("e2e-rows", "2,3,4,5,6,7,8,9,10,11,12,13,14,15,16")));
+    for (int64_t L : e2e_rows) {
+      if (L < 2 || L > TreeMask::kMaxSlots) {
+        return absl::InvalidArgumentError(absl::StrCat("--e2e-rows: every L must be in [2, ", TreeMask::kMaxSlots, "], got ", L));
+      }
+    }
+    ASSIGN_OR_RETURN(e2e_configs, TreeSpeedConfigsFromReport(args.Get("e2e-from"), args.Get("e2e-mode", "T = 0.0"), e2e_rows));
+    ASSIGN_OR_RETURN(e2e.new_tokens, args.GetInt("new-tokens", 96));
+    ASSIGN_OR_RETURN(e2e.reps, args.GetInt("e2e-reps", 3));
+    ASSIGN_OR_RETURN(e2e.temperature, args.GetDouble("e2e-temperature", 1.0));
+    e2e.seed = seed;
+    if (e2e.new_tokens < 4) return absl::InvalidArgumentError(absl::StrCat("--new-tokens must be >= 4, got ", e2e.new_tokens));
+    if (e2e.reps < 1) return absl::InvalidArgumentError(absl::StrCat("--e2e-reps must be >= 1, got ", e2e.reps));
+    if (!(e2e.temperature >= 0.0)) {
+      return absl::InvalidArgumentError(absl::StrCat("--e2e-temperature must be >= 0, got ", e2e.temperature));
+    }
+    for (int64_t n : contexts) {
+      if (n + e2e.new_tokens + TreeMask::kMaxSlots > max_positions) {
+        return absl::InvalidArgumentError(absl::StrCat("--contexts: N = ", n, " plus ", e2e.new_tokens,
+                                                       " new tokens exceeds the model's ", max_positions, " positions"));
+      }
+    }
+    out["e2e_source"] = {{"path", args.Get("e2e-from")}, {"mode", args.Get("e2e-mode", "T = 0.0")},
+                         {"acceptance", "SYNTHETIC (AcceptTreeSynthetic / the chain rule at the trained model's rates)"}};
+  }
   ASSIGN_OR_RETURN(out["model_config"], ReadJsonFile(dir + "/config.json"));
   out["width"] = width;
   nlohmann::json points = nlohmann::json::array();
@@ -199,7 +241,15 @@ absl::Status Run(int argc, char** argv) {
                  verify.back()["r_chain"].get<double>(), verify.back()["r_tree"].get<double>(),
                  depths[0]["d"].get<double>(), static_cast<long long>(max_width), depths.back()["d"].get<double>(),
                  NowSeconds() - start);
-    points.push_back({{"context", n}, {"verify", verify}, {"depth", depths}});
+    nlohmann::json point = {{"context", n}, {"verify", verify}, {"depth", depths}};
+    if (!e2e_configs.empty()) {
+      const std::vector<int32_t> prompt = RandomTokenCorpus(n, model->config().vocab_size, seed + static_cast<uint64_t>(n)).ids;
+      ASSIGN_OR_RETURN(point["e2e"], MeasureTreeSpeed(*model, prompt, e2e_configs, e2e));
+      std::fprintf(stderr, "tree: N=%lld end to end: plain %.1f tok/s, A/A %.3f (%.0f s)\n", static_cast<long long>(n),
+                   point["e2e"]["plain_tokens_per_second"].get<double>(), point["e2e"]["plain_control_ratio"].get<double>(),
+                   NowSeconds() - start);
+    }
+    points.push_back(std::move(point));
   }
   out["points"] = points;
   out["elapsed_seconds"] = NowSeconds() - start;

@@ -22,11 +22,23 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
   for (double r : o.accept.synthetic_rates) {
     if (!(r >= 0.0 && r <= 1.0)) return absl::InvalidArgumentError("synthetic acceptance rates must be in [0, 1]");
   }
+  for (size_t depth = 0; depth < o.accept.synthetic_tree_rates.size(); ++depth) {
+    const std::vector<double>& row = o.accept.synthetic_tree_rates[depth];
+    if (row.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("synthetic_tree_rates[", depth, "] is empty"));
+    }
+    for (size_t rank = 0; rank < row.size(); ++rank) {
+      if (!(row[rank] >= 0.0 && row[rank] <= 1.0)) {
+        return absl::InvalidArgumentError(absl::StrCat("synthetic_tree_rates[", depth, "][", rank, "] = ", row[rank],
+                                                       " is outside [0, 1]"));
+      }
+    }
+  }
   if (!o.tree.empty()) {
     RETURN_IF_ERROR(ValidateTreeShape(o.tree, "tree"));
-    if (o.custom_accept || !IsLossless(o.accept.rule)) {
+    if (o.custom_accept || !(IsLossless(o.accept.rule) || o.accept.rule == AcceptRule::kSynthetic)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tree drafting verifies with sampler-equality or rejection; accept = ",
+          "tree drafting verifies with sampler-equality, rejection or (benchmarks) synthetic; accept = ",
           o.custom_accept ? "custom" : AcceptRuleName(o.accept.rule), " does not support trees"));
     }
     if (o.sample_drafts && o.tree.dynamic()) {

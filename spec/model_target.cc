@@ -40,24 +40,21 @@ absl::StatusOr<TargetStep> ModelTarget::RunKeepingLogits(std::span<const int32_t
   return step;
 }
 
-absl::StatusOr<TargetStep> ModelTarget::RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
-  kept_logits_ = Tensor();
-  tree_first_ = -1;
+absl::StatusOr<TargetStep> RunTreeOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
+                                          std::span<const int32_t> parents, const AttentionOptions& attention) {
   if (tokens.size() != parents.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("RunTree: ", tokens.size(), " tokens but ", parents.size(), " parents"));
   }
-  const int64_t n = cache_->length();
+  const int64_t n = cache.length();
   ASSIGN_OR_RETURN(const TreeMask mask, TreeMaskFromParents(n, parents));
   const std::vector<int64_t> depths = TreeDepths(parents);  // [rows]
   std::vector<int64_t> positions;                           // [rows] n + depth
   for (int64_t depth : depths) positions.push_back(n + depth);
   ForwardOptions options;
-  options.attention = attention_;
+  options.attention = attention;
   options.attention.tree = &mask;
-  ASSIGN_OR_RETURN(ForwardOutput out, model_.Forward(*cache_, tokens, positions, options));
-  tree_first_ = n;
-  tree_parents_.assign(parents.begin(), parents.end());
+  ASSIGN_OR_RETURN(ForwardOutput out, model.Forward(cache, tokens, positions, options));
   TargetStep step;
   step.logits = std::move(out.logits);
   step.hidden_postnorm = std::move(out.hidden_postnorm);
@@ -65,19 +62,34 @@ absl::StatusOr<TargetStep> ModelTarget::RunTree(std::span<const int32_t> tokens,
   return step;
 }
 
-absl::Status ModelTarget::KeepTreePath(std::span<const int64_t> path) {
-  if (tree_first_ < 0) return absl::FailedPreconditionError("KeepTreePath: no RunTree since the last Run");
-  const int64_t rows = static_cast<int64_t>(tree_parents_.size());
+absl::Status KeepTreePathOnCache(KvCache& cache, int64_t first, std::span<const int32_t> parents,
+                                 std::span<const int64_t> path) {
+  const int64_t rows = static_cast<int64_t>(parents.size());
   std::vector<int64_t> slots;  // [path] the tree slots kept, in order
   for (size_t i = 0; i < path.size(); ++i) {
-    const bool from_parent = i == 0 ? path[0] == 0 : (path[i] > 0 && path[i] < rows && tree_parents_[path[i]] == path[i - 1]);
+    const bool from_parent = i == 0 ? path[0] == 0 : (path[i] > 0 && path[i] < rows && parents[path[i]] == path[i - 1]);
     if (!from_parent) {
       return absl::InvalidArgumentError(absl::StrCat("KeepTreePath: path[", i, "] = ", path[i],
                                                      i == 0 ? " is not the root 0" : " is not a child of the row before"));
     }
-    slots.push_back(tree_first_ + path[i]);
+    slots.push_back(first + path[i]);
   }
-  RETURN_IF_ERROR(cache_->KeepSlots(tree_first_, slots));
+  return cache.KeepSlots(first, slots);
+}
+
+absl::StatusOr<TargetStep> ModelTarget::RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+  kept_logits_ = Tensor();
+  tree_first_ = -1;
+  const int64_t n = cache_->length();
+  ASSIGN_OR_RETURN(TargetStep step, RunTreeOnCache(model_, *cache_, tokens, parents, attention_));
+  tree_first_ = n;
+  tree_parents_.assign(parents.begin(), parents.end());
+  return step;
+}
+
+absl::Status ModelTarget::KeepTreePath(std::span<const int64_t> path) {
+  if (tree_first_ < 0) return absl::FailedPreconditionError("KeepTreePath: no RunTree since the last Run");
+  RETURN_IF_ERROR(KeepTreePathOnCache(*cache_, tree_first_, tree_parents_, path));
   tree_first_ = -1;
   return absl::OkStatus();
 }

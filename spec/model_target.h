@@ -12,6 +12,14 @@ namespace mtpspec {
 // every row, or only the last one). Shared by ModelTarget and benchmark targets.
 absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
                                       const AttentionOptions& attention, bool all_logits);
+// Target::RunTree on `cache`: the tree's rows after the cache's committed positions, each at
+// position length() + its depth under the tree mask, logits and hidden states for every row.
+absl::StatusOr<TargetStep> RunTreeOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
+                                          std::span<const int32_t> parents, const AttentionOptions& attention);
+// Target::KeepTreePath on `cache`, after a RunTreeOnCache that started at committed length `first`
+// with these `parents`: checks that `path` runs from the root through children and keeps its slots.
+absl::Status KeepTreePathOnCache(KvCache& cache, int64_t first, std::span<const int32_t> parents,
+                                 std::span<const int64_t> path);
 
 // What ModelBatchVerifier needs of a target to run its verify blocks in a batched forward: the model
 // it runs, the host cache it owns (the forward appends the block there, as Run would) and its

@@ -65,9 +65,13 @@ void SpecStats::RecordTreeStep(int64_t nodes, int64_t depth, int64_t accepted, c
     if (i < accepted) ++accepted_per_pos[i];
   }
   ++accepted_histogram[accepted];
-  for (int64_t rank : ranks) {
+  if (accepted_per_depth_rank.size() < ranks.size()) accepted_per_depth_rank.resize(ranks.size());
+  for (size_t depth = 0; depth < ranks.size(); ++depth) {
+    const int64_t rank = ranks[depth];
     Grow(accepted_per_rank, rank + 1);
     ++accepted_per_rank[rank];
+    Grow(accepted_per_depth_rank[depth], rank + 1);
+    ++accepted_per_depth_rank[depth][rank];
   }
 }
 
@@ -99,6 +103,12 @@ void SpecStats::Merge(const SpecStats& o) {
   AddInto(verify_seconds_by_k, o.verify_seconds_by_k);
   AddInto(cycle_seconds_by_k, o.cycle_seconds_by_k);
   AddInto(accepted_per_rank, o.accepted_per_rank);
+  if (accepted_per_depth_rank.size() < o.accepted_per_depth_rank.size()) {
+    accepted_per_depth_rank.resize(o.accepted_per_depth_rank.size());
+  }
+  for (size_t depth = 0; depth < o.accepted_per_depth_rank.size(); ++depth) {
+    AddInto(accepted_per_depth_rank[depth], o.accepted_per_depth_rank[depth]);
+  }
   if (tree.empty()) tree = o.tree;
   prompts_deferred += o.prompts_deferred;
   prefill_seconds += o.prefill_seconds;
@@ -173,6 +183,7 @@ nlohmann::json SpecStats::ToJson() const {
       {"prompts_deferred", prompts_deferred},
       {"tree", tree},
       {"num_accepted_tokens_per_sibling_rank", accepted_per_rank},
+      {"num_accepted_tokens_per_depth_and_sibling_rank", accepted_per_depth_rank},
       {"draft_tokens_per_accepted_token",
        num_accepted_tokens > 0 ? static_cast<double>(num_draft_tokens) / static_cast<double>(num_accepted_tokens) : 0.0},
       {"time_seconds",

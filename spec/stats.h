@@ -42,6 +42,9 @@ struct SpecStats {
   // verified, and k_decisions / the seconds by k are indexed by node count.
   std::string tree;
   std::vector<int64_t> accepted_per_rank;  // [max rank + 1] accepted nodes by rank among their siblings
+  // [depth][rank] accepted nodes by depth (0: the root's children) and sibling rank; with
+  // reached_per_pos it gives each (depth, rank)'s conditional acceptance.
+  std::vector<std::vector<int64_t>> accepted_per_depth_rank;
   // Requests whose drafter left the prompt for a later Propose (adaptive k expected plain decoding;
   // AdaptiveK::DeferPrompt): their draft_prefill is ~0, and any catch-up counts under extend.
   int64_t prompts_deferred = 0;

@@ -106,9 +106,13 @@ absl::Status TreeCycle(const LoopContext& context, LoopState& state, int64_t max
     if (tree.probs.empty()) return absl::InternalError("tree draft: sampled drafts came without their distributions");
     block.draft_probs = tree.probs;
   }
-  ASSIGN_OR_RETURN(const TreeAcceptResult chosen, options.accept.rule == AcceptRule::kRejection
-                                                       ? AcceptTreeByRejection(block, options.accept.sampling)
-                                                       : AcceptTreeBySamplerEquality(block, options.accept.sampling));
+  absl::StatusOr<TreeAcceptResult> rule_result;
+  switch (options.accept.rule) {
+    case AcceptRule::kRejection: rule_result = AcceptTreeByRejection(block, options.accept.sampling); break;
+    case AcceptRule::kSynthetic: rule_result = AcceptTreeSynthetic(block, options.accept); break;
+    default: rule_result = AcceptTreeBySamplerEquality(block, options.accept.sampling); break;
+  }
+  ASSIGN_OR_RETURN(const TreeAcceptResult chosen, std::move(rule_result));
   record.accept_seconds = Since(t);
   record.accepted = chosen.accepted;
   for (size_t i = 1; i < chosen.path.size(); ++i) record.accepted_ranks.push_back(tree.ranks[chosen.path[i] - 1]);

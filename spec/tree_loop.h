@@ -1,5 +1,5 @@
 // The tree cycle of the speculative loop: the drafter grows a token tree, the target verifies every
-// node in one forward (Target::RunTree), sampler-equality or rejection picks a path
+// node in one forward (Target::RunTree), sampler-equality, rejection or (benchmarks) synthetic acceptance picks a path
 // (verify/tree_acceptance.h), the target keeps that path (Target::KeepTreePath), and the loop's
 // CommitStep commits it as it commits a chain. Generate runs it in place of DraftStep, VerifyStep and AcceptStep when
 // GenerateOptions::tree is set.

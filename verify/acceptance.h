@@ -34,6 +34,11 @@ struct AcceptParams {
   int64_t relaxed_top_n = 3;
   double relaxed_delta = 0.1;
   std::vector<double> synthetic_rates;  // [k_max] acceptance probability of draft position i (0-based)
+  // Synthetic acceptance over a token tree (verify/tree_acceptance.h): [depth][sibling rank] the
+  // probability that a node's child of that rank is accepted, given that the node was reached at
+  // that depth (0: the root) and its lower-ranked children were rejected. Rows and ranks past the
+  // table take its last; an empty table takes synthetic_rates for rank 0 and 0 for the others.
+  std::vector<std::vector<double>> synthetic_tree_rates;
 };
 
 struct VerifyBlock {

@@ -32,6 +32,16 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> Children(const TreeVerifyBlock
   return children;
 }
 
+// The synthetic rule's rate for the child of `rank` of a node at `depth` (AcceptParams).
+double SyntheticRate(const AcceptParams& params, int64_t depth, int64_t rank) {
+  const auto last_or = [](const std::vector<double>& v, int64_t i) {
+    return v.empty() ? 0.0 : v[std::min<size_t>(static_cast<size_t>(i), v.size() - 1)];
+  };
+  const std::vector<std::vector<double>>& table = params.synthetic_tree_rates;
+  if (table.empty()) return rank == 0 ? last_or(params.synthetic_rates, depth) : 0.0;
+  return last_or(table[std::min<size_t>(static_cast<size_t>(depth), table.size() - 1)], rank);
+}
+
 }  // namespace
 
 absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlock& block,
@@ -120,6 +130,35 @@ absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& bl
     if (next < 0) {
       result.tokens.push_back(DrawFrom(p, UniformAt(sampling.seed, static_cast<uint64_t>(position),
                                                     static_cast<uint32_t>(RngStream::kResidual))));
+      break;
+    }
+    result.tokens.push_back(block.tokens[next]);
+    result.path.push_back(next);
+    ++result.accepted;
+    node = next;
+  }
+  return result;
+}
+
+absl::StatusOr<TreeAcceptResult> AcceptTreeSynthetic(const TreeVerifyBlock& block, const AcceptParams& params) {
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> children, Children(block));
+  TreeAcceptResult result;
+  result.path.push_back(0);
+  for (int64_t node = 0;;) {
+    const int64_t depth = static_cast<int64_t>(result.path.size()) - 1;
+    const int64_t position = block.first_position + depth;
+    int64_t next = -1;
+    for (size_t i = 0; i < children[node].size(); ++i) {
+      const uint32_t stream = static_cast<uint32_t>(RngStream::kAccept) + 8 * static_cast<uint32_t>(i);
+      if (UniformAt(params.sampling.seed, static_cast<uint64_t>(position), stream) <
+          SyntheticRate(params, depth, static_cast<int64_t>(i))) {
+        next = children[node][i];
+        break;
+      }
+    }
+    if (next < 0) {
+      result.tokens.push_back(
+          SampleToken(block.target_logits + node * block.vocab, block.vocab, params.sampling, position));
       break;
     }
     result.tokens.push_back(block.tokens[next]);

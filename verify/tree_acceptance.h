@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "verify/acceptance.h"
 #include "verify/sampler.h"
 
 namespace mtpspec {
@@ -52,5 +53,13 @@ absl::StatusOr<TreeAcceptResult> AcceptTreeBySamplerEquality(const TreeVerifyBlo
 // AcceptDrafts' rejection result, with deterministic or sampled drafts. A sampled child whose
 // token has no mass left under q_i is an error (it cannot have been drawn).
 absl::StatusOr<TreeAcceptResult> AcceptTreeByRejection(const TreeVerifyBlock& block, const SamplingParams& sampling);
+
+// BENCHMARK ONLY: synthetic acceptance over a tree, whatever the tokens. At a node reached at depth
+// j, its children are tried in node order; child i is accepted with probability
+// params.synthetic_tree_rates[j][i] (AcceptParams), drawn with the (seed, position) key on stream
+// kAccept + 8·i, and the first accepted child is followed. When none is, or at a leaf, the target
+// draws its token from the node's row. A chain-shaped tree gives AcceptDrafts' synthetic result
+// with synthetic_rates[j] = synthetic_tree_rates[j][0]. The output is not the target's.
+absl::StatusOr<TreeAcceptResult> AcceptTreeSynthetic(const TreeVerifyBlock& block, const AcceptParams& params);
 
 }  // namespace mtpspec

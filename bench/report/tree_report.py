@@ -37,6 +37,9 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tree_e2e  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -95,6 +98,8 @@ def run_all(model: Any, prompts: List[List[int]], new_tokens: int, options: Dict
     per_depth_drafted: List[int] = []
     per_depth_accepted: List[int] = []
     per_rank: List[int] = []
+    per_depth_reached: List[int] = []
+    per_depth_rank: List[List[int]] = []
     seconds = 0.0
     outputs = []
     for i, prompt in enumerate(prompts):
@@ -119,6 +124,8 @@ def run_all(model: Any, prompts: List[List[int]], new_tokens: int, options: Dict
         add(per_depth_drafted, s.drafted_per_pos)
         add(per_depth_accepted, s.accepted_per_pos)
         add(per_rank, s.accepted_per_rank)
+        add(per_depth_reached, s.reached_per_pos)
+        tree_e2e.add_table(per_depth_rank, s.accepted_per_depth_rank.tolist())
     return {
         "num_drafts": drafts, "num_accepted_tokens": accepted, "verify_steps": verifies, "generated_tokens": generated,
         "mean_acceptance_length": 1.0 + accepted / drafts if drafts else 1.0,
@@ -126,6 +133,9 @@ def run_all(model: Any, prompts: List[List[int]], new_tokens: int, options: Dict
         # Depths drafted per cycle: the drafter's heads per cycle (one per depth, as a chain's one per draft).
         "mean_depth": sum(per_depth_drafted) / drafts if drafts else 0.0,
         "accepted_per_rank": per_rank,
+        "reached_per_pos": per_depth_reached,
+        "accepted_per_pos": per_depth_accepted,
+        "accepted_per_depth_rank": per_depth_rank,
         "seconds": seconds, "seconds_per_token": seconds / generated if generated else 0.0,
         "outputs": outputs,
     }
@@ -153,7 +163,7 @@ def main() -> int:
         data = json.loads(args.from_json.read_text())
         out = args.out or REPO / "docs" / "results"
         costs = attach_costs(args.tree_costs, data["meta"], out)
-        write_report(out, data["meta"], data["results"], costs)
+        write_report(out, data["meta"], data["results"], costs, tree_e2e.e2e_points(out / "tree-data" / "costs.json"))
         return 0
 
     import mtpspec  # the installed bindings (scripts/test_python.sh installs them into build/pyenv)
@@ -187,8 +197,10 @@ def main() -> int:
             for kind, shape, options in runs:
                 r = run_all(model, prompts, args.new_tokens, {**options, **sampling}, check)
                 r.pop("outputs")
-                results.append({"temperature": temperature, "mode": mode, "kind": kind, "shape": shape,
-                                "rows": rows, **r})
+                entry = {"temperature": temperature, "mode": mode, "kind": kind, "shape": shape, "rows": rows, **r}
+                if kind != "dynamic":
+                    entry["synthetic_tree_rates"] = tree_e2e.conditional_tree_rates(entry)
+                results.append(entry)
             print(f"{mode} L {rows}: {len(runs)} shapes", flush=True)
 
     meta = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {args.threads} threads",
@@ -198,7 +210,8 @@ def main() -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     if args.out:
-        write_report(args.out, meta, results, attach_costs(args.tree_costs, meta, args.out))
+        costs = attach_costs(args.tree_costs, meta, args.out)
+        write_report(args.out, meta, results, costs, tree_e2e.e2e_points(args.out / "tree-data" / "costs.json"))
     return 0
 
 
@@ -227,6 +240,7 @@ def attach_costs(path: Path, meta: Dict[str, Any], out: Path) -> List[Dict[str, 
     if source != kept:
         kept.write_text(text)
     meta["tree_costs_command"] = json.loads(text).get("run", {}).get("command", "") or "build/release/bench/tree_bench"
+    meta["e2e_source"] = json.loads(text).get("e2e_source", {})
     return bench_model_costs(kept)
 
 
@@ -371,7 +385,7 @@ def findings(results: List[Dict[str, Any]], costs: List[Dict[str, Any]]) -> List
 
 
 def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
-                 costs: List[Dict[str, Any]]) -> None:
+                 costs: List[Dict[str, Any]], e2e: List[Dict[str, Any]]) -> None:
     data = out / "tree-data"
     data.mkdir(parents=True, exist_ok=True)
     (data / "tree.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
@@ -388,6 +402,7 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
              "there). Time is wall time per generated token measured in this run, relative to plain "
              "decoding of the same windows.\n"]
     lines += findings(results, costs)
+    lines += tree_e2e.plots(out, results, e2e, costs, modes_of(results), result_mode, projected_speedup)
     for mode in modes_of(results):
         rows = [r for r in results if result_mode(r) == mode]
         temperature = rows[0]["temperature"]
@@ -440,6 +455,8 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
                     label = best["shape"] if best["kind"] == "dynamic" else f"tree {best['shape']}"
                     cells.append(f" {projected_speedup(chain, c):.3f} | {projected_speedup(best, c):.3f} ({label}) |")
                 lines.append(f"| {L} |" + "".join(cells))
+    lines += tree_e2e.e2e_section(e2e, costs, meta.get("e2e_source", {}), meta.get("tree_costs_command", ""),
+                                  projected_speedup)
     if costs:
         lines.append("\n## Verify and drafting costs on the bench model\n")
         command = meta.get("tree_costs_command", "")

@@ -17,6 +17,15 @@ _TIMINGS = ("prefill_seconds", "draft_seconds", "verify_seconds", "sample_second
             "draft_prefill_seconds", "extend_seconds", "total_seconds")
 
 
+def _table(rows: Any) -> np.ndarray:
+    """A list of int lists of different lengths as a 2-D int64 array, padded with zeros."""
+    width = max((len(r) for r in rows), default=0)
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Stats:
     """Statistics of one request (spec/stats.h). Names follow vLLM where it has one.
@@ -64,6 +73,8 @@ class Stats:
     # count depths, num_draft_tokens the tree nodes verified, and k_decisions the node counts.
     tree: str = ""
     accepted_per_rank: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # [max rank + 1]
+    # [depth, max rank + 1] accepted nodes by depth (0: the root's children) and sibling rank
+    accepted_per_depth_rank: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     summary: str = field(default="", repr=False, compare=False)  # the C++ one-screen summary
 
     @classmethod
@@ -102,6 +113,7 @@ class Stats:
             adaptive_k=s.adaptive_k,
             tree=s.tree,
             accepted_per_rank=ints(s.accepted_per_rank),
+            accepted_per_depth_rank=_table(s.accepted_per_depth_rank),
             summary=s.summary(),
             **{name: getattr(s, name) for name in _TIMINGS},
         )

@@ -39,6 +39,7 @@ void RegisterStats(py::module_& m) {
       .def_readonly("total_seconds", &SpecStats::total_seconds)
       .def_readonly("tree", &SpecStats::tree)
       .def_readonly("accepted_per_rank", &SpecStats::accepted_per_rank)
+      .def_readonly("accepted_per_depth_rank", &SpecStats::accepted_per_depth_rank)
       .def_property_readonly("mean_acceptance_length", &SpecStats::mean_acceptance_length)
       .def_property_readonly("draft_acceptance_rate", &SpecStats::draft_acceptance_rate)
       .def_property_readonly("per_position_acceptance", &SpecStats::per_position_acceptance)

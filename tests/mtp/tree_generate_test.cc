@@ -325,6 +325,49 @@ TEST(TreeGenerateScriptedTest, TheRightSiblingAtAnyRankIsCommitted) {
   }
 }
 
+// Synthetic acceptance over trees (benchmarks): the chain tree 1,1,1 gives the synthetic chain's
+// tokens and counts; rates of 1 for rank 0 accept every cycle to the tree's full depth; a table that
+// accepts only rank 1 at the root and rank 0 below follows exactly those nodes; and the counts by
+// depth and rank add up to the accepted tokens.
+TEST(TreeGenerateSyntheticTest, TheTableDecidesThePath) {
+  const Model& model = Load("glm_a");
+  const auto prompt = TestTokens(model.config().index_topk + 4, model.config().vocab_size, 57);
+  auto chain_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
+  auto tree_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
+  auto synthetic = [](GenerateOptions o, std::vector<double> rates, std::vector<std::vector<double>> table) {
+    o.accept.rule = AcceptRule::kSynthetic;
+    o.accept.synthetic_rates = std::move(rates);
+    o.accept.synthetic_tree_rates = std::move(table);
+    return o;
+  };
+  auto chain = GenerateWith(model, chain_drafter.get(), prompt, synthetic(Options(0.8, 5, {}, 3), {0.7, 0.5, 0.4}, {}));
+  auto tree = GenerateWith(model, tree_drafter.get(), prompt,
+                           synthetic(Options(0.8, 5, Static({1, 1, 1})), {}, {{0.7}, {0.5}, {0.4}}));
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_EQ(tree->tokens, chain->tokens);
+  EXPECT_EQ(tree->stats.accepted_per_pos, chain->stats.accepted_per_pos);
+  EXPECT_TRUE(tree->stats.synthetic);
+
+  auto full = GenerateWith(model, tree_drafter.get(), prompt, synthetic(Options(0.8, 5, Static({3, 2})), {}, {{1.0}}));
+  ASSERT_TRUE(full.ok()) << full.status();
+  // Every cycle but a last one cut short by the token budget accepts two drafts.
+  EXPECT_GE(full->stats.accepted_histogram.back(), full->stats.num_drafts - 1);
+  EXPECT_EQ(full->stats.accepted_per_rank, (std::vector<int64_t>{full->stats.num_accepted_tokens}));
+
+  auto second = GenerateWith(model, tree_drafter.get(), prompt,
+                             synthetic(Options(0.8, 5, Static({3, 2})), {}, {{0.0, 1.0}, {1.0, 0.0}}));
+  ASSERT_TRUE(second.ok()) << second.status();
+  const auto& by_depth = second->stats.accepted_per_depth_rank;  // [depth][rank]
+  ASSERT_EQ(by_depth.size(), 2u);
+  EXPECT_EQ(by_depth[0], (std::vector<int64_t>{0, second->stats.num_drafts}));
+  ASSERT_GE(by_depth[1].size(), 1u);
+  EXPECT_GE(by_depth[1][0], second->stats.num_drafts - 1);
+  int64_t total = 0;
+  for (const auto& row : by_depth) total = std::accumulate(row.begin(), row.end(), total);
+  EXPECT_EQ(total, second->stats.num_accepted_tokens);
+}
+
 TEST(TreeGenerateErrorsTest, CombinationsThatCannotBranchAreRefused) {
   const Model& model = Load("glm_a");
   const auto prompt = TestTokens(6, model.config().vocab_size, 71);

@@ -376,6 +376,11 @@ def test_tree_drafting_equals_plain(model: mtpspec.Model, tree: dict, sampling: 
     assert stats.tree == ("3,2,1" if tree.get("tree") == [3, 2, 1] else "2,2,2" if "tree" in tree else "nodes=8")
     assert stats.num_drafts > 0
     assert stats.accepted_per_rank.sum() == stats.num_accepted_tokens
+    assert stats.accepted_per_depth_rank.sum() == stats.num_accepted_tokens
+    np.testing.assert_array_equal(stats.accepted_per_depth_rank.sum(axis=0)[:len(stats.accepted_per_rank)],
+                                  stats.accepted_per_rank)
+    np.testing.assert_array_equal(stats.accepted_per_depth_rank.sum(axis=1),
+                                  stats.accepted_per_pos[:stats.accepted_per_depth_rank.shape[0]])
     assert stats.accepted_histogram.sum() == stats.num_drafts
     assert stats.to_dict()["tree"] == stats.tree
 
