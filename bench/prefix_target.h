@@ -71,6 +71,11 @@ class PrefixCachedTarget : public Target, public BatchableTarget {
   // What Run does before its forward: a fresh target starts from an empty cache, and a forward that
   // overwrites prefix slots forgets the stored prefix.
   void BeforeBatchedRun() override;
+  bool can_join_tree_batch() const override { return true; }
+  void AfterBatchedTree(int64_t first, std::span<const int32_t> parents) override {
+    tree_first_ = first;
+    tree_parents_.assign(parents.begin(), parents.end());
+  }
 
  private:
   PrefixCachedTarget(const Model& model, std::unique_ptr<KvCache> cache, AttentionOptions attention)

@@ -12,7 +12,7 @@ absl::StatusOr<BatchForwardOutput> Model::ForwardBatch(std::span<const BatchSequ
                                                        const ForwardOptions& options) const {
   if (sequences.empty()) return absl::InvalidArgumentError("ForwardBatch: no sequences given");
   if (options.attention.tree != nullptr) {
-    return absl::InvalidArgumentError("ForwardBatch: token trees are verified one sequence at a time");
+    return absl::InvalidArgumentError("ForwardBatch: a token tree belongs to one sequence (BatchSequence::tree)");
   }
   if (!options.logit_rows.empty()) {
     return absl::InvalidArgumentError("ForwardBatch: logits come for every row; logit_rows must be empty");
@@ -26,9 +26,11 @@ absl::StatusOr<BatchForwardOutput> Model::ForwardBatch(std::span<const BatchSequ
     if (!caches.insert(sequence.cache).second) {
       return absl::InvalidArgumentError(absl::StrCat("ForwardBatch: sequence ", s, " shares its cache with an earlier one"));
     }
+    ForwardOptions own = options;  // this sequence's arguments as its own Forward would take them
+    own.attention.tree = sequence.tree;
     const absl::Status status = CheckForwardArguments(sequence.cache->num_layers(), sequence.cache->length(),
                                                       sequence.cache->capacity(), sequence.tokens, sequence.positions,
-                                                      options);
+                                                      own);
     if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("ForwardBatch: sequence ", s, ": ", status.message()));
     rows += static_cast<int64_t>(sequence.tokens.size());
   }
@@ -62,7 +64,7 @@ absl::StatusOr<BatchForwardOutput> Model::ForwardBatch(std::span<const BatchSequ
       segment.positions = sequences[s].positions.data();
       segment.cache = &sequences[s].cache->layer(l);
       segment.capacity = sequences[s].cache->capacity();
-      segment.tree = nullptr;
+      segment.tree = sequences[s].tree;
       segment.topk = &topk[s];
     }
     RETURN_IF_ERROR(DecoderLayerForwardSegments(weights_->layers[l], ctx_, hidden.data(), segments, options.attention,
@@ -72,7 +74,9 @@ absl::StatusOr<BatchForwardOutput> Model::ForwardBatch(std::span<const BatchSequ
       if (options.capture_topk) out.sequences[s].topk[l] = topk[s];
     }
   }
-  for (const BatchSequence& sequence : sequences) sequence.cache->SetLength(sequence.positions.back() + 1);
+  for (const BatchSequence& sequence : sequences) {
+    sequence.cache->SetLength(sequence.tree != nullptr ? sequence.tree->num_slots() : sequence.positions.back() + 1);
+  }
 
   ScopedTimer head_timer(profile, Component::kHead);
   std::vector<float> post(rows * H);  // [rows, H]

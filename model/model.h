@@ -40,11 +40,13 @@ struct ForwardOutput {
 };
 
 // One sequence of a batched forward (Model::ForwardBatch): its own cache, its rows and their
-// consecutive positions, as Forward takes them.
+// positions, as Forward takes them: consecutive for a chain, or a token tree's (its first slot + each
+// row's depth) with its mask.
 struct BatchSequence {
   KvCache* cache = nullptr;
   std::span<const int32_t> tokens;     // [rows]
   std::span<const int64_t> positions;  // [rows]
+  const TreeMask* tree = nullptr;      // a tree verify (as ForwardOptions::attention.tree), or null
 };
 
 struct BatchForwardOutput {
@@ -86,9 +88,9 @@ class Model {
   // projections, MLPs, experts and the head run once over all rows, so every weight is read once
   // for the batch and each expert once for all the rows routed to it; attention is block-diagonal,
   // each sequence seeing only its own cache. Every sequence's output is bit-identical to its own
-  // Forward (the kernels run row-invariant, kernels/linear.h). Chains only (no
-  // options.attention.tree), logits for every row (no logit_rows); the caches must be distinct. On
-  // error every cache is unchanged.
+  // Forward (the kernels run row-invariant, kernels/linear.h). A sequence may be a token tree
+  // (BatchSequence::tree; options.attention.tree must stay null), logits come for every row (no
+  // logit_rows), and the caches must be distinct. On error every cache is unchanged.
   absl::StatusOr<BatchForwardOutput> ForwardBatch(std::span<const BatchSequence> sequences,
                                                   const ForwardOptions& options = {}) const;
 

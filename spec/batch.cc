@@ -97,7 +97,7 @@ nlohmann::json BatchStats::ToJson() const {
   j["expert_choices"] = expert_choices;
   j["tokens_per_second"] = tokens_per_second();
   j["seconds"] = {{"prefill", prefill_seconds}, {"draft", draft_seconds}, {"verify", verify_seconds},
-                  {"accept_commit", accept_commit_seconds}, {"tree_cycles", tree_cycle_seconds},
+                  {"accept_commit", accept_commit_seconds}, {"tree_drafts", tree_draft_seconds},
                   {"total", total_seconds}};
   return j;
 }
@@ -256,9 +256,10 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         options.k_schedule.empty() ? std::nullopt
                                    : std::optional<int64_t>(ScheduledK(options.k_schedule, static_cast<int64_t>(active.size())));
 
-    // Drafts (and whole tree cycles, which verify alone).
+    // Drafts: chains (batched where the drafters batch) and each tree request's own tree.
     std::vector<size_t> to_verify;               // seats whose block is verified below
     std::vector<std::vector<int32_t>> blocks;    // [to_verify] verify blocks
+    std::vector<std::vector<int32_t>> parents;   // [to_verify] a tree block's parents (empty: a chain)
     Clock::time_point t = Clock::now();
     double tree_seconds = 0;
     std::vector<std::pair<size_t, int64_t>> together;  // (seat, k) drafted by options.drafter at once
@@ -268,10 +269,16 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       Request& request = *seats[s].running;
       if (request.tree()) {
         const Clock::time_point tree_start = Clock::now();
-        const absl::Status status = request.RunTreeCycle();
+        std::vector<int32_t> tree_parents;
+        absl::StatusOr<std::vector<int32_t>> block = request.DraftTree(&tree_parents);
         tree_seconds += Since(tree_start);
-        ++stats.forwards;
-        if (!status.ok() || request.done()) leave(s, status);
+        if (!block.ok()) {
+          leave(s, block.status());
+          continue;
+        }
+        to_verify.push_back(s);
+        blocks.push_back(std::move(*block));
+        parents.push_back(std::move(tree_parents));
         continue;
       }
       const int64_t k = lengths.at(s);
@@ -288,6 +295,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       }
       to_verify.push_back(s);
       blocks.push_back(std::move(*block));
+      parents.emplace_back();
     }
     if (!together.empty()) {  // one batched Propose for the drafters that batch
       std::vector<Drafter*> drafters;
@@ -312,11 +320,12 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         }
         to_verify.push_back(s);
         blocks.push_back(seats[s].running->SetDraft(std::move(*drafts[i]), k, seconds));
+        parents.emplace_back();
       }
     }
     const double draft_phase_seconds = Since(t) - tree_seconds;
     stats.draft_seconds += draft_phase_seconds;
-    stats.tree_cycle_seconds += tree_seconds;
+    stats.tree_draft_seconds += tree_seconds;
     int64_t cycle_rows = 0;
     for (const std::vector<int32_t>& block : blocks) cycle_rows += static_cast<int64_t>(block.size());
 
@@ -327,19 +336,22 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     for (size_t i = 0; i < to_verify.size(); ++i) {
       const Request& request = *seats[to_verify[i]].running;
       const bool joins = options.verifier != nullptr && !request.context().device_sampling() &&
-                         options.verifier->CanBatch(request.target());
+                         (parents[i].empty() ? options.verifier->CanBatch(request.target())
+                                             : options.verifier->CanBatchTree(request.target()));
       (joins ? batched : alone).push_back(i);
     }
     std::vector<absl::Status> verify_status(to_verify.size());
     if (!batched.empty()) {
       std::vector<Target*> targets;
-      std::vector<std::vector<int32_t>> batch_blocks;
+      std::vector<std::vector<int32_t>> batch_blocks, batch_parents;
       for (size_t i : batched) {
         targets.push_back(&seats[to_verify[i]].running->target());
         batch_blocks.push_back(blocks[i]);
+        batch_parents.push_back(parents[i]);
       }
       const Clock::time_point forward_start = Clock::now();
-      absl::StatusOr<BatchVerification> verified = options.verifier->VerifyBatch(targets, batch_blocks);
+      absl::StatusOr<BatchVerification> verified =
+          options.verifier->VerifyBatchWithTrees(targets, batch_blocks, batch_parents);
       const double seconds = Since(forward_start);
       if (verified.ok() && verified->steps.size() != batched.size()) {
         verified = absl::InternalError(absl::StrCat("the batch verifier returned ", verified->steps.size(),
@@ -381,7 +393,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       if (status.ok() && controller) {
         const CycleRecord& cycle = seats[s].running->last_cycle();
         if (seats[s].running->adaptive()) controller->RecordAcceptance(seats[s].request, cycle.drafted, cycle.accepted);
-        if (cycle.drafted > 0) {
+        if (cycle.drafted > 0 && !cycle.tree) {  // the controller prices chain cycles
           ++extending;
           extend_seconds += cycle.extend_seconds;
         }

@@ -9,8 +9,10 @@
 // whatever the batch around it, since the batched forward gives each sequence the bits of its own
 // forward (Model::ForwardBatch) and everything else is the request's own.
 //
-// Requests that cannot join a batched forward verify alone in the same cycle: tree requests (their
-// tree verify, spec/tree_loop.h) and requests that sample where their logits live.
+// Tree requests draft their own trees and verify them in the same forward, each under its tree mask
+// (BatchVerifier::VerifyBatchWithTrees), where the verifier takes trees. Requests that cannot join a
+// batched forward (those that sample where their logits live, and trees the verifier refuses) verify
+// alone in the same cycle.
 #pragma once
 
 #include <cstdint>
@@ -73,9 +75,9 @@ struct BatchStats {
   int64_t experts_read = 0;
   int64_t expert_choices = 0;
   // Wall time: the prefills, the drafts, the verify forwards, acceptance with commit and extend,
-  // whole tree cycles (which verify alone), and the whole run.
+  // the tree requests' drafting (each grows its own tree; not part of draft_seconds), and the whole run.
   double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0, accept_commit_seconds = 0;
-  double tree_cycle_seconds = 0;
+  double tree_draft_seconds = 0;
   double total_seconds = 0;
 
   double tokens_per_second() const { return total_seconds > 0 ? generated_tokens / total_seconds : 0.0; }

@@ -84,6 +84,20 @@ class BatchVerifier {
   // error every target is as it was.
   virtual absl::StatusOr<BatchVerification> VerifyBatch(std::span<Target* const> targets,
                                                         std::span<const std::vector<int32_t>> blocks) = 0;
+  // Whether `target` can take part in these forwards with a token tree.
+  virtual bool CanBatchTree(const Target& target) const { return false; }
+  // As VerifyBatch, where a block may be a token tree: with tree_parents[i] non-empty, steps[i] is
+  // what targets[i]->RunTree(blocks[i], tree_parents[i]) returns, and the target is left as that
+  // RunTree leaves it (KeepTreePath comes next). An empty span, or an empty tree_parents[i], is a
+  // chain. The default takes chains only.
+  virtual absl::StatusOr<BatchVerification> VerifyBatchWithTrees(std::span<Target* const> targets,
+                                                                 std::span<const std::vector<int32_t>> blocks,
+                                                                 std::span<const std::vector<int32_t>> tree_parents) {
+    for (const std::vector<int32_t>& parents : tree_parents) {
+      if (!parents.empty()) return absl::UnimplementedError("this batch verifier takes chains only");
+    }
+    return VerifyBatch(targets, blocks);
+  }
 };
 
 // How drafts are chosen from the draft distribution.

@@ -122,19 +122,35 @@ bool ModelBatchVerifier::CanBatch(const Target& target) const {
   return member != nullptr && &member->batch_model() == &model_ && member->can_join_batch();
 }
 
-absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatch(std::span<Target* const> targets,
-                                                                  std::span<const std::vector<int32_t>> blocks) {
+bool ModelBatchVerifier::CanBatchTree(const Target& target) const {
+  const auto* member = dynamic_cast<const BatchableTarget*>(&target);
+  return CanBatch(target) && member->can_join_tree_batch();
+}
+
+absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatchWithTrees(
+    std::span<Target* const> targets, std::span<const std::vector<int32_t>> blocks,
+    std::span<const std::vector<int32_t>> tree_parents) {
   if (targets.size() != blocks.size() || targets.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("VerifyBatch: ", targets.size(), " targets for ", blocks.size(), " blocks (at least one of each)"));
   }
+  if (!tree_parents.empty() && tree_parents.size() != targets.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("VerifyBatch: ", tree_parents.size(), " tree parent lists for ", targets.size(), " blocks"));
+  }
+  const auto parents_of = [&](size_t i) {
+    return tree_parents.empty() ? std::span<const int32_t>() : std::span<const int32_t>(tree_parents[i]);
+  };
   std::vector<BatchableTarget*> members;            // [targets]
   std::vector<std::vector<int64_t>> positions;      // [targets][block rows]
+  std::vector<TreeMask> masks(targets.size());      // [targets] (unused for chains)
   std::vector<BatchSequence> sequences;             // [targets]
   for (size_t i = 0; i < targets.size(); ++i) {
     auto* member = dynamic_cast<BatchableTarget*>(targets[i]);
-    if (member == nullptr || !CanBatch(*targets[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("VerifyBatch: target ", i, " cannot join this model's batch"));
+    const bool tree = !parents_of(i).empty();
+    if (member == nullptr || !(tree ? CanBatchTree(*targets[i]) : CanBatch(*targets[i]))) {
+      return absl::InvalidArgumentError(absl::StrCat("VerifyBatch: target ", i, " cannot join this model's batch",
+                                                     tree ? " with a token tree" : ""));
     }
     if (!SameAttention(member->batch_attention(),
                        members.empty() ? member->batch_attention() : members[0]->batch_attention())) {
@@ -144,13 +160,29 @@ absl::StatusOr<BatchVerification> ModelBatchVerifier::VerifyBatch(std::span<Targ
     members.push_back(member);
     std::vector<int64_t>& p = positions.emplace_back();
     const int64_t n = targets[i]->length();
-    for (size_t r = 0; r < blocks[i].size(); ++r) p.push_back(n + static_cast<int64_t>(r));
+    if (tree) {  // positions n + depth under the tree's mask, as RunTreeOnCache runs it
+      if (parents_of(i).size() != blocks[i].size()) {
+        return absl::InvalidArgumentError(absl::StrCat("VerifyBatch: block ", i, " has ", blocks[i].size(),
+                                                       " tokens but ", parents_of(i).size(), " parents"));
+      }
+      ASSIGN_OR_RETURN(masks[i], TreeMaskFromParents(n, parents_of(i)));
+      for (int64_t depth : TreeDepths(parents_of(i))) p.push_back(n + depth);
+    } else {
+      for (size_t r = 0; r < blocks[i].size(); ++r) p.push_back(n + static_cast<int64_t>(r));
+    }
   }
+  std::vector<int64_t> firsts;  // [targets] the committed lengths before the forward
+  for (Target* target : targets) firsts.push_back(target->length());
   for (BatchableTarget* member : members) member->BeforeBatchedRun();
-  for (size_t i = 0; i < targets.size(); ++i) sequences.push_back({&members[i]->batch_cache(), blocks[i], positions[i]});
+  for (size_t i = 0; i < targets.size(); ++i) {
+    sequences.push_back({&members[i]->batch_cache(), blocks[i], positions[i], parents_of(i).empty() ? nullptr : &masks[i]});
+  }
   ForwardOptions options;
   options.attention = members[0]->batch_attention();
   ASSIGN_OR_RETURN(BatchForwardOutput out, model_.ForwardBatch(sequences, options));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!parents_of(i).empty()) members[i]->AfterBatchedTree(firsts[i], parents_of(i));
+  }
   BatchVerification verification;
   verification.rows = out.rows;
   const ModelConfig& config = model_.config();

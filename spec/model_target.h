@@ -24,7 +24,9 @@ absl::Status KeepTreePathOnCache(KvCache& cache, int64_t first, std::span<const 
 // What ModelBatchVerifier needs of a target to run its verify blocks in a batched forward: the model
 // it runs, the host cache it owns (the forward appends the block there, as Run would) and its
 // attention options. BeforeBatchedRun() comes just before such a forward, so that the target drops
-// what its own Run would drop.
+// what its own Run would drop. A target that verifies token trees in a batch takes
+// AfterBatchedTree(first, parents) after the forward that ran its tree from committed length
+// `first`, so that its KeepTreePath works as after its own RunTree.
 class BatchableTarget {
  public:
   virtual ~BatchableTarget() = default;
@@ -32,7 +34,9 @@ class BatchableTarget {
   virtual KvCache& batch_cache() = 0;
   virtual const AttentionOptions& batch_attention() const = 0;
   virtual bool can_join_batch() const { return true; }
+  virtual bool can_join_tree_batch() const { return false; }
   virtual void BeforeBatchedRun() {}
+  virtual void AfterBatchedTree(int64_t first, std::span<const int32_t> parents) {}
 };
 
 class ModelTarget : public Target, public BatchableTarget {
@@ -67,9 +71,14 @@ class ModelTarget : public Target, public BatchableTarget {
   KvCache& batch_cache() override { return *cache_; }
   const AttentionOptions& batch_attention() const override { return attention_; }
   bool can_join_batch() const override { return !samples_in_target_; }  // a device target's sampling stays alone
+  bool can_join_tree_batch() const override { return can_join_batch(); }
   void BeforeBatchedRun() override {
     kept_logits_ = Tensor();
     tree_first_ = -1;
+  }
+  void AfterBatchedTree(int64_t first, std::span<const int32_t> parents) override {
+    tree_first_ = first;
+    tree_parents_.assign(parents.begin(), parents.end());
   }
 
  private:
@@ -94,7 +103,14 @@ class ModelBatchVerifier : public BatchVerifier {
   explicit ModelBatchVerifier(const Model& model) : model_(model) {}
   bool CanBatch(const Target& target) const override;
   absl::StatusOr<BatchVerification> VerifyBatch(std::span<Target* const> targets,
-                                                std::span<const std::vector<int32_t>> blocks) override;
+                                                std::span<const std::vector<int32_t>> blocks) override {
+    return VerifyBatchWithTrees(targets, blocks, {});
+  }
+  // Tree blocks run under their own tree masks in the same forward (Model::ForwardBatch).
+  bool CanBatchTree(const Target& target) const override;
+  absl::StatusOr<BatchVerification> VerifyBatchWithTrees(std::span<Target* const> targets,
+                                                         std::span<const std::vector<int32_t>> blocks,
+                                                         std::span<const std::vector<int32_t>> tree_parents) override;
 
  private:
   const Model& model_;

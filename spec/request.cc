@@ -95,17 +95,30 @@ bool Request::BeginCycle() {
   cycle_ = CycleRecord();
   cycle_start_ = Clock::now();
   draft_ = mtpspec::Draft();
+  tree_block_.reset();
   verified_.reset();
   return true;
 }
 
 absl::Status Request::RunTreeCycle() {
+  std::vector<int32_t> parents;
+  RETURN_IF_ERROR(DraftTree(&parents).status());
+  RETURN_IF_ERROR(Verify());
+  return EndCycle();
+}
+
+absl::StatusOr<std::vector<int32_t>> Request::DraftTree(std::vector<int32_t>* parents) {
+  if (!tree_) return absl::FailedPreconditionError("DraftTree: this request drafts chains");
   // Never past the token budget (depth) or the cache (nodes).
   const int64_t room = target().capacity() - state_.pending_position() - 1;
-  RETURN_IF_ERROR(TreeCycle(context_, state_, std::min(options_.max_new_tokens - generated() - 1, room), room, cycle_));
-  cycle_.cycle_seconds = Since(cycle_start_);
-  for (LoopObserver* o : observers_) o->OnCycle(cycle_);
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(TreeBlock block,
+                   TreeDraftStep(context_, state_, std::min(options_.max_new_tokens - generated() - 1, room), room, cycle_));
+  parents->clear();
+  if (block.tree.tokens.empty()) return block.tokens;  // [pending token]: a plain step
+  *parents = block.parents;
+  std::vector<int32_t> tokens = block.tokens;
+  tree_block_ = std::move(block);
+  return tokens;
 }
 
 int64_t Request::DraftLength(std::optional<int64_t> fixed) {
@@ -138,13 +151,21 @@ std::vector<int32_t> Request::SetDraft(mtpspec::Draft draft, int64_t k, double s
 }
 
 absl::Status Request::Verify() {
+  if (tree_block_) {
+    const Clock::time_point t = Clock::now();
+    ASSIGN_OR_RETURN(TargetStep step, context_.RunTree(tree_block_->tokens, tree_block_->parents));
+    cycle_.verify_seconds = Since(t);
+    verified_ = std::move(step);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(TargetStep step, VerifyStep(context_, state_, draft_, cycle_));
   verified_ = std::move(step);
   return absl::OkStatus();
 }
 
 absl::Status Request::SetVerified(TargetStep step, double seconds) {
-  const int64_t rows = 1 + static_cast<int64_t>(draft_.tokens.size());
+  const int64_t rows = tree_block_ ? static_cast<int64_t>(tree_block_->tokens.size())
+                                   : 1 + static_cast<int64_t>(draft_.tokens.size());
   if (step.logits.empty() || step.logits.view().ndim != 2 || step.logits.dim(0) != rows ||
       step.logits.dim(1) != context_.vocab()) {
     return absl::InternalError(absl::StrCat("a batched verify returned logits of the wrong shape for a block of ", rows,
@@ -158,8 +179,13 @@ absl::Status Request::SetVerified(TargetStep step, double seconds) {
 
 absl::Status Request::EndCycle() {
   if (!verified_) return absl::FailedPreconditionError("EndCycle: the cycle's block has not been verified");
-  ASSIGN_OR_RETURN(const AcceptResult accepted, AcceptStep(context_, state_, draft_, *verified_, cycle_));
-  RETURN_IF_ERROR(CommitStep(context_, accepted, *verified_, state_, cycle_));
+  if (tree_block_) {
+    RETURN_IF_ERROR(TreeAcceptStep(context_, state_, *tree_block_, *verified_, cycle_));
+  } else {
+    ASSIGN_OR_RETURN(const AcceptResult accepted, AcceptStep(context_, state_, draft_, *verified_, cycle_));
+    RETURN_IF_ERROR(CommitStep(context_, accepted, *verified_, state_, cycle_));
+  }
+  tree_block_.reset();
   verified_.reset();
   cycle_.cycle_seconds = Since(cycle_start_);
   for (LoopObserver* o : observers_) o->OnCycle(cycle_);

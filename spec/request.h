@@ -5,8 +5,9 @@
 //
 //   Request::Start                 validation, reset, PrefillStep
 //   while BeginCycle():
-//     tree request:  TreeCycle     (spec/tree_loop.h, its own verify)
 //     chain request: DraftLength → Draft → Verify (alone) or SetVerified (a batch's forward) → EndCycle
+//     tree request:  DraftTree   → Verify (alone) or SetVerified (a batch's forward) → EndCycle
+//                    (spec/tree_loop.h; RunTreeCycle runs the three alone)
 //   Finish                         the GenerateResult
 #pragma once
 
@@ -21,6 +22,7 @@
 #include "spec/generator.h"
 #include "spec/loop.h"
 #include "spec/observers.h"
+#include "spec/tree_loop.h"
 
 namespace mtpspec {
 
@@ -53,8 +55,13 @@ class Request {
   // Starts the next cycle; false (with the stop reason set) when the token budget or the cache ends
   // the request instead.
   bool BeginCycle();
-  // A whole tree cycle (tree requests only).
+  // A whole tree cycle (tree requests only): DraftTree, Verify, EndCycle.
   absl::Status RunTreeCycle();
+  // Tree requests: grows this cycle's tree (never past the token budget or the cache) and returns
+  // its verify block [pending token, nodes …] with the rows' parents in *parents (parents[0] = −1),
+  // to verify as Target::RunTree does. A tree without nodes (no room, or the drafter had none)
+  // returns the one-row block of a plain step and leaves *parents empty: it verifies as a chain.
+  absl::StatusOr<std::vector<int32_t>> DraftTree(std::vector<int32_t>* parents);
   // This cycle's draft length: `fixed` when given (a batch's k schedule), else the policy's choice
   // (k = auto) or the request's k; never past the token budget or the cache.
   int64_t DraftLength(std::optional<int64_t> fixed = std::nullopt);
@@ -64,10 +71,11 @@ class Request {
   // drafter->Propose(sequence(), k, context().draft_sampling()) returned, in `seconds`.
   std::vector<int32_t> SetDraft(mtpspec::Draft draft, int64_t k, double seconds);
   const std::vector<int32_t>& sequence() const { return state_.sequence; }
-  // The block's verify forward on this request's own target.
+  // The block's verify forward on this request's own target (Run, or RunTree for a tree block).
   absl::Status Verify();
   // The block's verify, run elsewhere (a batched forward): `step` must be what
-  // target().Run(block, /*all_logits=*/true) would have returned; `seconds` is that forward's time.
+  // target().Run(block, /*all_logits=*/true) would have returned (RunTree(block, parents) for a tree
+  // block, the target left as that RunTree leaves it); `seconds` is that forward's time.
   absl::Status SetVerified(TargetStep step, double seconds);
   // Accepts, commits and reports the cycle to the observers.
   absl::Status EndCycle();
@@ -93,6 +101,7 @@ class Request {
   CycleRecord cycle_;
   Clock::time_point cycle_start_;
   mtpspec::Draft draft_;
+  std::optional<TreeBlock> tree_block_;  // a tree cycle's block, when its tree has nodes
   std::optional<TargetStep> verified_;
 };
 

@@ -52,14 +52,14 @@ TreeDraft TrimTree(TreeDraft tree, int64_t max_depth, int64_t max_nodes) {
   return kept;
 }
 
-absl::Status TreeCycle(const LoopContext& context, LoopState& state, int64_t max_depth, int64_t max_nodes,
-                       CycleRecord& record) {
+absl::StatusOr<TreeBlock> TreeDraftStep(const LoopContext& context, const LoopState& state, int64_t max_depth,
+                                        int64_t max_nodes, CycleRecord& record) {
   const GenerateOptions& options = context.options();
   record.tree = true;
-  TreeDraft tree;
+  TreeBlock block;
   if (context.drafter() != nullptr && max_depth > 0 && max_nodes > 0) {
     const Clock::time_point t = Clock::now();
-    ASSIGN_OR_RETURN(tree, context.drafter()->ProposeTree(state.sequence, options.tree, context.draft_sampling()));
+    ASSIGN_OR_RETURN(TreeDraft tree, context.drafter()->ProposeTree(state.sequence, options.tree, context.draft_sampling()));
     if (tree.parents.size() != tree.tokens.size()) {
       return absl::InternalError("tree draft: as many parents as tokens are needed");
     }
@@ -71,51 +71,46 @@ absl::Status TreeCycle(const LoopContext& context, LoopState& state, int64_t max
         return absl::InternalError("tree draft: a node's parent must be an earlier row");
       }
     }
-    tree = TrimTree(std::move(tree), max_depth, max_nodes);
-    record.catch_up_seconds = std::max(0.0, tree.catch_up_seconds);
+    block.tree = TrimTree(std::move(tree), max_depth, max_nodes);
+    record.catch_up_seconds = std::max(0.0, block.tree.catch_up_seconds);
     record.draft_seconds = std::max(0.0, Since(t) - record.catch_up_seconds);
   }
-  record.drafted = static_cast<int64_t>(tree.tokens.size());
-  if (tree.tokens.empty()) {  // a plain step through the chain's steps
-    const Draft none;
-    ASSIGN_OR_RETURN(const TargetStep verified, VerifyStep(context, state, none, record));
-    ASSIGN_OR_RETURN(const AcceptResult accepted, AcceptStep(context, state, none, verified, record));
-    return CommitStep(context, accepted, verified, state, record);
-  }
-
-  std::vector<int32_t> tokens = {state.sequence.back()};  // [1 + nodes] the root, then the drafts
-  tokens.insert(tokens.end(), tree.tokens.begin(), tree.tokens.end());
-  std::vector<int32_t> parents = {-1};  // [1 + nodes]
-  parents.insert(parents.end(), tree.parents.begin(), tree.parents.end());
-  std::vector<int64_t> depth(tokens.size(), 0);  // [1 + nodes]
-  for (size_t r = 1; r < tokens.size(); ++r) depth[r] = depth[parents[r]] + 1;
+  record.drafted = static_cast<int64_t>(block.tree.tokens.size());
+  block.tokens = {state.sequence.back()};
+  block.parents = {-1};
+  if (block.tree.tokens.empty()) return block;  // a plain step
+  block.tokens.insert(block.tokens.end(), block.tree.tokens.begin(), block.tree.tokens.end());
+  block.parents.insert(block.parents.end(), block.tree.parents.begin(), block.tree.parents.end());
+  std::vector<int64_t> depth(block.tokens.size(), 0);  // [1 + nodes]
+  for (size_t r = 1; r < block.tokens.size(); ++r) depth[r] = depth[block.parents[r]] + 1;
   record.tree_depth = *std::max_element(depth.begin(), depth.end());
+  return block;
+}
 
+absl::Status TreeAcceptStep(const LoopContext& context, LoopState& state, const TreeBlock& block,
+                            const TargetStep& verified, CycleRecord& record) {
+  const GenerateOptions& options = context.options();
   Clock::time_point t = Clock::now();
-  ASSIGN_OR_RETURN(const TargetStep verified, context.RunTree(tokens, parents));
-  record.verify_seconds = Since(t);
-
-  t = Clock::now();
-  TreeVerifyBlock block;
-  block.target_logits = verified.logits.data<float>();
-  block.vocab = context.vocab();
-  block.tokens = tokens;
-  block.parents = parents;
-  block.first_position = state.pending_position() + 1;
+  TreeVerifyBlock rows;
+  rows.target_logits = verified.logits.data<float>();
+  rows.vocab = context.vocab();
+  rows.tokens = block.tokens;
+  rows.parents = block.parents;
+  rows.first_position = state.pending_position() + 1;
   if (options.sample_drafts) {
-    if (tree.probs.empty()) return absl::InternalError("tree draft: sampled drafts came without their distributions");
-    block.draft_probs = tree.probs;
+    if (block.tree.probs.empty()) return absl::InternalError("tree draft: sampled drafts came without their distributions");
+    rows.draft_probs = block.tree.probs;
   }
   absl::StatusOr<TreeAcceptResult> rule_result;
   switch (options.accept.rule) {
-    case AcceptRule::kRejection: rule_result = AcceptTreeByRejection(block, options.accept.sampling); break;
-    case AcceptRule::kSynthetic: rule_result = AcceptTreeSynthetic(block, options.accept); break;
-    default: rule_result = AcceptTreeBySamplerEquality(block, options.accept.sampling); break;
+    case AcceptRule::kRejection: rule_result = AcceptTreeByRejection(rows, options.accept.sampling); break;
+    case AcceptRule::kSynthetic: rule_result = AcceptTreeSynthetic(rows, options.accept); break;
+    default: rule_result = AcceptTreeBySamplerEquality(rows, options.accept.sampling); break;
   }
   ASSIGN_OR_RETURN(const TreeAcceptResult chosen, std::move(rule_result));
   record.accept_seconds = Since(t);
   record.accepted = chosen.accepted;
-  for (size_t i = 1; i < chosen.path.size(); ++i) record.accepted_ranks.push_back(tree.ranks[chosen.path[i] - 1]);
+  for (size_t i = 1; i < chosen.path.size(); ++i) record.accepted_ranks.push_back(block.tree.ranks[chosen.path[i] - 1]);
 
   // The kept path as a chain: its rows move to consecutive positions, and the commit sees the
   // path's logits and hidden states as a chain verify's rows.

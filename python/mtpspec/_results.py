@@ -178,7 +178,8 @@ class BatchStats:
     batch. ``experts_read`` sums, over forwards and MoE layers, the routed experts whose weights the
     forward read (the union of its rows' choices); ``expert_choices`` the rows' routing choices, what
     one forward per row would read. ``seconds`` splits the wall time: prefill, draft, verify,
-    accept_commit (acceptance, commit, rollback and the drafters' extend), tree_cycles, total.
+    accept_commit (acceptance, commit, rollback and the drafters' extend), tree_drafts (tree requests
+    drafting their own trees), total.
     """
 
     slots: int

@@ -1,6 +1,6 @@
 // Model::ForwardBatch: every sequence of a batched forward equals its own Forward bit for bit
 // (logits, hidden states, attention paths and the cache it leaves), for batches of 1 to 8 sequences
-// of 1 to 16 rows on the dense and gather regimes; the expert union obeys its bounds; bad batches
+// of 1 to 16 rows on the dense and gather regimes, token trees among chains too; the expert union obeys its bounds; bad batches
 // are refused and leave every cache as it was.
 #include <cstring>
 #include <memory>
@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "attention/tree_mask.h"
 #include "model/model.h"
 #include "tests/model/model_test_util.h"
 
@@ -108,6 +109,66 @@ TEST_P(BatchForwardTest, EverySequenceEqualsItsOwnForward) {
       ASSERT_TRUE(a.ok() && b.ok());
       EXPECT_TRUE(SameBits(a->logits, b->logits)) << "B " << batch << " sequence " << s << " after the batch";
     }
+  }
+}
+
+// Token trees in a batch: sequences that verify a tree (their own mask, positions first slot +
+// depth) beside chains give each exactly its own tree Forward, and the tree's kept path then
+// decodes as the one run alone.
+TEST_P(BatchForwardTest, TreeSequencesEqualTheirOwnTreeForward) {
+  const Model& model = Load(GetParam());
+  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const std::vector<std::vector<int32_t>> shapes = {{}, {-1, 0, 0, 1, 1, 2}, {}, {-1, 0, 1, 1, 0, 4, 2, 0}};
+  const int64_t batch = static_cast<int64_t>(shapes.size());
+  std::vector<Sequence> sequences(batch);
+  std::vector<TreeMask> masks(batch);
+  std::vector<std::vector<int64_t>> positions(batch);
+  std::vector<BatchSequence> request(batch);
+  for (int64_t s = 0; s < batch; ++s) {
+    Sequence& q = sequences[s];
+    const int64_t length = s < 2 ? 3 + s : K + 4 + 3 * s;  // dense and gather regimes
+    q.prompt = TestTokens(length, V, 300 + s);
+    const int64_t rows = shapes[s].empty() ? 3 + s : static_cast<int64_t>(shapes[s].size());
+    q.block = TestTokens(rows, V, 700 + s);
+    q.alone = *model.NewCache(128);
+    q.batched = *model.NewCache(128);
+    for (KvCache* cache : {q.alone.get(), q.batched.get()}) {
+      ASSERT_TRUE(model.Forward(*cache, q.prompt, Range(0, length)).ok());
+    }
+    if (shapes[s].empty()) {
+      positions[s] = Range(length, length + rows);
+    } else {
+      masks[s] = *TreeMaskFromParents(length, shapes[s]);
+      for (int64_t depth : TreeDepths(shapes[s])) positions[s].push_back(length + depth);
+    }
+    request[s] = {q.batched.get(), q.block, positions[s], shapes[s].empty() ? nullptr : &masks[s]};
+  }
+  auto together = model.ForwardBatch(request);
+  ASSERT_TRUE(together.ok()) << together.status();
+  for (int64_t s = 0; s < batch; ++s) {
+    Sequence& q = sequences[s];
+    ForwardOptions own;
+    own.attention.tree = shapes[s].empty() ? nullptr : &masks[s];
+    auto alone = model.Forward(*q.alone, q.block, positions[s], own);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    const ForwardOutput& mine = together->sequences[s];
+    EXPECT_TRUE(SameBits(mine.logits, alone->logits)) << "sequence " << s;
+    EXPECT_TRUE(SameBits(mine.hidden_prenorm, alone->hidden_prenorm)) << "sequence " << s;
+    EXPECT_TRUE(SameBits(mine.hidden_postnorm, alone->hidden_postnorm)) << "sequence " << s;
+    EXPECT_EQ(mine.paths, alone->paths) << "sequence " << s;
+    ASSERT_EQ(q.batched->length(), q.alone->length()) << "sequence " << s;
+    if (!shapes[s].empty()) {  // keep the path root → row 1 → its first child, on both caches
+      const int64_t n = static_cast<int64_t>(q.prompt.size());
+      const std::vector<int64_t> slots = {n, n + 1, n + 3};
+      ASSERT_TRUE(q.alone->KeepSlots(n, slots).ok());
+      ASSERT_TRUE(q.batched->KeepSlots(n, slots).ok());
+    }
+    const std::vector<int32_t> next = {static_cast<int32_t>((s + 5) % V)};
+    const std::vector<int64_t> at = {q.alone->length()};
+    auto a = model.Forward(*q.alone, next, at);
+    auto b = model.Forward(*q.batched, next, at);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(SameBits(a->logits, b->logits)) << "sequence " << s << " after the batch";
   }
 }
 

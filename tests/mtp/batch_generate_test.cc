@@ -5,7 +5,9 @@
 // temperatures 0 / 0.7 / 1, rejection and sampler-equality, prompts on either side of index_topk
 // (dense and gather attention) and requests that finish mid-batch, with the drafts batched
 // (MtpBatchDrafter) or not. Adaptive-k requests in a batch still give plain decoding's tokens; the
-// expert union is counted; a batched Propose gives every drafter its own Propose's drafts.
+// expert union is counted; a batched Propose gives every drafter its own Propose's drafts; tree
+// requests verify their trees in the batch's forward, or alone with a verifier that takes chains only.
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -234,6 +236,82 @@ TEST(BatchDrafterTest, EveryDrafterGetsTheDraftsOfItsOwnPropose) {
   }
 }
 
+// A verifier that leaves token trees to verify alone (BatchVerifier's default for trees).
+class ChainsOnlyVerifier : public ModelBatchVerifier {
+ public:
+  using ModelBatchVerifier::ModelBatchVerifier;
+  bool CanBatchTree(const Target&) const override { return false; }
+};
+
+// Tree requests in a batch: their trees verify in the batch's forward, each under its own tree
+// mask, beside chains and plain requests, and every request still equals itself run alone; with a
+// verifier that takes chains only, the trees verify alone in the same cycle, with the same tokens.
+TEST_P(BatchGenerateTest, TreeRequestsVerifyInTheBatchedForward) {
+  const Model& model = Load(GetParam());
+  const int64_t b = 4;
+  std::vector<BatchRequest> requests;
+  for (int64_t r = 0; r < 7; ++r) {
+    BatchRequest request = MixedRequest(model, r);
+    GenerateOptions& o = request.options;
+    o.accept.rule = AcceptRule::kSamplerEquality;
+    o.sample_drafts = false;
+    switch (r % 4) {
+      case 0: o.tree = TreeShape{{3, 2, 1}}; break;
+      case 1: o.tree = TreeShape{{}, 8, 4}; break;  // dynamic
+      case 2:  // sampled children under rejection
+        o.tree = TreeShape{{2, 2}};
+        o.sample_drafts = true;
+        o.accept.rule = AcceptRule::kRejection;
+        o.accept.sampling.temperature = 0.8;
+        break;
+      default: break;  // a chain of k = r % 5, or plain
+    }
+    o.max_new_tokens = 10 + (r * 7) % 20;
+    requests.push_back(std::move(request));
+  }
+  for (const bool trees_batched : {true, false}) {
+    std::vector<std::unique_ptr<ModelTarget>> targets;
+    std::vector<std::unique_ptr<Drafter>> drafters;
+    std::vector<BatchSlot> slots;
+    for (int64_t s = 0; s < b; ++s) {
+      targets.push_back(*ModelTarget::Create(model, kCapacity));
+      drafters.push_back(MakeDrafter(model, Kind::kMtp));
+      slots.push_back({targets.back().get(), drafters.back().get()});
+    }
+    ModelBatchVerifier all(model);
+    ChainsOnlyVerifier chains_only(model);
+    MtpBatchDrafter drafter;
+    BatchOptions options;
+    options.verifier = trees_batched ? static_cast<BatchVerifier*>(&all) : &chains_only;
+    options.drafter = &drafter;
+    auto result = GenerateBatch(slots, requests, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    int64_t tree_cycles = 0;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const BatchRequestResult& batched = result->requests[r];
+      ASSERT_TRUE(batched.status.ok()) << batched.status;
+      const GenerateResult alone = Alone(model, Kind::kMtp, requests[r]);
+      const std::string where = absl::StrCat(GetParam(), " request ", r, trees_batched ? " trees batched" : " trees alone");
+      EXPECT_EQ(batched.result.tokens, alone.tokens) << where;
+      EXPECT_EQ(batched.result.stats.num_draft_tokens, alone.stats.num_draft_tokens) << where;
+      EXPECT_EQ(batched.result.stats.accepted_per_pos, alone.stats.accepted_per_pos) << where;
+      EXPECT_EQ(batched.result.stats.accepted_per_depth_rank, alone.stats.accepted_per_depth_rank) << where;
+      if (!requests[r].options.tree.empty()) {
+        EXPECT_GT(batched.result.stats.num_drafts, 0) << where;
+        tree_cycles += batched.result.stats.num_drafts;
+      }
+    }
+    const BatchStats& stats = result->stats;
+    EXPECT_EQ(stats.failed, 0);
+    if (trees_batched) {  // one forward per cycle, trees included
+      EXPECT_EQ(stats.forwards, stats.cycles) << GetParam();
+      EXPECT_EQ(stats.batched_forwards, stats.cycles) << GetParam();
+    } else {  // the trees' cycles with nodes verify alone, beside the batch's forward
+      EXPECT_EQ(stats.forwards, stats.batched_forwards + tree_cycles) << GetParam();
+    }
+  }
+}
+
 TEST(BatchVerifierTest, RefusesTargetsOfAnotherModelOrThatSampleInTheTarget) {
   const Model& a = Load("glm_a");
   const Model& b = Load("dsv32_b");
@@ -260,6 +338,54 @@ TEST(BatchVerifierTest, RefusesTargetsOfAnotherModelOrThatSampleInTheTarget) {
   EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("sequence 1"));
   EXPECT_EQ(own->length(), 0);
   EXPECT_EQ(second->length(), 0);
+}
+
+// A tree block in a batched forward gives what the target's own RunTree gives, bit for bit, and
+// leaves the target ready for KeepTreePath; a parents list that does not fit its block is refused
+// with every cache as it was.
+TEST(BatchVerifierTest, TreeBlocksEqualRunTreeAndAreChecked) {
+  const Model& model = Load("glm_a");
+  const int64_t V = model.config().vocab_size;
+  ModelBatchVerifier verifier(model);
+  std::vector<std::unique_ptr<ModelTarget>> batched, alone;
+  for (int i = 0; i < 2; ++i) {
+    batched.push_back(*ModelTarget::Create(model, 64));
+    alone.push_back(*ModelTarget::Create(model, 64));
+    const std::vector<int32_t> prompt = TestTokens(5 + 3 * i, V, 40 + i);
+    ASSERT_TRUE(batched.back()->Run(prompt, false).ok());
+    ASSERT_TRUE(alone.back()->Run(prompt, false).ok());
+  }
+  EXPECT_TRUE(verifier.CanBatchTree(*batched[0]));
+  std::vector<Target*> targets = {batched[0].get(), batched[1].get()};
+  const std::vector<std::vector<int32_t>> blocks = {{4, 5, 6}, {7, 8, 9, 10, 11}};
+  std::vector<std::vector<int32_t>> parents = {{}, {-1, 0, 0, 1, 2}};
+  auto together = verifier.VerifyBatchWithTrees(targets, blocks, parents);
+  ASSERT_TRUE(together.ok()) << together.status();
+  auto chain = alone[0]->Run(blocks[0], true);
+  auto tree = alone[1]->RunTree(blocks[1], parents[1]);
+  ASSERT_TRUE(chain.ok() && tree.ok());
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    return a.numel() == b.numel() && std::memcmp(a.data<float>(), b.data<float>(), a.numel() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same(together->steps[0].logits, chain->logits));
+  EXPECT_TRUE(same(together->steps[1].logits, tree->logits));
+  EXPECT_TRUE(same(together->steps[1].hidden_postnorm, tree->hidden_postnorm));
+  const std::vector<int64_t> path = {0, 2, 4};
+  ASSERT_TRUE(batched[1]->KeepTreePath(path).ok());
+  ASSERT_TRUE(alone[1]->KeepTreePath(path).ok());
+  const std::vector<int32_t> next = {3};
+  auto next_batched = batched[1]->Run(next, false);
+  auto next_alone = alone[1]->Run(next, false);
+  ASSERT_TRUE(next_batched.ok() && next_alone.ok());
+  EXPECT_TRUE(same(next_batched->logits, next_alone->logits)) << "the kept path decodes as the one kept alone";
+
+  const int64_t before0 = batched[0]->length(), before1 = batched[1]->length();
+  parents = {{}, {-1, 0}};
+  auto refused = verifier.VerifyBatchWithTrees(targets, blocks, parents);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("block 1 has 5 tokens but 2 parents"));
+  EXPECT_EQ(batched[0]->length(), before0);
+  EXPECT_EQ(batched[1]->length(), before1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchGenerateTest, ::testing::Values("glm_a", "dsv32_b", "trained"));

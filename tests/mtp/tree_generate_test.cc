@@ -140,7 +140,9 @@ TEST_P(TreeGenerateTest, TheSampledChainTreeIsTheSampledChain) {
       accepted += tree->stats.num_accepted_tokens;
     }
   }
-  if (GetParam() == "trained") EXPECT_GT(accepted, 20);
+  if (GetParam() == "trained") {
+    EXPECT_GT(accepted, 20);
+  }
 }
 
 // Sampled children are distinct draws from the head's q: a node's children never repeat a token,
