@@ -22,6 +22,14 @@ out of that mode.
       [--heldout build/heldout/prose.npy] [--windows 12] [--context 256] [--new-tokens 64]
       [--modes 0 0.7 0.7:sampled] [--json build/results/tree.json] [--out docs/results]
       (tree.md, tree-data/ there)
+
+Each chain's and static tree's acceptance is also kept as a table of conditional rates by depth and
+sibling rank (tree_e2e.py), which bench/tree_bench --e2e-from imposes on the bench model as
+SYNTHETIC acceptance to measure real cycles at its costs. The whole page, in order:
+
+  build/pyenv/bin/python bench/report/tree_report.py --json build/results/tree.json
+  build/release/bench/tree_bench --e2e-from build/results/tree.json --json build/results/tree_costs.json
+  build/pyenv/bin/python bench/report/tree_report.py --from-json build/results/tree.json --out docs/results
 """
 
 from __future__ import annotations
@@ -161,6 +169,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.from_json:
         data = json.loads(args.from_json.read_text())
+        data["meta"]["page_command"] = " ".join(["bench/report/tree_report.py", *sys.argv[1:]])
         out = args.out or REPO / "docs" / "results"
         costs = attach_costs(args.tree_costs, data["meta"], out)
         write_report(out, data["meta"], data["results"], costs, tree_e2e.e2e_points(out / "tree-data" / "costs.json"))
@@ -391,7 +400,9 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
     (data / "tree.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     lines = [f"# Trees against chains at an equal verify budget\n",
              f"Made by `build/pyenv/bin/python {meta['command']}` on {meta['date']} "
-             f"({meta['machine']}). Data: `tree-data/tree.json`.\n",
+             f"({meta['machine']}). Data: `tree-data/tree.json`."
+             + (f" Page written by `build/pyenv/bin/python {meta['page_command']}`." if meta.get("page_command") else "")
+             + "\n",
              f"Model `{meta['model']}` on {meta['windows']} windows of its held-out prose ({meta['heldout']}), "
              f"{meta['context']} tokens of context, {meta['new_tokens']} new tokens each. L is the verify's rows "
              "(the pending token and L - 1 drafts): the chain k = L - 1 against every static tree of L - 1 nodes with "
@@ -402,6 +413,7 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
              "there). Time is wall time per generated token measured in this run, relative to plain "
              "decoding of the same windows.\n"]
     lines += findings(results, costs)
+    lines += tree_e2e.goal_lines(results, e2e, costs, modes_of(results), result_mode, projected_speedup)
     lines += tree_e2e.plots(out, results, e2e, costs, modes_of(results), result_mode, projected_speedup)
     for mode in modes_of(results):
         rows = [r for r in results if result_mode(r) == mode]
