@@ -5,11 +5,13 @@
 // time of one Model::ForwardBatch over all B·L rows (median of --reps, interleaved), with the
 // routed-expert union it read. Its bound: max(bytes / read bandwidth, multiply-adds / MAC rate),
 // both measured in this run; bytes = the weights once, the experts of the union, every sequence's
-// attended cache rows (at least min(N + L, K) per layer: a lower bound). One MTP draft step t_d and
-// the drafter's per-cycle extend x are timed on one MTP cache at N.
+// attended cache rows (at least min(N + L, K) per layer: a lower bound). One batched MTP draft
+// step D(B) (B chains' steps and heads in one forward) and one batched extend X(B) of every
+// request's committed rows (AL(k_max) rows each, in one forward) are timed on B MTP caches at N, as
+// MtpBatchDrafter runs them; x, one request's extend alone, is timed too.
 //
-// Cost model (the drafters run one request at a time, as GenerateBatch runs them):
-//   tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + B · (k · t_d + x)),  k ≥ 1;   B / T(B, 1) for k = 0
+// Cost model (the drafters and their extends run together, as GenerateBatch runs them):
+//   tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)),  k ≥ 1;   B / T(B, 1) for k = 0
 //   AL(k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j  from the conditional acceptance rates a_j (--rates).
 //
 // End to end, at --e2e-contexts: GenerateBatch with B requests in B slots (prefix-replaying targets
@@ -28,6 +30,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_model.h"
+#include "mtp/mtp_chain.h"
 #include "bench/prefix_target.h"
 #include "bench/run_info.h"
 #include "bench/token_source.h"
@@ -140,8 +143,9 @@ absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const
 }
 
 // The drafters' costs at context n: one batched MTP draft step D(B) (one chained step and its head for
-// each of B chains, in one forward as MtpBatchDrafter runs them) for every B, and the per-request
-// extend x of `accepted + 1` committed rows (each request's Observe, not batched).
+// each of B chains, in one forward as MtpBatchDrafter runs them) and one batched extend X(B) of
+// `accepted + 1` committed rows per chain (as MtpDraftChain::ProposeBatch runs the due extends) for
+// every B, and one request's extend x of those rows alone.
 absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                                  double accepted, int64_t reps, uint64_t seed) {
   const int64_t H = model.config().hidden_size;
@@ -174,9 +178,30 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
     caches.push_back(std::move(cache));
   }
   const int64_t position = n - 1;
-  std::vector<std::vector<double>> samples(batches.size());
+  std::vector<std::vector<double>> samples(batches.size()), extend_samples(batches.size());
+  std::vector<int64_t> extend_positions(extend_rows);  // [extend_rows] from n − 1 on
+  for (int64_t r = 0; r < extend_rows; ++r) extend_positions[r] = n - 1 + r;
   for (int64_t rep = 0; rep <= reps; ++rep) {
     for (size_t bi = 0; bi < batches.size(); ++bi) {
+      // X(B): every chain's committed rows in one forward.
+      std::vector<MtpSegment> extends(batches[bi]);
+      for (int64_t s = 0; s < batches[bi]; ++s) {
+        extends[s].cache = caches[s].get();
+        extends[s].hidden = hidden.data() + s * H;  // [extend_rows, H]
+        extends[s].tokens = std::span<const int32_t>(prompt.data() + s, extend_rows);
+        extends[s].positions = extend_positions;
+      }
+      MtpOptions extend_options = options;  // as MtpDraftChain runs an extend chunk
+      extend_options.attention = ExtendAttentionOptions(options);
+      const double extend_start = NowSeconds();
+      {
+        const RowInvariantScope row_invariant;
+        ASSIGN_OR_RETURN(std::vector<MtpStepOutput> out, mtp->ExtendBatch(extends, extend_options));
+      }
+      const double extend_seconds = NowSeconds() - extend_start;
+      for (int64_t s = 0; s < batches[bi]; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n - 1));
+      if (rep > 0) extend_samples[bi].push_back(extend_seconds);
+
       std::vector<MtpSegment> segments(batches[bi]);
       for (int64_t s = 0; s < batches[bi]; ++s) {
         segments[s].cache = caches[s].get();
@@ -199,7 +224,8 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
   }
   nlohmann::json steps = nlohmann::json::array();
   for (size_t bi = 0; bi < batches.size(); ++bi) {
-    steps.push_back({{"batch", batches[bi]}, {"seconds", Median(samples[bi])}, {"samples", samples[bi]}});
+    steps.push_back({{"batch", batches[bi]}, {"seconds", Median(samples[bi])}, {"samples", samples[bi]},
+                     {"extend_seconds", Median(extend_samples[bi])}, {"extend_samples", extend_samples[bi]}});
   }
   return nlohmann::json{{"draft_steps", steps}, {"extend_seconds", extend.MedianSeconds()},
                         {"extend_rows", extend_rows}};
@@ -345,13 +371,13 @@ absl::Status Run(int argc, char** argv) {
       }
       return 0.0;
     };
-    const double x = draft["extend_seconds"].get<double>();
     for (size_t bi = 0; bi < batches.size(); ++bi) {
       const int64_t b = batches[bi];
       const double d = draft["draft_steps"][bi]["seconds"].get<double>();
+      const double x = draft["draft_steps"][bi]["extend_seconds"].get<double>();  // X(B)
       const double plain = static_cast<double>(b) / time_of(b, 1);
       for (int64_t k = 0; k <= max_k; ++k) {
-        const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : k * d + static_cast<double>(b) * x);
+        const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : k * d + x);
         const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
         predicted.push_back({{"batch", b}, {"k", k}, {"tokens_per_second", tps}, {"speedup", tps / plain}});
       }

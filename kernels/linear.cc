@@ -193,12 +193,10 @@ void LinearManyRows(const float* x, int64_t rows, const Rows& w, int64_t in, int
   }
 }
 
-constexpr int64_t kManyRowsThreshold = 24;
-
 thread_local bool row_invariant = false;  // a RowInvariantScope lives on this thread
 
 // Whether a call of `rows` rows from this thread takes the GEMM path.
-bool UseGemm(int64_t rows) { return rows >= kManyRowsThreshold && !row_invariant; }
+bool UseGemm(int64_t rows) { return rows >= kLinearGemmRows && !row_invariant; }
 
 template <typename Rows>
 void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t ob, int64_t oe, float* y,

@@ -41,6 +41,10 @@ struct LinearJob {
 // rows < 24 (bitwise); with more rows the tiling follows the split, as in Linear.
 void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool = nullptr);
 
+// Calls of fewer rows than this stay on the small-row tiles even without a RowInvariantScope, so
+// such a call gives every row the bits it gets in any row-invariant call.
+inline constexpr int64_t kLinearGemmRows = 24;
+
 // While one lives on a thread, Linear, LinearRows and LinearBatch called from that thread keep every
 // row's result independent of the other rows of the call whatever their number: they stay on the
 // small-row tiles (each weight chunk streamed once for all row groups) instead of the GEMM path they

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/linear.h"
 
 namespace mtpspec {
 
@@ -29,6 +30,7 @@ void MtpDraftChain::Reset() {
   backend_->ClearQueue();
   committed_ = 0;
   extend_at_commit_ = true;
+  extend_due_ = false;
   queued_tokens_.clear();
 }
 
@@ -37,6 +39,7 @@ absl::Status MtpDraftChain::Commit(std::span<const int32_t> sequence, int64_t fi
   if (rows < 0 || first_position + rows > static_cast<int64_t>(sequence.size()) - 1) {
     return absl::InternalError("MTP drafter: committed rows run past the sequence");
   }
+  RETURN_IF_ERROR(ExtendDue());  // the previous Commit's extend, where Commit would have run it
   const int64_t expected = committed_ + static_cast<int64_t>(queued_tokens_.size());
   if (first_position != expected) {
     return absl::InternalError(absl::StrCat("MTP drafter: rows start at ", first_position, ", expected ", expected));
@@ -48,16 +51,26 @@ absl::Status MtpDraftChain::Commit(std::span<const int32_t> sequence, int64_t fi
   }
   if (!extend_at_commit_) return absl::OkStatus();  // plain decoding: defer to the next Propose
   extend_at_commit_ = false;  // until the loop proposes again
+  if (batch_extends_) {
+    extend_due_ = !queued_tokens_.empty();
+    return absl::OkStatus();
+  }
   return ExtendQueued();
 }
 
+MtpOptions MtpDraftChain::ExtendOptions() const {
+  MtpOptions chunk_options = options_;
+  chunk_options.attention = ExtendAttentionOptions(options_);
+  return chunk_options;
+}
+
 absl::Status MtpDraftChain::ExtendQueued() {
+  extend_due_ = false;
   const int64_t total = static_cast<int64_t>(queued_tokens_.size());
   if (total == 0) return absl::OkStatus();
   // The previous draft's slots are speculative: drop them, so the cache holds committed pairs only.
   RETURN_IF_ERROR(backend_->TruncateCache(committed_));
-  MtpOptions chunk_options = options_;
-  chunk_options.attention = ExtendAttentionOptions(options_);
+  const MtpOptions chunk_options = ExtendOptions();
   for (int64_t begin = 0; begin < total; begin += options_.extend_chunk) {
     const int64_t rows = std::min(options_.extend_chunk, total - begin);
     const bool newest = begin + rows == total;
@@ -67,6 +80,37 @@ absl::Status MtpDraftChain::ExtendQueued() {
   }
   backend_->ClearQueue();
   queued_tokens_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status MtpDraftChain::ExtendDueBatch(std::span<MtpDraftChain* const> chains, MtpBatchBackend& batch,
+                                           std::span<double* const> seconds) {
+  std::vector<MtpChainBackend*> backends;
+  std::vector<std::span<const int32_t>> tokens;
+  std::vector<int64_t> first_positions;
+  for (MtpDraftChain* chain : chains) {
+    const int64_t rows = static_cast<int64_t>(chain->queued_tokens_.size());
+    if (!chain->extend_due_ || rows < 1 || rows >= kLinearGemmRows || rows > chain->options_.extend_chunk) {
+      return absl::InternalError("MTP batch: a chain's extend is not due as one short chunk");
+    }
+    // As ExtendQueued: the previous draft's slots go first.
+    RETURN_IF_ERROR(chain->backend_->TruncateCache(chain->committed_));
+    backends.push_back(chain->backend_.get());
+    tokens.push_back(chain->queued_tokens_);
+    first_positions.push_back(chain->committed_);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(batch.Extends(backends, tokens, first_positions, chains.front()->ExtendOptions()));
+  const double share = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                       static_cast<double>(chains.size());
+  for (size_t i = 0; i < chains.size(); ++i) {
+    MtpDraftChain& chain = *chains[i];
+    chain.committed_ += static_cast<int64_t>(chain.queued_tokens_.size());
+    chain.backend_->ClearQueue();
+    chain.queued_tokens_.clear();
+    chain.extend_due_ = false;
+    *seconds[i] += share;
+  }
   return absl::OkStatus();
 }
 
@@ -124,16 +168,37 @@ std::vector<absl::StatusOr<MtpChainDraft>> MtpDraftChain::ProposeBatch(
   const size_t n = chains.size();
   std::vector<absl::StatusOr<MtpChainDraft>> results(n, MtpChainDraft());
   std::vector<int64_t> anchors(n, -1), lengths(n, 0);
+  // The chains that draft in the batch: one batched step runs under one set of options, the first
+  // joining chain's.
+  std::vector<bool> joins(n, false);
+  const MtpOptions* first = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const MtpOptions& own = chains[i]->options_;
+    const MtpOptions& lead = first == nullptr ? own : *first;
+    const bool same = own.chain == lead.chain && own.attention.path == lead.attention.path &&
+                      own.attention.form == lead.attention.form &&
+                      own.attention.gather_max_rows == lead.attention.gather_max_rows &&
+                      own.extend_chunk == lead.extend_chunk;
+    joins[i] = ks[i] > 0 && batch.CanJoin(*chains[i]->backend_) && own.index_share == MtpIndexShare::kExact && same;
+    if (joins[i] && first == nullptr) first = &own;
+  }
+  // Their due extends, where two or more are short enough to keep their per-row bits, in one forward.
+  std::vector<MtpDraftChain*> due;
+  std::vector<double*> due_seconds;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t rows = chains[i]->deferred_pairs();
+    if (joins[i] && chains[i]->extend_due_ && rows < kLinearGemmRows && rows <= chains[i]->options_.extend_chunk) {
+      due.push_back(chains[i]);
+      due_seconds.push_back(&results[i]->catch_up_seconds);
+    }
+  }
+  // On failure the extends stay due, and each chain runs its own below (reporting its own error).
+  if (due.size() >= 2) ExtendDueBatch(due, batch, due_seconds).IgnoreError();
+
   std::vector<size_t> batched;  // chains drafting in the batch
   for (size_t i = 0; i < n; ++i) {
     MtpDraftChain& chain = *chains[i];
-    // One batched step runs under one set of options: the first joining chain's.
-    const MtpOptions& first = batched.empty() ? chain.options_ : chains[batched[0]]->options_;
-    const bool same = chain.options_.chain == first.chain && chain.options_.attention.path == first.attention.path &&
-                      chain.options_.attention.form == first.attention.form &&
-                      chain.options_.attention.gather_max_rows == first.attention.gather_max_rows;
-    const bool joins = batch.CanJoin(*chain.backend_) && chain.options_.index_share == MtpIndexShare::kExact && same;
-    if (!joins || ks[i] <= 0) {
+    if (!joins[i]) {
       results[i] = chain.Propose(sequences[i], ks[i], picks[i]);
       continue;
     }

@@ -14,7 +14,10 @@
 //
 // Extends are eager while the loop drafts, and deferred while it decodes plainly (no Propose since
 // the last Commit) or when the prompt is deferred (DeferPrompt): Propose then catches up first and
-// reports that time. The device-specific work sits behind MtpChainBackend (mtp/mtp_chain_cpu.h on
+// reports that time. In a batch (set_batch_extends) an extend that Commit would run is only marked
+// due: it runs at the chain's next Commit, Propose or ProposeTree exactly as Commit would have run
+// it, or, with the due extends of other chains, as one batched forward in ProposeBatch. The
+// device-specific work sits behind MtpChainBackend (mtp/mtp_chain_cpu.h on
 // the host, mtp/mtp_chain_cuda.h on a GPU); the bookkeeping here is the same for both.
 #pragma once
 
@@ -104,6 +107,13 @@ class MtpBatchBackend {
   // One chained step per backend (Step's arguments, one each), without a shared selection.
   virtual absl::Status Steps(std::span<MtpChainBackend* const> backends, std::span<const int32_t> tokens,
                              std::span<const int64_t> positions, const MtpOptions& options) = 0;
+  // One Extend(0, tokens[i], first_positions[i], options, /*keep_start=*/true) per backend, all in
+  // one forward; each backend's cache and start state end as its own Extend leaves them. Every
+  // backend's tokens must be fewer than kLinearGemmRows (the rows an Extend alone keeps on the
+  // per-row tiles).
+  virtual absl::Status Extends(std::span<MtpChainBackend* const> backends,
+                               std::span<const std::span<const int32_t>> tokens,
+                               std::span<const int64_t> first_positions, const MtpOptions& options) = 0;
 };
 
 struct MtpChainDraft {
@@ -150,7 +160,12 @@ class MtpDraftChain {
   // Up to k drafts continuing `sequence`, whose last token is the newest sample: fewer when the
   // cache's capacity runs out, none before the first Commit.
   absl::StatusOr<MtpChainDraft> Propose(std::span<const int32_t> sequence, int64_t k, const MtpDraftPicker& pick);
-  // Propose for several chains at once: each chain catches up and begins as its own Propose does,
+  // In a batch, extends wait for the next step of the chain (see the top of this file); off, Commit
+  // runs them at once. Turning it off leaves a due extend due until the next step.
+  void set_batch_extends(bool on) { batch_extends_ = on; }
+  // Propose for several chains at once: the due extends of the chains that join the batch (short
+  // enough to keep their per-row bits) run as one MtpBatchBackend::Extends, with each chain's share
+  // of its time in its catch_up_seconds; then each chain catches up and begins as its own Propose does,
   // then every draft depth runs the heads of all chains still drafting as one batch and their
   // chained steps as one (MtpBatchBackend), so each chain's drafts equal its own Propose's. Chains
   // the batch cannot join (another device, a shared indexer selection) draft alone. results[i]
@@ -181,6 +196,15 @@ class MtpDraftChain {
       : backend_(std::move(backend)), options_(options) {}
   // Runs the queued pairs through the module in chunks; the newest one becomes the start state.
   absl::Status ExtendQueued();
+  // Runs a due extend (batch mode), as Commit would have run it.
+  absl::Status ExtendDue() { return extend_due_ ? ExtendQueued() : absl::OkStatus(); }
+  // The options of an extend chunk.
+  MtpOptions ExtendOptions() const;
+  // Runs the due extends of `chains` (same options, each one chunk of fewer than kLinearGemmRows
+  // pairs) as one batched forward; on success each chain's catch_up_seconds share is added to
+  // seconds[i]. On failure nothing is committed and the extends stay due.
+  static absl::Status ExtendDueBatch(std::span<MtpDraftChain* const> chains, MtpBatchBackend& batch,
+                                     std::span<double* const> seconds);
   // The start of a Propose: catches up on deferred pairs (adding the time to *catch_up_seconds),
   // checks that the newest pair is the sequence's, and drops an earlier draft's slots. Returns the
   // anchor (the newest committed pair's position), or −1 when there is nothing to draft from.
@@ -192,6 +216,8 @@ class MtpDraftChain {
   MtpOptions options_;
   int64_t committed_ = 0;          // committed pairs in the cache (positions 0 … committed − 1)
   bool extend_at_commit_ = true;   // the prompt (unless deferred), and while the loop keeps proposing
+  bool batch_extends_ = false;     // Commit marks its extend due instead of running it
+  bool extend_due_ = false;        // the queued pairs await the extend Commit deferred
   std::vector<int32_t> queued_tokens_;  // [queued] x_{t+1} of the pairs from position committed_ on
 };
 

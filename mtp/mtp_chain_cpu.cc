@@ -41,15 +41,18 @@ absl::Status CpuMtpBackend::Extend(int64_t begin, std::span<const int32_t> token
   for (int64_t r = 0; r < rows; ++r) positions[r] = first_position + r;
   ASSIGN_OR_RETURN(MtpStepOutput out,
                    module_->Extend(*cache_, queued_hidden_.data() + begin * H, tokens, positions, options));
-  if (keep_start) {
-    const float* normed = out.normed.data<float>() + (rows - 1) * H;
-    const float* raw = out.raw.data<float>() + (rows - 1) * H;
-    start_normed_.assign(normed, normed + H);
-    start_raw_.assign(raw, raw + H);
-    start_topk_.clear();
-    if (out.topk.width > 0) start_topk_.assign(out.topk.row(rows - 1), out.topk.row(rows - 1) + out.topk.width);
-  }
+  if (keep_start) KeepStart(out, rows);
   return absl::OkStatus();
+}
+
+void CpuMtpBackend::KeepStart(const MtpStepOutput& out, int64_t rows) {
+  const int64_t H = config().hidden_size;
+  const float* normed = out.normed.data<float>() + (rows - 1) * H;
+  const float* raw = out.raw.data<float>() + (rows - 1) * H;
+  start_normed_.assign(normed, normed + H);
+  start_raw_.assign(raw, raw + H);
+  start_topk_.clear();
+  if (out.topk.width > 0) start_topk_.assign(out.topk.row(rows - 1), out.topk.row(rows - 1) + out.topk.width);
 }
 
 absl::Status CpuMtpBackend::BeginChain() {
@@ -127,7 +130,8 @@ bool CpuMtpBatch::CanJoin(const MtpChainBackend& backend) const {
   return dynamic_cast<const CpuMtpBackend*>(&backend) != nullptr;
 }
 
-absl::StatusOr<std::vector<CpuMtpBackend*>> CpuMtpBatch::Members(std::span<MtpChainBackend* const> backends) {
+absl::StatusOr<std::vector<CpuMtpBackend*>> CpuMtpBatch::Members(std::span<MtpChainBackend* const> backends,
+                                                                  bool begun) {
   std::vector<CpuMtpBackend*> members;
   for (size_t i = 0; i < backends.size(); ++i) {
     auto* member = dynamic_cast<CpuMtpBackend*>(backends[i]);
@@ -135,7 +139,7 @@ absl::StatusOr<std::vector<CpuMtpBackend*>> CpuMtpBatch::Members(std::span<MtpCh
     if (!members.empty() && &member->module_->model() != &members.front()->module_->model()) {
       return absl::InvalidArgumentError(absl::StrCat("MTP batch: backend ", i, " runs another model"));
     }
-    if (member->chained_normed_.empty()) return absl::InternalError("MTP batch: a chain has not begun");
+    if (begun && member->chained_normed_.empty()) return absl::InternalError("MTP batch: a chain has not begun");
     members.push_back(member);
   }
   if (members.empty()) return absl::InvalidArgumentError("MTP batch: no backends");
@@ -188,6 +192,41 @@ absl::Status CpuMtpBatch::Steps(std::span<MtpChainBackend* const> backends, std:
     std::copy_n(out[i].normed.data<float>(), H, members[i]->chained_normed_.begin());
     std::copy_n(out[i].raw.data<float>(), H, members[i]->chained_raw_.begin());
   }
+  return absl::OkStatus();
+}
+
+absl::Status CpuMtpBatch::Extends(std::span<MtpChainBackend* const> backends,
+                                  std::span<const std::span<const int32_t>> tokens,
+                                  std::span<const int64_t> first_positions, const MtpOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<CpuMtpBackend*> members, Members(backends, /*begun=*/false));
+  if (tokens.size() != members.size() || first_positions.size() != members.size()) {
+    return absl::InvalidArgumentError("MTP batch: one token list and one first position per backend");
+  }
+  const int64_t H = members[0]->config().hidden_size;
+  std::vector<std::vector<int64_t>> positions(members.size());  // [backends][rows]
+  std::vector<MtpSegment> segments;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int64_t rows = static_cast<int64_t>(tokens[i].size());
+    if (rows < 1 || rows >= kLinearGemmRows) {
+      return absl::InvalidArgumentError(absl::StrCat("MTP batch: backend ", i, " extends ", rows, " rows; 1 to ",
+                                                     kLinearGemmRows - 1, " keep their per-row bits"));
+    }
+    if (rows * H > static_cast<int64_t>(members[i]->queued_hidden_.size())) {
+      return absl::InternalError("MTP drafter: extend past the queued hidden rows");
+    }
+    for (int64_t r = 0; r < rows; ++r) positions[i].push_back(first_positions[i] + r);
+    MtpSegment& segment = segments.emplace_back();
+    segment.cache = members[i]->cache_.get();
+    segment.hidden = members[i]->queued_hidden_.data();  // [rows, H]
+    segment.tokens = tokens[i];
+    segment.positions = positions[i];
+  }
+  std::vector<MtpStepOutput> out;
+  {
+    const RowInvariantScope row_invariant;  // each chain's bits as in its own Extend
+    ASSIGN_OR_RETURN(out, members[0]->module_->ExtendBatch(segments, options));
+  }
+  for (size_t i = 0; i < members.size(); ++i) members[i]->KeepStart(out[i], static_cast<int64_t>(tokens[i].size()));
   return absl::OkStatus();
 }
 

@@ -46,6 +46,9 @@ class CpuMtpBackend : public MtpChainBackend {
     Tensor values;  // [1, V]
   };
 
+  // The last of `rows` extended rows becomes the start state.
+  void KeepStart(const MtpStepOutput& out, int64_t rows);
+
   CpuMtpBackend(std::unique_ptr<MtpModule> module, std::unique_ptr<KvCache> cache)
       : module_(std::move(module)), cache_(std::move(cache)) {}
 
@@ -66,19 +69,22 @@ class CpuMtpBackend : public MtpChainBackend {
   HostHead head_;
 };
 
-// The chained steps of several host chains over one model's MTP layer in one forward
-// (MtpModule::ExtendBatch) and their heads in one head product, inside a RowInvariantScope, so each
-// chain gets the bits of its own Step and Head.
+// The chained steps (and the due extends) of several host chains over one model's MTP layer in one
+// forward (MtpModule::ExtendBatch) and their heads in one head product, inside a RowInvariantScope,
+// so each chain gets the bits of its own Step, Extend and Head.
 class CpuMtpBatch : public MtpBatchBackend {
  public:
   bool CanJoin(const MtpChainBackend& backend) const override;
   absl::StatusOr<std::vector<MtpHeadRow*>> Heads(std::span<MtpChainBackend* const> backends) override;
   absl::Status Steps(std::span<MtpChainBackend* const> backends, std::span<const int32_t> tokens,
                      std::span<const int64_t> positions, const MtpOptions& options) override;
+  absl::Status Extends(std::span<MtpChainBackend* const> backends, std::span<const std::span<const int32_t>> tokens,
+                       std::span<const int64_t> first_positions, const MtpOptions& options) override;
 
  private:
-  // The host backends, checked to share one MTP layer.
-  static absl::StatusOr<std::vector<CpuMtpBackend*>> Members(std::span<MtpChainBackend* const> backends);
+  // The host backends, checked to share one MTP layer (and, with `begun`, to have begun a chain).
+  static absl::StatusOr<std::vector<CpuMtpBackend*>> Members(std::span<MtpChainBackend* const> backends,
+                                                             bool begun = true);
 };
 
 }  // namespace mtpspec

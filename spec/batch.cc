@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/batch_k.h"
@@ -98,7 +99,7 @@ nlohmann::json BatchStats::ToJson() const {
   j["tokens_per_second"] = tokens_per_second();
   j["seconds"] = {{"prefill", prefill_seconds}, {"draft", draft_seconds}, {"verify", verify_seconds},
                   {"accept_commit", accept_commit_seconds}, {"tree_drafts", tree_draft_seconds},
-                  {"total", total_seconds}};
+                  {"draft_extends", draft_extend_seconds}, {"total", total_seconds}};
   return j;
 }
 
@@ -114,8 +115,8 @@ std::string BatchStats::Summary() const {
     out << absl::StrFormat("routed experts read: %d for %d routing choices (%.3f per choice)\n", experts_read,
                            expert_choices, static_cast<double>(experts_read) / expert_choices);
   }
-  out << absl::StrFormat("time: prefill %.3f s, draft %.3f s, verify %.3f s, accept+commit %.3f s\n", prefill_seconds,
-                         draft_seconds, verify_seconds, accept_commit_seconds);
+  out << absl::StrFormat("time: prefill %.3f s, draft %.3f s (extends %.3f s), verify %.3f s, accept+commit %.3f s\n",
+                         prefill_seconds, draft_seconds, draft_extend_seconds, verify_seconds, accept_commit_seconds);
   return out.str();
 }
 
@@ -176,6 +177,17 @@ absl::Status ValidateBatch(std::span<const BatchSlot> slots, std::span<const Bat
 absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std::span<const BatchRequest> requests,
                                           const BatchOptions& options) {
   RETURN_IF_ERROR(ValidateBatch(slots, requests, options));
+  // Drafters the batch drafter takes leave it work to run together while they hold a slot.
+  std::vector<Drafter*> enrolled;
+  for (const BatchSlot& slot : slots) {
+    if (options.drafter != nullptr && slot.drafter != nullptr && options.drafter->CanBatch(*slot.drafter)) {
+      options.drafter->SetBatched(*slot.drafter, true);
+      enrolled.push_back(slot.drafter);
+    }
+  }
+  absl::Cleanup release = [&] {
+    for (Drafter* drafter : enrolled) options.drafter->SetBatched(*drafter, false);
+  };
   const Clock::time_point start = Clock::now();
   BatchResult out;
   out.requests.resize(requests.size());
@@ -385,24 +397,28 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     // Acceptance, commit and rollback, per request.
     t = Clock::now();
     int64_t extending = 0;
-    double extend_seconds = 0;
+    double extend_seconds = 0;   // the drafting requests' extends, wherever they ran
+    double catch_up_seconds = 0; // the part of them that ran in this cycle's draft phase
     for (size_t i = 0; i < to_verify.size(); ++i) {
       const size_t s = to_verify[i];
       absl::Status status = verify_status[i];
       if (status.ok()) status = seats[s].running->EndCycle();
+      if (status.ok() && !seats[s].running->last_cycle().tree) catch_up_seconds += seats[s].running->last_cycle().catch_up_seconds;
       if (status.ok() && controller) {
         const CycleRecord& cycle = seats[s].running->last_cycle();
         if (seats[s].running->adaptive()) controller->RecordAcceptance(seats[s].request, cycle.drafted, cycle.accepted);
         if (cycle.drafted > 0 && !cycle.tree) {  // the controller prices chain cycles
           ++extending;
-          extend_seconds += cycle.extend_seconds;
+          extend_seconds += cycle.catch_up_seconds + cycle.extend_seconds;
         }
       }
       if (!status.ok() || seats[s].running->done()) leave(s, status);  // its slot is free for the next cycle
     }
     stats.accept_commit_seconds += Since(t);
+    stats.draft_extend_seconds += catch_up_seconds;
     if (controller) {
-      controller->RecordCycle(cycle_rows, cycle_verify_seconds, depth, draft_phase_seconds, extending, extend_seconds);
+      controller->RecordCycle(cycle_rows, cycle_verify_seconds, depth, std::max(0.0, draft_phase_seconds - catch_up_seconds),
+                              extending, extend_seconds);
     }
   }
   stats.total_seconds = Since(start);

@@ -74,10 +74,14 @@ struct BatchStats {
   // same rows would read one expert per routed row (their routing choices, no union).
   int64_t experts_read = 0;
   int64_t expert_choices = 0;
-  // Wall time: the prefills, the drafts, the verify forwards, acceptance with commit and extend,
+  // Wall time: the prefills, the drafts, the verify forwards, acceptance with commit (and the extends
+  // of drafters that are not batched),
   // the tree requests' drafting (each grows its own tree; not part of draft_seconds), and the whole run.
   double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0, accept_commit_seconds = 0;
   double tree_draft_seconds = 0;
+  // Of draft_seconds: the drafters' extends of earlier commits that ran with the drafts (a batch's
+  // MTP drafters extend together there, one forward for all of them).
+  double draft_extend_seconds = 0;
   double total_seconds = 0;
 
   double tokens_per_second() const { return total_seconds > 0 ? generated_tokens / total_seconds : 0.0; }

@@ -10,7 +10,8 @@
 // α + β·R fitted to the forwards measured so far (each row count at the median of its last five): one more row costs β, however the rows are spread
 // over the requests, which is what makes a request's extra draft cheap when the batch already
 // reads the experts and weights it needs. D is one batched draft depth (the drafters draft
-// together, so the deepest request sets the depth count) and x one request's extend.
+// together, so the deepest request sets the depth count) and x one request's share of the
+// extends (a batch's MTP drafters extend together too).
 //
 // The choice: for each depth cap K = 0 … k_max, add drafts one at a time in order of their
 // expected gain Π a (each request's next position), while E / C grows; keep the best cap. Until two

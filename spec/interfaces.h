@@ -160,6 +160,10 @@ class BatchDrafter {
  public:
   virtual ~BatchDrafter() = default;
   virtual bool CanBatch(const Drafter& drafter) const = 0;
+  // A drafter it can batch takes a batch's slot (true) or leaves it (false): while in, the drafter
+  // may leave work for ProposeBatch to run with the others' (MtpBatchDrafter: the MTP extends of
+  // committed rows), without changing any draft.
+  virtual void SetBatched(Drafter& drafter, bool batched) {}
   // For every i, what drafters[i]->Propose(sequences[i], ks[i], samplings[i]) returns, bit for bit.
   virtual std::vector<absl::StatusOr<Draft>> ProposeBatch(std::span<Drafter* const> drafters,
                                                           std::span<const std::span<const int32_t>> sequences,

@@ -106,6 +106,12 @@ bool MtpBatchDrafter::CanBatch(const Drafter& drafter) const {
   return mtp != nullptr && batch_->CanJoin(mtp->chain().backend());
 }
 
+void MtpBatchDrafter::SetBatched(Drafter& drafter, bool batched) {
+  if (auto* mtp = dynamic_cast<MtpDrafter*>(&drafter); mtp != nullptr && CanBatch(*mtp)) {
+    mtp->mutable_chain().set_batch_extends(batched);
+  }
+}
+
 std::vector<absl::StatusOr<Draft>> MtpBatchDrafter::ProposeBatch(std::span<Drafter* const> drafters,
                                                                  std::span<const std::span<const int32_t>> sequences,
                                                                  std::span<const int64_t> ks,

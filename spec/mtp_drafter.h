@@ -68,14 +68,18 @@ class MtpDrafter : public Drafter {
   ArgmaxFn argmax_;
 };
 
-// Proposes for several host MTP drafters at once: each draft depth runs every drafter's head as one
-// head product and their chained steps as one MTP forward (MtpDraftChain::ProposeBatch), so every
-// request's drafts equal its own Propose's. Other drafters are not batched.
+// Proposes for several host MTP drafters at once: their due extends of committed rows run as one MTP
+// forward, then each draft depth runs every drafter's head as one head product and their chained
+// steps as one MTP forward (MtpDraftChain::ProposeBatch), so every request's drafts equal its own
+// Propose's. Other drafters are not batched.
 class MtpBatchDrafter : public BatchDrafter {
  public:
   MtpBatchDrafter();
   ~MtpBatchDrafter() override;
   bool CanBatch(const Drafter& drafter) const override;
+  // The drafter's extends wait for the next ProposeBatch, which runs those of all its drafters in
+  // one MTP forward (MtpDraftChain::set_batch_extends).
+  void SetBatched(Drafter& drafter, bool batched) override;
   std::vector<absl::StatusOr<Draft>> ProposeBatch(std::span<Drafter* const> drafters,
                                                   std::span<const std::span<const int32_t>> sequences,
                                                   std::span<const int64_t> ks,

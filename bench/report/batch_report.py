@@ -102,9 +102,17 @@ def findings(data: Dict[str, Any]) -> List[str]:
     plain = {c["batch"]: c["seconds"] for c in point["costs"] if c["rows_per_sequence"] == 1}
     lines.append(f"- At N = {point['context']} one draft step costs {steps[0]['seconds'] / plain[steps[0]['batch']]:.2f} "
                  f"of a plain step at B = {steps[0]['batch']} and {steps[-1]['seconds'] / plain[steps[-1]['batch']]:.2f} "
-                 f"at B = {steps[-1]['batch']} (the drafts of a batch run together); each request's extend of its "
-                 "committed rows still runs alone, B of them per cycle.")
+                 f"at B = {steps[-1]['batch']} (the drafts of a batch run together); the batch's extends of its "
+                 f"committed rows cost {extend_share(steps[0], plain):.2f} of a plain step at B = {steps[0]['batch']} "
+                 f"and {extend_share(steps[-1], plain):.2f} at B = {steps[-1]['batch']} (one forward for all "
+                 f"requests; one request's extend alone is {point['draft']['extend_seconds'] / plain[1]:.2f} of a "
+                 "plain single-request step).")
     return lines
+
+
+def extend_share(step: Dict[str, Any], plain: Dict[int, float]) -> float:
+    """X(B), the batched extend of one cycle, over the plain batched step T(B, 1)."""
+    return step.get("extend_seconds", float("nan")) / plain[step["batch"]]
 
 
 def plot(data: Dict[str, Any], path: Path) -> bool:
@@ -156,10 +164,11 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
              f"conditional rates {', '.join(f'{r:.3f}' for r in data['rates'])}, so AL(k) = "
              f"{', '.join(f'{x:.2f}' for x in al)} for k = 0..{len(al) - 1}; the end-to-end runs impose them "
              "(SYNTHETIC acceptance), each request with its own seed at T = 1.\n",
-             "Cost model: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + B · x), with T(B, L) the measured "
+             "Cost model: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)), with T(B, L) the measured "
              "batched forward of B sequences of L rows, D(B) one batched MTP draft step for B requests (the "
-             "drafters draft together, one forward per depth) and x one request's extend of its committed rows "
-             "(the extends run one request at a time), each measured at N; plain batched decoding is B / T(B, 1).\n"]
+             "drafters draft together, one forward per depth) and X(B) one batched extend of every request's "
+             "committed rows (the drafters' extends run together too, one forward before the drafts), each "
+             "measured at N; plain batched decoding is B / T(B, 1).\n"]
     lines += findings(data)
     if plot(data, folder / "speedup_vs_batch.png"):
         lines.append("\n![speedup against B for each k, predicted and measured](batch-data/speedup_vs_batch.png)\n")
@@ -177,9 +186,12 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
                          f"{c['compute_seconds'] * 1e3:.2f} | {c['measured_over_bound']:.2f} |")
         d = point["draft"]
         steps = ", ".join(f"D({x['batch']}) = {x['seconds'] * 1e3:.2f}" for x in d["draft_steps"])
-        lines.append(f"\nOne batched MTP draft step (B chains' steps and heads in one forward), ms: {steps}; the "
-                     f"extend of {d['extend_rows']} rows per request x = {d['extend_seconds'] * 1e3:.2f} ms; a plain "
-                     f"single-request step {cell(point['costs'], batch=1, rows_per_sequence=1)['seconds'] * 1e3:.2f} ms.\n")
+        extends = ", ".join(f"X({x['batch']}) = {x['extend_seconds'] * 1e3:.2f}" for x in d["draft_steps"]
+                            if "extend_seconds" in x)
+        lines.append(f"\nOne batched MTP draft step (B chains' steps and heads in one forward), ms: {steps}; one "
+                     f"batched extend of {d['extend_rows']} rows per request, ms: {extends}; one request's extend "
+                     f"alone x = {d['extend_seconds'] * 1e3:.2f} ms; a plain single-request step "
+                     f"{cell(point['costs'], batch=1, rows_per_sequence=1)['seconds'] * 1e3:.2f} ms.\n")
         lines.append("### Tokens/s and speedup over plain batched decoding\n")
         e2e = measured_speedups(point["e2e"]) if "e2e" in point else []
         if e2e:

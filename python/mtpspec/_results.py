@@ -178,8 +178,9 @@ class BatchStats:
     batch. ``experts_read`` sums, over forwards and MoE layers, the routed experts whose weights the
     forward read (the union of its rows' choices); ``expert_choices`` the rows' routing choices, what
     one forward per row would read. ``seconds`` splits the wall time: prefill, draft, verify,
-    accept_commit (acceptance, commit, rollback and the drafters' extend), tree_drafts (tree requests
-    drafting their own trees), total.
+    accept_commit (acceptance, commit, rollback and the extends of drafters not batched), tree_drafts
+    (tree requests drafting their own trees), draft_extends (of draft: the batched MTP drafters'
+    extends of committed rows, one forward for all of them), total.
     """
 
     slots: int
