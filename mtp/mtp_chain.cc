@@ -51,7 +51,8 @@ absl::Status MtpDraftChain::Commit(std::span<const int32_t> sequence, int64_t fi
   }
   if (!extend_at_commit_) return absl::OkStatus();  // plain decoding: defer to the next Propose
   extend_at_commit_ = false;  // until the loop proposes again
-  if (batch_extends_) {
+  // In a batch the extend waits, but not the prompt's, the first: it stays in the prefill.
+  if (batch_extends_ && committed_ > 0) {
     extend_due_ = !queued_tokens_.empty();
     return absl::OkStatus();
   }

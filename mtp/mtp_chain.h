@@ -14,8 +14,8 @@
 //
 // Extends are eager while the loop drafts, and deferred while it decodes plainly (no Propose since
 // the last Commit) or when the prompt is deferred (DeferPrompt): Propose then catches up first and
-// reports that time. In a batch (set_batch_extends) an extend that Commit would run is only marked
-// due: it runs at the chain's next Commit, Propose or ProposeTree exactly as Commit would have run
+// reports that time. In a batch (set_batch_extends) an extend that Commit would run, but the
+// prompt's, is only marked due: it runs at the chain's next Commit, Propose or ProposeTree exactly as Commit would have run
 // it, or, with the due extends of other chains, as one batched forward in ProposeBatch. The
 // device-specific work sits behind MtpChainBackend (mtp/mtp_chain_cpu.h on
 // the host, mtp/mtp_chain_cuda.h on a GPU); the bookkeeping here is the same for both.

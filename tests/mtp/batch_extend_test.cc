@@ -1,8 +1,8 @@
 // The MTP extends of a batch (MtpDraftChain::set_batch_extends and ProposeBatch): chains whose
 // extends wait for the batch and run together give, cycle after cycle, the head logits and drafts
 // of chains that extend alone at every Commit, bit for bit. Covered: prompts on either side of
-// index_topk (dense and gather extends), prompts short enough to extend in the batch and long ones
-// that extend alone, cycles without drafts that leave a backlog (a long one extends alone), chains
+// index_topk (dense and gather contexts; the prompt's extend runs at once, in the prefill), commits
+// short enough to extend in the batch and backlogs long enough to extend alone, cycles without drafts that leave a backlog (a long one extends alone), chains
 // near the end of their cache, and a batched extend that fails (every chain then extends alone,
 // with the same bits).
 #include <map>
@@ -107,7 +107,7 @@ TEST_P(BatchExtendTest, BatchedExtendsGiveTheDraftsOfEagerOnes) {
     const std::vector<float> h = hidden_rows(prompts[i]);
     ASSERT_TRUE(eager[i]->Commit(sequences[i], 0, prompts[i], h.data()).ok());
     ASSERT_TRUE(batched[i]->Commit(sequences[i], 0, prompts[i], h.data()).ok());
-    EXPECT_EQ(batched[i]->deferred_pairs(), prompts[i]) << "the prompt's extend waits";
+    EXPECT_EQ(batched[i]->deferred_pairs(), 0) << "the prompt's extend stays in the prefill";
   }
   CountingBatch batch;
   batch.fail = fail;
