@@ -11,13 +11,16 @@
 //   * the whole model (Model::Forward over L rows), which the sum of the parts must predict, and
 //     the model truncated to its first n layers (ForwardOptions::trunk_layers, n in --prefix-layers),
 //     which the sum of those layers' parts must predict, measured in the same interleaved run;
-//   * the distinct experts the L rows route to.
-// Optionally (--e2e N) Generate runs plain decoding and MTP k = 1 … 4 with SYNTHETIC acceptance at
-// --rates on the whole cut model, from a random prefix of N tokens, for measured speedups.
+//   * the routed experts each MoE layer's rows chose between them (the union the layer read).
+// Each repetition's parts and forwards run the same random tokens, so they route the same experts.
+// Optionally (--e2e N,...) Generate runs plain decoding and MTP k = 1 … 4 with SYNTHETIC acceptance
+// at --rates on the whole cut model, from a random prefix of N tokens (the target's and the MTP
+// layer's caches filled with random rows), for measured speedups; each repetition runs plain and
+// k = 1 … 4 in turn, so they interleave.
 // bench/report/real_scale_report.py turns the JSON into the projection of the full model.
 //
 //   build/release/bench/real_scale_bench --model DIR [--contexts 4096,16384,65536,131072]
-//       [--max-rows 8] [--reps 5] [--e2e 4096 --rates 0.88,0.75,0.58] [--json PATH]
+//       [--max-rows 8] [--reps 5] [--e2e 4096,16384 --rates 0.88,0.75,0.58] [--json PATH]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -48,9 +51,10 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
   --model DIR         a checkpoint cut from a release (mtpspec make-checkpoint --like ...)
   --contexts LIST     N values (default 4096,16384,65536,131072)
   --max-rows L        verify rows 1..L (default 8)      --reps R (default 5, interleaved)
-  --e2e N             also measure Generate end to end from a random prefix of N tokens (0: off, default)
+  --e2e LIST          also measure Generate end to end from a random prefix of N tokens, for each N
+                      (default: off)
   --rates LIST        conditional acceptance a_1,a_2,... for --e2e (default 0.88,0.75,0.58)
-  --new-tokens G      tokens per end-to-end run (default 24)   --e2e-reps R (default 2)
+  --new-tokens G      tokens per end-to-end run (default 32)   --e2e-reps R (default 3)
   --prefix-layers LIST  also time the model truncated to its first n layers, for each n < its layers
                       (default 2,3,4)
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
@@ -105,12 +109,23 @@ nlohmann::json MedianComponents(const Samples& s) {
 struct ContextSamples {
   // [L][layer]
   std::vector<std::vector<Samples>> layers;
+  std::vector<std::vector<std::vector<double>>> experts_used;  // [L][layer][sample] routed experts its rows chose
   std::vector<Samples> head, mtp_extend, whole;
   std::vector<std::vector<Samples>> prefix;  // [rows][prefix index]
   Samples mtp_step;  // L = 1, with the head
-  std::vector<std::vector<double>> union_experts;  // [L][sample] distinct experts of the L rows, first MoE layer
 };
 
+double MeanOf(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+// Each repetition draws L random tokens, runs them through every trunk layer on its own (timed one
+// by one, from the embedding, exactly the calls Model::Forward makes), the head, the MTP layer, then
+// Model::Forward of the same tokens whole and truncated: the parts and the forwards of one
+// repetition route the same experts, so repetition by repetition the sum of the parts is a paired
+// prediction of the forwards ("paired" in the JSON).
 absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModule* mtp, int64_t N, int64_t max_rows,
                                               int64_t reps, uint64_t seed, const std::vector<int64_t>& prefixes) {
   const ModelConfig& c = model.config();
@@ -124,38 +139,41 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
   }
   ContextSamples s;
   s.layers.assign(max_rows + 1, std::vector<Samples>(layers));
+  s.experts_used.assign(max_rows + 1, std::vector<std::vector<double>>(layers));
   s.head.resize(max_rows + 1);
   s.mtp_extend.resize(max_rows + 1);
   s.whole.resize(max_rows + 1);
   s.prefix.assign(max_rows + 1, std::vector<Samples>(prefixes.size()));
-  s.union_experts.resize(max_rows + 1);
-  int64_t first_moe = -1;
-  for (int64_t l = 0; l < layers && first_moe < 0; ++l) {
-    if (!c.layer_is_dense[l]) first_moe = l;
-  }
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> unit(0.0f, 1.0f);
   const LayerContext& ctx = model.layer_context();
   AttentionOptions attention;
   for (int64_t rep = -1; rep < reps; ++rep) {  // rep -1 warms up
     for (int64_t L = 1; L <= max_rows; ++L) {
-      std::vector<float> x(L * H);  // [L, H]
-      for (float& v : x) v = unit(rng);
+      std::vector<int32_t> tokens(L);
+      for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
       std::vector<int64_t> positions(L);
       for (int64_t r = 0; r < L; ++r) positions[r] = N + r;
-      std::vector<float> h = x;  // [L, H] the residual stream
+      std::vector<float> h(L * H);  // [L, H] the residual stream
+      model.Embed(model.weights().embed, tokens, h.data());
       TopK topk;
       for (int64_t l = 0; l < layers; ++l) {
         ForwardProfile profile;
         AttentionOptions options = attention;
         options.profile = &profile;
-        AttentionPath path;
+        MlaSegment segment;  // DecoderLayerForward's one segment, with its expert count
+        segment.rows = L;
+        segment.positions = positions.data();
+        segment.cache = &cache->layer(l);
+        segment.capacity = capacity;
+        segment.topk = &topk;
+        int64_t experts_used = 0;
         const double t = NowSeconds();
-        RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
-                                            cache->layer(l), capacity, options, &topk, &path));
+        RETURN_IF_ERROR(DecoderLayerForwardSegments(model.weights().layers[l], ctx, h.data(),
+                                                    std::span<MlaSegment>(&segment, 1), options, &experts_used));
         if (rep >= 0) {
           s.layers[L][l].seconds.push_back(NowSeconds() - t);
           s.layers[L][l].profiles.push_back(profile);
+          s.experts_used[L][l].push_back(static_cast<double>(experts_used));
         }
       }
       std::vector<float> normed(L * H), logits(L * c.vocab_size);  // [L, H], [L, V]
@@ -166,20 +184,19 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
       model.ApplyHead(model.weights().lm_head, normed.data(), L, logits.data());
       if (rep >= 0) s.head[L].seconds.push_back(NowSeconds() - t);
       if (mtp != nullptr) {
-        std::vector<int32_t> tokens(L);
-        for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+        std::vector<int32_t> next(L);  // the pairs' tokens x_{t+1}
+        for (int32_t& id : next) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
         MtpOptions mtp_options;
         t = NowSeconds();
-        RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), tokens, positions, mtp_options).status());
+        RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), next, positions, mtp_options).status());
         if (rep >= 0) s.mtp_extend[L].seconds.push_back(NowSeconds() - t);
         if (L == 1) {
           t = NowSeconds();
-          RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), tokens, positions, mtp_options).status());
+          RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), next, positions, mtp_options).status());
           if (rep >= 0) s.mtp_step.seconds.push_back(NowSeconds() - t);
         }
       }
-      std::vector<int32_t> tokens(L);
-      for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+      RETURN_IF_ERROR(cache->Truncate(N));
       t = NowSeconds();
       RETURN_IF_ERROR(model.Forward(*cache, tokens, positions).status());
       if (rep >= 0) s.whole[L].seconds.push_back(NowSeconds() - t);
@@ -192,23 +209,16 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
         if (rep >= 0) s.prefix[L][i].seconds.push_back(NowSeconds() - t);
         RETURN_IF_ERROR(cache->Truncate(N));
       }
-      if (first_moe >= 0 && rep >= 0) {  // the experts L rows of random hidden states route to
-        std::vector<float> routed(L * H);  // [L, H]
-        for (int64_t r = 0; r < L; ++r) {
-          RmsNorm(x.data() + r * H, model.weights().layers[first_moe].post_attention_norm.data<float>(), H,
-                  c.rms_norm_eps, routed.data() + r * H);
-        }
-        const Routing routing = RouteTokens(model.weights().layers[first_moe].moe, c, routed.data(), L);
-        s.union_experts[L].push_back(static_cast<double>(std::set<int32_t>(routing.expert.begin(), routing.expert.end()).size()));
-      }
     }
   }
   nlohmann::json j = {{"context", N}, {"rows", nlohmann::json::array()}};
   for (int64_t L = 1; L <= max_rows; ++L) {
     nlohmann::json row = {{"rows", L}, {"layers", nlohmann::json::array()}};
     for (int64_t l = 0; l < layers; ++l) {
-      row["layers"].push_back({{"layer", l}, {"kind", KindOf(c, l)}, {"seconds", MedianOf(s.layers[L][l])},
-                               {"components", MedianComponents(s.layers[L][l])}});
+      nlohmann::json layer = {{"layer", l}, {"kind", KindOf(c, l)}, {"seconds", MedianOf(s.layers[L][l])},
+                              {"components", MedianComponents(s.layers[L][l])}};
+      if (!c.layer_is_dense[l]) layer["experts_used"] = MeanOf(s.experts_used[L][l]);
+      row["layers"].push_back(layer);
     }
     row["head_seconds"] = MedianOf(s.head[L]);
     row["whole_seconds"] = MedianOf(s.whole[L]);
@@ -217,10 +227,14 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
       row["prefix_seconds"].push_back({{"layers", prefixes[i]}, {"seconds", MedianOf(s.prefix[L][i])}});
     }
     if (mtp != nullptr) row["mtp_extend_seconds"] = MedianOf(s.mtp_extend[L]);
-    if (!s.union_experts[L].empty()) {
-      double sum = 0;
-      for (double u : s.union_experts[L]) sum += u;
-      row["experts_touched"] = sum / static_cast<double>(s.union_experts[L].size());
+    // Repetition by repetition: each layer's seconds, the head's, and the forwards of the same tokens.
+    row["paired"] = nlohmann::json::array();
+    for (int64_t rep = 0; rep < reps; ++rep) {
+      nlohmann::json one = {{"layers", nlohmann::json::array()}, {"head", s.head[L].seconds[rep]},
+                            {"whole", s.whole[L].seconds[rep]}, {"prefix", nlohmann::json::array()}};
+      for (int64_t l = 0; l < layers; ++l) one["layers"].push_back(s.layers[L][l].seconds[rep]);
+      for (size_t i = 0; i < prefixes.size(); ++i) one["prefix"].push_back(s.prefix[L][i].seconds[rep]);
+      row["paired"].push_back(one);
     }
     j["rows"].push_back(row);
   }
@@ -239,7 +253,8 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
   RETURN_IF_ERROR(target->FillRandom(prefix, seed));
   MtpOptions mtp_options;
   mtp_options.attention = LongContextAttention();
-  ASSIGN_OR_RETURN(auto drafter, MtpDrafter::Create(model, capacity, mtp_options));
+  ASSIGN_OR_RETURN(auto mtp, MtpDrafter::Create(model, capacity, mtp_options));
+  RandomPrefixMtpDrafter drafter(*mtp, seed + 1);
   std::vector<SpeedResult> totals(5);
   for (int64_t rep = 0; rep < reps; ++rep) {
     for (int64_t k = 0; k <= 4; ++k) {
@@ -251,7 +266,7 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
       options.accept.synthetic_rates = rates;
       options.accept.sampling.temperature = 1.0;
       options.accept.sampling.seed = seed + static_cast<uint64_t>(rep);
-      ASSIGN_OR_RETURN(SpeedResult run, TimedGenerate(*target, k == 0 ? nullptr : drafter.get(), prefix, options,
+      ASSIGN_OR_RETURN(SpeedResult run, TimedGenerate(*target, k == 0 ? nullptr : &drafter, prefix, options,
                                                       k == 0 ? "plain" : absl::StrCat("k=", k)));
       Accumulate(run, &totals[k]);
       std::fprintf(stderr, "real_scale_bench: e2e N=%lld %s %.3f tok/s\n", static_cast<long long>(N), run.label.c_str(),
@@ -273,22 +288,28 @@ absl::Status Run(int argc, char** argv) {
     return absl::OkStatus();
   }
   if (!args.Has("model")) return absl::InvalidArgumentError("--model DIR is required");
-  ASSIGN_OR_RETURN(std::vector<int64_t> contexts, ParseIntList("--contexts", args.Get("contexts", "4096,16384,65536,131072")));
+  ASSIGN_OR_RETURN(std::vector<int64_t> contexts, ParseIntList("contexts", args.Get("contexts", "4096,16384,65536,131072")));
   ASSIGN_OR_RETURN(const int64_t max_rows, args.GetInt("max-rows", 8));
   ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 5));
-  ASSIGN_OR_RETURN(const int64_t e2e, args.GetInt("e2e", 0));
-  ASSIGN_OR_RETURN(std::vector<double> rates, ParseDoubleList("--rates", args.Get("rates", "0.88,0.75,0.58")));
-  ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 24));
-  ASSIGN_OR_RETURN(const int64_t e2e_reps, args.GetInt("e2e-reps", 2));
+  std::vector<int64_t> e2e;
+  if (args.Has("e2e")) {
+    ASSIGN_OR_RETURN(e2e, ParseIntList("e2e", args.Get("e2e")));
+  }
+  ASSIGN_OR_RETURN(std::vector<double> rates, ParseDoubleList("rates", args.Get("rates", "0.88,0.75,0.58")));
+  ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 32));
+  ASSIGN_OR_RETURN(const int64_t e2e_reps, args.GetInt("e2e-reps", 3));
   ASSIGN_OR_RETURN(const int64_t stream_mib, args.GetInt("stream-mib", 1024));
   ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 7));
-  if (max_rows < 1 || max_rows > kMaxVerifyRows || reps < 1 || e2e < 0 || new_tokens < 2 || e2e_reps < 1) {
+  if (max_rows < 1 || max_rows > kMaxVerifyRows || reps < 1 || new_tokens < 2 || e2e_reps < 1) {
     return absl::InvalidArgumentError("--max-rows must be in [1, 16], --reps, --e2e-reps >= 1, --new-tokens >= 2");
+  }
+  for (int64_t n : e2e) {
+    if (n < 2) return absl::InvalidArgumentError(absl::StrCat("--e2e: a context of ", n, " tokens; give N >= 2"));
   }
   RETURN_IF_ERROR(ApplyThreadsOption(args));
   const double start = NowSeconds();
   ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model")));
-  ASSIGN_OR_RETURN(std::vector<int64_t> prefixes, ParseIntList("--prefix-layers", args.Get("prefix-layers", "2,3,4")));
+  ASSIGN_OR_RETURN(std::vector<int64_t> prefixes, ParseIntList("prefix-layers", args.Get("prefix-layers", "2,3,4")));
   std::erase_if(prefixes, [&](int64_t n) { return n < 1 || n >= model->config().num_hidden_layers; });
   std::unique_ptr<MtpModule> mtp;
   if (model->has_mtp()) {
@@ -318,10 +339,13 @@ absl::Status Run(int argc, char** argv) {
     ASSIGN_OR_RETURN(nlohmann::json point, MeasureContext(*model, mtp.get(), N, max_rows, reps, static_cast<uint64_t>(seed), prefixes));
     j["contexts"].push_back(point);
   }
-  if (e2e > 0 && mtp) {
-    ASSIGN_OR_RETURN(nlohmann::json speeds,
-                     MeasureEndToEnd(*model, e2e, rates, new_tokens, e2e_reps, static_cast<uint64_t>(seed)));
-    j["e2e"] = speeds;
+  if (!e2e.empty() && mtp) {
+    j["e2e"] = nlohmann::json::array();
+    for (int64_t n : e2e) {
+      ASSIGN_OR_RETURN(nlohmann::json speeds,
+                       MeasureEndToEnd(*model, n, rates, new_tokens, e2e_reps, static_cast<uint64_t>(seed)));
+      j["e2e"].push_back(speeds);
+    }
   }
   j["read_bandwidth_end"] = MeasureReadBandwidth(stream_mib, 5);
   j["elapsed_seconds"] = NowSeconds() - start;

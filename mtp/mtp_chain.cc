@@ -34,6 +34,18 @@ void MtpDraftChain::Reset() {
   queued_tokens_.clear();
 }
 
+absl::Status MtpDraftChain::AssumeCommitted(int64_t pairs) {
+  if (committed_ != 0 || !queued_tokens_.empty()) {
+    return absl::FailedPreconditionError("MTP chain: AssumeCommitted needs a chain fresh from Reset");
+  }
+  if (pairs < 0 || pairs >= backend_->capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat("MTP chain: ", pairs, " assumed pairs do not fit a cache of ",
+                                                   backend_->capacity()));
+  }
+  committed_ = pairs;
+  return absl::OkStatus();
+}
+
 absl::Status MtpDraftChain::Commit(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
                                    const float* hidden) {
   if (rows < 0 || first_position + rows > static_cast<int64_t>(sequence.size()) - 1) {

@@ -186,6 +186,12 @@ class MtpDraftChain {
   absl::StatusOr<MtpTreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
                                            const MtpChildPicker& pick = nullptr);
 
+  // For cost benchmarks at real dimensions: the backend's cache already holds pairs [0, pairs),
+  // written outside the chain (bench/prefix_target.h fills them with random rows instead of running
+  // the MTP layer over a long prompt), so the next Commit starts at position `pairs`. Only right
+  // after Reset.
+  absl::Status AssumeCommitted(int64_t pairs);
+
   const MtpOptions& options() const { return options_; }
   MtpChainBackend& backend() const { return *backend_; }
   int64_t committed_pairs() const { return committed_; }  // cache slots 0 … committed − 1

@@ -33,6 +33,7 @@ class CpuMtpBackend : public MtpChainBackend {
                         bool share_selection) override;
 
   const KvCache& cache() const { return *cache_; }
+  KvCache& mutable_cache() { return *cache_; }
   const MtpModule& module() const { return *module_; }
 
  private:

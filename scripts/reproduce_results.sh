@@ -5,7 +5,7 @@
 #   docs/results/kv-int8.md     kv_int8_bench    (under a minute)
 #   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
-#                               DeepSeek-V3.2 (about 40 min, 30 GB of disk under build/rs)
+#                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~5 min)
@@ -75,8 +75,8 @@ for target in "${targets[@]}"; do
       $bench/memory_bench --model build/rs/glm7 --json build/results/memory_glm7_huge.json
       $bench/memory_bench --model build/rs/glm7 --file-memory mapped --json build/results/memory_glm7_mapped.json
       $bench/memory_bench --model build/rs/glm2 --weights bf16 --json build/results/memory_glm2_bf16.json
-      $bench/real_scale_bench --model build/rs/glm7 --e2e 4096 --json build/results/real_scale_glm7.json
-      $bench/real_scale_bench --model build/rs/dsv4 --e2e 4096 --json build/results/real_scale_dsv4.json
+      $bench/real_scale_bench --model build/rs/glm7 --reps 9 --e2e 4096,16384 --json build/results/real_scale_glm7.json
+      $bench/real_scale_bench --model build/rs/dsv4 --reps 9 --e2e 4096,16384 --json build/results/real_scale_dsv4.json
       "$python" bench/report/real_scale_report.py --release glm-5.2 --layers build/results/real_scale_glm7.json \
         --release-2 deepseek-v3.2 \
         --layers-2 build/results/real_scale_dsv4.json \

@@ -38,6 +38,11 @@ const KvCache* MtpDrafter::host_cache() const {
   return host == nullptr ? nullptr : &host->cache();
 }
 
+KvCache* MtpDrafter::mutable_host_cache() {
+  auto* host = dynamic_cast<CpuMtpBackend*>(&chain_->backend());
+  return host == nullptr ? nullptr : &host->mutable_cache();
+}
+
 absl::Status MtpDrafter::Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
                                  const TargetStep& step) {
   ASSIGN_OR_RETURN(const float* hidden, hidden_(step, first_position, rows));

@@ -58,6 +58,7 @@ class MtpDrafter : public Drafter {
   int64_t deferred_pairs() const { return chain_->deferred_pairs(); }
   // The module cache of a host drafter (null for another backend).
   const KvCache* host_cache() const;
+  KvCache* mutable_host_cache();
 
  private:
   MtpDrafter(std::unique_ptr<MtpDraftChain> chain, HiddenSource hidden, ArgmaxFn argmax)

@@ -1,8 +1,11 @@
 // The benchmarks' prefix-replaying target against ModelTarget, the oracle: a request run through it
 // (its prompt replayed from the stored prefix, or run afresh) gives exactly ModelTarget's tokens,
-// for chains and for token trees, whose verify and kept path it runs with the same routines.
+// for chains and for token trees, whose verify and kept path it runs with the same routines. The
+// random-prefix MTP drafter takes the prompt as extended: its cache holds FillCacheRandom's rows
+// for the older pairs and the newest pair's row as the MTP layer writes it.
 #include "bench/prefix_target.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,56 @@ TEST(PrefixCachedTargetTest, ChainsAndTreesGiveModelTargetsTokens) {
     }
   }
   EXPECT_EQ((*replaying)->replays(), 8);  // every request's prompt came from the stored prefix
+}
+
+
+TEST(RandomPrefixMtpDrafterTest, FillsTheOlderPairsAndExtendsTheNewest) {
+  auto model = Model::Load(absl::StrCat(MTPSPEC_GOLDEN_DIR, "/glm_a"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t K = (*model)->config().index_topk, n = K + 6, capacity = 96;
+  const std::vector<int32_t> prompt = testing_util::TestTokens(n, (*model)->config().vocab_size, 17);
+  auto target = PrefixCachedTarget::Create(**model, capacity, LongContextAttention());
+  ASSERT_TRUE(target.ok()) << target.status();
+  ASSERT_TRUE((*target)->FillRandom(prompt, 3).ok());
+  MtpOptions options;
+  options.attention = LongContextAttention();
+  auto reference = MtpDrafter::Create(**model, capacity, options);
+  auto inner = MtpDrafter::Create(**model, capacity, options);
+  ASSERT_TRUE(reference.ok() && inner.ok());
+  RandomPrefixMtpDrafter drafter(**inner, 11);
+
+  // The prompt's step as the target gives it, observed by both drafters.
+  (*target)->Reset();
+  auto step = (*target)->Run(prompt, false);
+  ASSERT_TRUE(step.ok()) << step.status();
+  std::vector<int32_t> sequence = prompt;
+  sequence.push_back(1);  // the pending token
+  ASSERT_TRUE((*reference)->Observe(sequence, 0, n, *step).ok());
+  ASSERT_TRUE(drafter.Observe(sequence, 0, n, *step).ok());
+  EXPECT_EQ((*inner)->committed_pairs(), n);
+
+  auto expected_fill = (*model)->NewCache(capacity);  // what FillCacheRandom writes for the seed
+  ASSERT_TRUE(expected_fill.ok());
+  FillCacheRandom(**expected_fill, n - 1, 11);
+  const LayerKvCache& got = (*inner)->host_cache()->layer(0);
+  const LayerKvCache& fill = (*expected_fill)->layer(0);
+  const LayerKvCache& extended = (*reference)->host_cache()->layer(0);
+  const int64_t r = got.latent.dim(1), d = got.rope_key.dim(1);
+  EXPECT_EQ(0, std::memcmp(got.latent.data<float>(), fill.latent.data<float>(), (n - 1) * r * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(got.rope_key.data<float>(), fill.rope_key.data<float>(), (n - 1) * d * sizeof(float)));
+  // A slot's rows depend on its own pair only: the newest equals the full extend's.
+  EXPECT_EQ(0, std::memcmp(got.latent.data<float>() + (n - 1) * r, extended.latent.data<float>() + (n - 1) * r,
+                           r * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(got.rope_key.data<float>() + (n - 1) * d, extended.rope_key.data<float>() + (n - 1) * d,
+                           d * sizeof(float)));
+
+  // It drafts end to end in Generate, and a later Observe goes to the drafter as it is.
+  GenerateOptions o = Options({}, 2);
+  auto run = Generate(**target, &drafter, prompt, o);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(static_cast<int64_t>(run->tokens.size()), o.max_new_tokens);
+  EXPECT_GT(run->stats.num_drafts, 0);
+  EXPECT_GT((*inner)->committed_pairs(), n);
 }
 
 }  // namespace
