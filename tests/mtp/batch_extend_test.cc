@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "mtp/mtp_chain_cpu.h"
 #include "tests/model/model_test_util.h"
+#include "tests/mtp/mtp_test_models.h"
 #include "verify/sampler.h"
 
 namespace mtpspec {
@@ -24,18 +25,7 @@ namespace {
 
 using testing_util::TestTokens;
 
-const Model& Load(const std::string& name) {
-  static auto* models = new std::map<std::string, std::unique_ptr<Model>>();
-  auto& slot = (*models)[name];
-  if (!slot) {
-    const std::string dir = name == "trained" ? absl::StrCat(MTPSPEC_MODELS_DIR, "/glm-tiny-mtp")
-                                              : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name);
-    auto m = Model::Load(dir);
-    EXPECT_TRUE(m.ok()) << m.status();
-    slot = std::move(*m);
-  }
-  return *slot;
-}
+const Model& Load(const std::string& name) { return testing_util::LoadMtpTestModel(name); }
 
 // CpuMtpBatch, counting its batched extends; with `fail`, every batched extend is refused.
 class CountingBatch : public MtpBatchBackend {

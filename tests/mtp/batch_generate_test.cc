@@ -21,6 +21,7 @@
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
 #include "tests/model/model_test_util.h"
+#include "tests/mtp/mtp_test_models.h"
 
 namespace mtpspec {
 namespace {
@@ -29,18 +30,7 @@ using testing_util::TestTokens;
 
 constexpr int64_t kCapacity = 128;
 
-const Model& Load(const std::string& name) {
-  static auto* models = new std::map<std::string, std::unique_ptr<Model>>();
-  auto& slot = (*models)[name];
-  if (!slot) {
-    const std::string dir = name == "trained" ? absl::StrCat(MTPSPEC_MODELS_DIR, "/glm-tiny-mtp")
-                                              : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name);
-    auto m = Model::Load(dir);
-    EXPECT_TRUE(m.ok()) << m.status();
-    slot = std::move(*m);
-  }
-  return *slot;
-}
+const Model& Load(const std::string& name) { return testing_util::LoadMtpTestModel(name); }
 
 enum class Kind { kMtp, kLookup, kHybrid, kNone };
 
