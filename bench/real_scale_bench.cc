@@ -39,7 +39,6 @@
 #include "core/parallel.h"
 #include "kernels/linear.h"
 #include "model/decoder_layer.h"
-#include "model/ffn.h"
 #include "mtp/mtp_module.h"
 #include "spec/mtp_drafter.h"
 
@@ -160,16 +159,11 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
         ForwardProfile profile;
         AttentionOptions options = attention;
         options.profile = &profile;
-        MlaSegment segment;  // DecoderLayerForward's one segment, with its expert count
-        segment.rows = L;
-        segment.positions = positions.data();
-        segment.cache = &cache->layer(l);
-        segment.capacity = capacity;
-        segment.topk = &topk;
+        AttentionPath path;
         int64_t experts_used = 0;
         const double t = NowSeconds();
-        RETURN_IF_ERROR(DecoderLayerForwardSegments(model.weights().layers[l], ctx, h.data(),
-                                                    std::span<MlaSegment>(&segment, 1), options, &experts_used));
+        RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
+                                            cache->layer(l), capacity, options, &topk, &path, &experts_used));
         if (rep >= 0) {
           s.layers[L][l].seconds.push_back(NowSeconds() - t);
           s.layers[L][l].profiles.push_back(profile);

@@ -32,7 +32,8 @@ LayerContext MakeLayerContext(const ModelConfig& c) {
 
 absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContext& ctx, float* hidden, int64_t rows,
                                  const int64_t* positions, LayerKvCache& cache, int64_t capacity,
-                                 const AttentionOptions& options, TopK* topk, AttentionPath* path_used) {
+                                 const AttentionOptions& options, TopK* topk, AttentionPath* path_used,
+                                 int64_t* experts_used) {
   MlaSegment segment;
   segment.rows = rows;
   segment.positions = positions;
@@ -40,7 +41,7 @@ absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContex
   segment.capacity = capacity;
   segment.tree = options.tree;
   segment.topk = topk;
-  RETURN_IF_ERROR(DecoderLayerForwardSegments(w, ctx, hidden, std::span<MlaSegment>(&segment, 1), options, nullptr));
+  RETURN_IF_ERROR(DecoderLayerForwardSegments(w, ctx, hidden, std::span<MlaSegment>(&segment, 1), options, experts_used));
   if (path_used) *path_used = segment.path_used;
   return absl::OkStatus();
 }

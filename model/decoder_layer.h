@@ -22,10 +22,12 @@ struct LayerContext {
 LayerContext MakeLayerContext(const ModelConfig& config);
 
 // hidden: [rows, H], updated in place. `topk` carries the selection between full and shared
-// layers (written by full layers, read by shared ones). `path_used` may be null.
+// layers (written by full layers, read by shared ones). `path_used` may be null; `experts_used`
+// (may be null) receives the routed experts the rows chose between them, 0 on a dense layer.
 absl::Status DecoderLayerForward(const DecoderLayerWeights& w, const LayerContext& ctx, float* hidden, int64_t rows,
                                  const int64_t* positions, LayerKvCache& cache, int64_t capacity,
-                                 const AttentionOptions& options, TopK* topk, AttentionPath* path_used);
+                                 const AttentionOptions& options, TopK* topk, AttentionPath* path_used,
+                                 int64_t* experts_used = nullptr);
 
 // The layer over several sequences' rows at once (a batched verify): hidden: [Σ rows, H] in
 // segment order. Attention is block-diagonal (MlaForwardSegments); the norms, the MLP and the MoE

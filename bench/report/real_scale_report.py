@@ -417,10 +417,9 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
                 seconds = r["whole_seconds"] if i < 0 else r["prefix_seconds"][i]["seconds"]
                 parts = sum(l["seconds"] for l in r["layers"] if l["layer"] < layers) + r["head_seconds"]
                 if paired:
-                    ratios = sorted((p["whole"] if i < 0 else p["prefix"][i]) / (sum(p["layers"][:layers]) + p["head"])
-                                    for p in paired)
-                    ratio = median(ratios)
-                    parts = median(sorted(sum(p["layers"][:layers]) + p["head"] for p in paired))
+                    sums = [sum(p["layers"][:layers]) + p["head"] for p in paired]
+                    ratio = median([(p["whole"] if i < 0 else p["prefix"][i]) / total for p, total in zip(paired, sums)])
+                    parts = median(sums)
                 else:
                     ratio = seconds / parts
                 worst = max(worst, abs(ratio - 1))
