@@ -1,7 +1,8 @@
 // Dense kernels used by every layer: matrix-times-rows with f32, bf16 or FP8 weights, dot products,
 // RMSNorm, SiLU, softmax. Weights are read in place (from the checkpoint's bytes) and never
-// converted in the hot loop's memory traffic: bf16 and FP8 rows are widened in registers, FP8 times
-// its 128 × 128 block scale (TensorView::block_scale).
+// converted in the hot loop's memory traffic: bf16 and FP8 rows are widened in registers. FP8 sums
+// each 128-wide block in f32 and multiplies the sum by the block's scale (TensorView::block_scale)
+// on the small-row path; the GEMM path widens a block of rows to W8 · scale first.
 //
 // Convention: a weight W has shape [out, in] (PyTorch nn.Linear layout). Linear computes
 //   y[r, o] = Σ_i x[r, i] · W[o, i]      i.e. y = x · Wᵀ,

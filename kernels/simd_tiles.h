@@ -5,6 +5,7 @@
 // depends on which other rows were in the call (the speculative-decoding invariant).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #if defined(__AVX512F__)
@@ -31,7 +32,7 @@ inline __m512 LoadWeights(const uint16_t* p, __mmask16 mask) {
 }
 inline __m512 LoadWeights(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 
-inline void Prefetch(uintptr_t address) { _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T0); }
+inline void Prefetch(uintptr_t address) { _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T1); }
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
 #define MTPSPEC_FP8_SIMD 1
@@ -64,32 +65,43 @@ inline bool Fp8LineHasNan(const uint8_t* p) {
   return _mm512_cmpeq_epi8_mask(_mm512_and_si512(line, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7F)) != 0;
 }
 
-// DotTile for FP8 weight rows: out[r][k] = Σ_i x[r][i] · w[k][i] · scale[k][i / 128]. Each weight
-// vector is widened and multiplied by its block's scale once, then used for every row; each (r, k)
-// accumulates in the same 16-lane order as DotTile. A 64-byte line of weights goes through the
-// plain conversion unless it holds a NaN encoding (checked per line, which costs a fraction of
-// checking per vector), so NaN weights still give NaN.
+// DotTile for FP8 weight rows: out[r][k] = Σ_b scale[k][b] · Σ_{i in block b} x[r][i] · w[k][i].
+// Each weight vector is widened once and used for every row. The block scale multiplies the 16
+// lane sums of each 128-wide block once, not every weight vector: the widening, not the memory,
+// bounds an FP8 GEMV on these CPUs, and one multiply fewer per 16 weights raises that ceiling
+// (bench/linear_bench). Each (r, k) accumulates in the same order whatever the tile shape: lane l
+// sums block b's products with i ≡ l mod 16 in order, adds that sum times the scale to its running
+// total, and one reduction over the lanes ends it. A 64-byte line of weights goes through the plain
+// conversion unless it holds a NaN encoding (checked per line, which costs a fraction of checking
+// per vector), so NaN weights still give NaN.
 template <int NR, int NK>
 inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
                        const uintptr_t* prefetch, float (*out)[kMaxTile]) {
-  __m512 acc[NR][NK];
+  __m512 acc[NR][NK];    // [NR, NK] × 16 lanes: Σ over finished blocks of (lane sum · block scale)
+  __m512 block[NR][NK];  // [NR, NK] × 16 lanes: this block's Σ x · (w · 2^-8)
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_setzero_ps();
+    for (int k = 0; k < NK; ++k) acc[r][k] = block[r][k] = _mm512_setzero_ps();
   }
-  __m512 s[NK];
   auto step = [&](const __m512* wv, int64_t i, __mmask16 lanes) __attribute__((always_inline)) {
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(lanes, x[r] + i);
 #pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
+      for (int k = 0; k < NK; ++k) block[r][k] = _mm512_fmadd_ps(wv[k], xv, block[r][k]);
     }
   };
-  auto rescale = [&](int64_t i) {
+  auto finish_block = [&](int64_t b) __attribute__((always_inline)) {
 #pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) s[k] = _mm512_set1_ps(scale[k][i / kFp8Block] * kFp8Unscale);
+    for (int k = 0; k < NK; ++k) {
+      const __m512 s = _mm512_set1_ps(scale[k][b] * kFp8Unscale);
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; ++r) {
+        acc[r][k] = _mm512_fmadd_ps(block[r][k], s, acc[r][k]);
+        block[r][k] = _mm512_setzero_ps();
+      }
+    }
   };
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -97,7 +109,6 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
 #pragma GCC unroll 4
       for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i);
     }
-    if (i % kFp8Block == 0) rescale(i);
     bool nan = false;
 #pragma GCC unroll 4
     for (int k = 0; k < NK; ++k) nan |= Fp8LineHasNan(w[k] + i);
@@ -106,25 +117,26 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
 #pragma GCC unroll 4
       for (int64_t c = 0; c < 64; c += 16) {
 #pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Fp8Fast(w[k] + i + c), s[k]);
+        for (int k = 0; k < NK; ++k) wv[k] = Fp8Fast(w[k] + i + c);
         step(wv, i + c, 0xFFFF);
       }
     } else {
       for (int64_t c = 0; c < 64; c += 16) {
 #pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Fp8Careful(w[k] + i + c), s[k]);
+        for (int k = 0; k < NK; ++k) wv[k] = Fp8Careful(w[k] + i + c);
         step(wv, i + c, 0xFFFF);
       }
     }
+    if ((i + 64) % kFp8Block == 0) finish_block(i / kFp8Block);
   }
   for (; i < n; i += 16) {  // the last 1-63 weights, 16 at a time
     const __mmask16 lanes = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
-    if (i % kFp8Block == 0) rescale(i);
     __m512 wv[NK];
 #pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Fp8Careful(w[k] + i, lanes), s[k]);
+    for (int k = 0; k < NK; ++k) wv[k] = Fp8Careful(w[k] + i, lanes);
     step(wv, i, lanes);
   }
+  if (n % kFp8Block != 0) finish_block(n / kFp8Block);  // the partial last block
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 4
@@ -132,9 +144,9 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
   }
 }
 
-// dst[i] = w[i] · scale[i / 128] for i < n: one FP8 weight row widened to f32 with the products
-// DotTileFp8 forms (equal, bit for bit, to F8E4M3ToF32(w[i]) · scale: the 2^-8 and 2^8 factors are
-// exact, so the one rounding is that of the true product).
+// dst[i] = w[i] · scale[i / 128] for i < n: one FP8 weight row widened to f32 (equal, bit for bit,
+// to F8E4M3ToF32(w[i]) · scale: the 2^-8 and 2^8 factors are exact, so the one rounding is that of
+// the true product). The prefill GEMM and the loader use it; the small-row tiles scale per block.
 inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* dst) {
   __m512 s = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
@@ -245,14 +257,19 @@ inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* 
   for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(w[i]) * scale[i / kFp8Block];
 }
 
-// FP8 without AVX-512 BW/VL: each weight widened through the scalar conversion and scaled.
+// FP8 without AVX-512 BW/VL: each weight widened through the scalar conversion; as in the SIMD
+// tile, each 128-wide block's sum is scaled once.
 template <int NR, int NK>
 inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
                        const uintptr_t* /*prefetch*/, float (*out)[kMaxTile]) {
   for (int r = 0; r < NR; ++r) {
     for (int k = 0; k < NK; ++k) {
       float acc = 0.0f;
-      for (int64_t i = 0; i < n; ++i) acc += x[r][i] * (F8E4M3ToF32(w[k][i]) * scale[k][i / kFp8Block]);
+      for (int64_t b0 = 0; b0 < n; b0 += kFp8Block) {
+        float block = 0.0f;
+        for (int64_t i = b0; i < std::min(n, b0 + kFp8Block); ++i) block += x[r][i] * F8E4M3ToF32(w[k][i]);
+        acc += block * scale[k][b0 / kFp8Block];
+      }
       out[r][k] = acc;
     }
   }

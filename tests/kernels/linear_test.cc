@@ -359,7 +359,8 @@ TEST(LinearFp8Test, MatchesFloat64DequantReferenceWithPartialEdgeBlocks) {
             exact += x[r * in + i] * dequant;
             magnitude += std::fabs(x[r * in + i] * dequant);
           }
-          // The f32 product of weight and scale adds one rounding to each term.
+          // The f32 product of a block's sum and its scale (the tiles), or of each weight and its
+          // scale (the GEMM), adds one rounding to each term.
           ASSERT_NEAR(y[r * out + o], exact, (in + 17) * 0x1p-24 * magnitude + 1e-30)
               << "out " << out << " in " << in << " rows " << rows << " at (" << r << ", " << o << ")";
         }
@@ -411,7 +412,8 @@ TEST(LinearFp8Test, WidenFp8RowIsTheScaledValueOfEveryByte) {
 }
 
 // Every FP8 byte through the kernel: row o of a [256, 300] matrix holds byte o at column c_o and
-// zeros elsewhere (columns in different scale blocks), so output o is x[c_o] · value(o) · scale:
+// zeros elsewhere (columns in different scale blocks), so output o is x[c_o] · value(o) · scale,
+// rounded in the order of the path that ran (the tiles scale a block's sum, the GEMM a weight):
 // subnormals, ±0 and the largest values exactly, and the NaN encodings 0x7f and 0xff as NaN.
 TEST(LinearFp8Test, EveryByteWidensExactly) {
   constexpr int64_t kOut = 256, kIn = 300;
@@ -437,8 +439,10 @@ TEST(LinearFp8Test, EveryByteWidensExactly) {
         const float got = ys[r * kOut + o];
         if (std::isnan(value)) {
           EXPECT_TRUE(std::isnan(got)) << "byte 0x" << std::hex << o;
-        } else {
-          EXPECT_EQ(got, (value * scale) * x[c]) << "byte 0x" << std::hex << o;
+        } else if (rows < kLinearGemmRows) {  // the tiles scale the block's sum
+          EXPECT_EQ(got, (value * x[c]) * scale) << "byte 0x" << std::hex << o << ", " << rows << " rows";
+        } else {  // the GEMM multiplies x by the widened weight
+          EXPECT_EQ(got, (value * scale) * x[c]) << "byte 0x" << std::hex << o << ", " << rows << " rows";
         }
       }
     }

@@ -128,7 +128,9 @@ std::vector<float> PrefillLogits(const Model& model, int64_t n) {
   return std::vector<float>(out->logits.data<float>(), out->logits.data<float>() + out->logits.numel());
 }
 
-// fp8 e4m3 weights with 128x128 block scales dequantise to exactly code · scale.
+// fp8 e4m3 weights with 128x128 block scales stand for code · scale: the model computes what the
+// checkpoint holding those values in f32 computes, to f32 rounding (the FP8 tile scales a block's
+// sum, the f32 kernel each weight).
 TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
   ScopedTempDir tmp;
   const std::string target = "model.layers.1.mlp.shared_experts.up_proj.weight";  // [32, 64]
@@ -171,7 +173,7 @@ TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
   EXPECT_EQ((*fp8)->load_report().fp8_tensors_in_place, 1);
   EXPECT_EQ((*fp8)->load_report().fp8_tensors_dequantised, 0);
   const auto a = PrefillLogits(**fp8, 12), b = PrefillLogits(**f32, 12);
-  EXPECT_EQ(RelativeMaxDiff(a.data(), b.data(), a.size()), 0.0);
+  EXPECT_LT(RelativeMaxDiff(a.data(), b.data(), a.size()), 1e-5);
 }
 
 // WeightDType::kFP8 quantises every Linear matrix but the router and kv_b_proj at load: the model
@@ -258,11 +260,12 @@ TEST(LoaderTest, Fp8AtLoadRefusesAnInfiniteWeight) {
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("cannot be quantised to FP8"));
 }
 
-// A checkpoint in the FP8 releases' layout, used in place, gives the same logits bit for bit as the
-// same checkpoint widened to f32 at load (W8 · scale in f32): the FP8 kernels widen and scale each
-// weight in registers to exactly that value and accumulate in the f32 kernels' order. Dimensions
-// that are not multiples of 128 leave partial scale blocks.
-TEST(LoaderTest, Fp8InPlaceEqualsDequantisedToF32) {
+// A checkpoint in the FP8 releases' layout, used in place, gives the logits of the same checkpoint
+// widened to f32 at load (W8 · scale in f32) to f32 rounding: the widened model runs the f32
+// kernels, while the FP8 tiles widen in registers and scale each 128-wide block's sum once (so the
+// two round differently; the float64 reference in tests/kernels bounds the FP8 kernel itself).
+// Dimensions that are not multiples of 128 leave partial scale blocks.
+TEST(LoaderTest, Fp8InPlaceMatchesDequantisedToF32) {
   ScopedTempDir tmp;
   RandomCheckpointOptions options;
   options.dtype = DType::kF8E4M3;
@@ -279,7 +282,7 @@ TEST(LoaderTest, Fp8InPlaceEqualsDequantisedToF32) {
   EXPECT_LT((*in_place)->weights().weight_bytes, (*widened)->weights().weight_bytes / 2);
   const auto a = PrefillLogits(**in_place, 40), b = PrefillLogits(**widened, 40);
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
+  EXPECT_LT(RelativeMaxDiff(a.data(), b.data(), a.size()), 1e-5);
 }
 
 // Under scale_fmt ue8m0 (DeepSeek-V3.2's quantization_config) the generator writes power-of-two

@@ -1,0 +1,145 @@
+// What bounds a decode GEMV: the Linear kernel on synthetic [out, 6144] weight matrices (GLM-5.2's
+// hidden width) in bf16 and in FP8 with 128 × 128 block scales, for 1 and 3 input rows, on 1 and 2
+// threads, once with the matrix resident in L2 (1.5 MiB per thread, called over and over) and once
+// streamed from memory (512 MiB, each call reads it once), next to the STREAM-style read bandwidth
+// measured in the same run. The resident rate is the kernel's compute ceiling: a streamed GEMV
+// cannot beat it whatever the memory can deliver. FP8 decode reaches its read bandwidth only where
+// that ceiling lies above it.
+//
+//   build/release/bench/linear_bench [--benchmark_filter=...]
+//
+// Counters: GB/s (weight bytes per second), Gw/s (weights per second), of_read (GB/s ÷ the read
+// bandwidth of BM_StreamRead/1024 with the same thread count; 0 when it did not run first).
+// See bench/README.md for recorded results.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "bench/stream.h"
+#include "benchmark/benchmark.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "kernels/linear.h"
+
+namespace mtpspec::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kIn = 6144;                       // input width of every matrix
+constexpr int64_t kResidentBytesPerThread = 3 << 19;  // 1.5 MiB: inside a 2 MiB L2 with x and y
+constexpr int64_t kStreamedBytes = int64_t{512} << 20;
+constexpr int64_t kStreamReadMiB = 1024;
+
+double Elapsed(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+ThreadPool& Pool(int threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  std::unique_ptr<ThreadPool>& pool = pools[threads];
+  if (pool == nullptr) pool = std::make_unique<ThreadPool>(threads);
+  return *pool;
+}
+
+std::map<int, double>& ReadBandwidth() {  // threads -> bytes/s of BM_StreamRead/1024
+  static std::map<int, double> by_threads;
+  return by_threads;
+}
+
+// A weight matrix of about `bytes` bytes: random bf16 in [-1, 1), or random FP8 codes (the NaN
+// encodings 0x7f / 0xff left out, so the kernel runs its plain conversion) with random scales.
+struct Matrix {
+  Tensor data;    // [out, kIn] bf16 or F8_E4M3
+  Tensor scales;  // [⌈out/128⌉, kIn/128] f32, FP8 only
+  TensorView view;
+  int64_t out = 0;
+};
+
+const Matrix& GetMatrix(DType dtype, int64_t bytes) {
+  static std::map<std::pair<int, int64_t>, std::unique_ptr<Matrix>> cache;
+  std::unique_ptr<Matrix>& m = cache[{static_cast<int>(dtype), bytes}];
+  if (m != nullptr) return *m;
+  m = std::make_unique<Matrix>();
+  const int64_t width = DTypeSize(dtype);
+  m->out = std::max<int64_t>(4, bytes / (kIn * width) / 4 * 4);
+  m->data = Tensor::Empty(dtype, {m->out, kIn});
+  std::mt19937 rng(20261204);
+  if (dtype == DType::kF8E4M3) {
+    uint8_t* codes = m->data.data<uint8_t>();
+    for (int64_t i = 0; i < m->out * kIn; ++i) {
+      const uint8_t b = static_cast<uint8_t>(rng());
+      codes[i] = (b & 0x7F) == 0x7F ? static_cast<uint8_t>(b ^ 1) : b;
+    }
+    m->scales = Tensor::Empty(DType::kF32, {(m->out + kFp8Block - 1) / kFp8Block, kIn / kFp8Block});
+    std::uniform_real_distribution<float> scale(1e-4f, 1e-3f);
+    for (int64_t i = 0; i < m->scales.numel(); ++i) m->scales.data<float>()[i] = scale(rng);
+    m->view = m->data.view();
+    m->view.block_scale = m->scales.data<float>();
+    m->view.scale_stride = kIn / kFp8Block;
+  } else {
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    uint16_t* w = m->data.data<uint16_t>();
+    for (int64_t i = 0; i < m->out * kIn; ++i) w[i] = F32ToBf16(value(rng));
+    m->view = m->data.view();
+  }
+  return *m;
+}
+
+void BM_StreamRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t n = kStreamReadMiB * (int64_t{1} << 20) / static_cast<int64_t>(sizeof(float));
+  static Tensor buffer;
+  if (buffer.numel() != n) {
+    buffer = Tensor::Empty(DType::kF32, {n});
+    StreamFill(buffer.data<float>(), n, Pool(2));
+  }
+  ThreadPool& pool = Pool(threads);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) benchmark::DoNotOptimize(StreamSum(buffer.data<float>(), n, pool));
+  const double bytes_per_s = 4.0 * static_cast<double>(n) * state.iterations() / Elapsed(start);
+  state.counters["GB/s"] = bytes_per_s / 1e9;
+  ReadBandwidth()[threads] = bytes_per_s;
+}
+
+// Args: dtype (0 = bf16, 1 = FP8), input rows, threads, resident (1) or streamed (0).
+void BM_Linear(benchmark::State& state) {
+  const DType dtype = state.range(0) == 1 ? DType::kF8E4M3 : DType::kBF16;
+  const int64_t rows = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const bool resident = state.range(3) == 1;
+  const Matrix& m = GetMatrix(dtype, resident ? kResidentBytesPerThread * threads : kStreamedBytes);
+  std::vector<float> x(rows * kIn), y(rows * m.out);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (float& v : x) v = value(rng);
+  ThreadPool& pool = Pool(threads);
+  Linear(x.data(), rows, m.view, y.data(), &pool);  // warm-up (and, resident, the load into L2)
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Linear(x.data(), rows, m.view, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double seconds = Elapsed(start);
+  const double weights = static_cast<double>(m.out * kIn) * state.iterations();
+  const double bytes_per_s = weights * DTypeSize(dtype) / seconds;
+  state.counters["GB/s"] = bytes_per_s / 1e9;
+  state.counters["Gw/s"] = weights / seconds / 1e9;
+  const auto bw = ReadBandwidth().find(threads);
+  state.counters["of_read"] = bw == ReadBandwidth().end() ? 0.0 : bytes_per_s / bw->second;
+}
+
+BENCHMARK(BM_StreamRead)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Linear)
+    ->ArgNames({"fp8", "rows", "threads", "resident"})
+    ->ArgsProduct({{0, 1}, {1, 3}, {1, 2}, {1, 0}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
+
+}  // namespace
+}  // namespace mtpspec::bench
+
+BENCHMARK_MAIN();
