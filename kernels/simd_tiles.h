@@ -32,6 +32,8 @@ inline __m512 LoadWeights(const uint16_t* p, __mmask16 mask) {
 }
 inline __m512 LoadWeights(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 
+// Into L2, not L1: a GEMV reuses its x row (24 KiB at GLM-5.2's width) across every tile, and
+// weights prefetched into L1 evict it (bench/linear_bench).
 inline void Prefetch(uintptr_t address) { _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T1); }
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -266,8 +268,9 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
     for (int k = 0; k < NK; ++k) {
       float acc = 0.0f;
       for (int64_t b0 = 0; b0 < n; b0 += kFp8Block) {
+        const int64_t b1 = std::min(n, b0 + kFp8Block);
         float block = 0.0f;
-        for (int64_t i = b0; i < std::min(n, b0 + kFp8Block); ++i) block += x[r][i] * F8E4M3ToF32(w[k][i]);
+        for (int64_t i = b0; i < b1; ++i) block += x[r][i] * F8E4M3ToF32(w[k][i]);
         acc += block * scale[k][b0 / kFp8Block];
       }
       out[r][k] = acc;
