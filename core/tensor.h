@@ -39,6 +39,10 @@ struct TensorView {
   // `scale_stride`. Element (i, j) stands for data[i, j] · block_scale[(i/128)·scale_stride + j/128].
   const float* block_scale = nullptr;
   int64_t scale_stride = 0;
+  // F8_E4M3 only: set when no byte of the matrix is a NaN encoding (0x7f, 0xff), as the loader finds
+  // by reading them (Fp8HasNanCode, kernels/linear.h). The kernels then skip their NaN check; when
+  // unset they check, so a NaN weight gives NaN.
+  bool fp8_nan_free = false;
 
   static TensorView Contiguous(DType dtype, void* data, std::initializer_list<int64_t> shape);
   static TensorView Contiguous(DType dtype, void* data, const std::vector<int64_t>& shape);

@@ -94,12 +94,14 @@ struct DenseRows {
 };
 
 // FP8 rows with their 128 × 128 block scales (TensorView::block_scale), widened and scaled in
-// registers.
+// registers. With `nan_free` the tiles widen by Fp8Direct and x must hold the rows scaled as
+// ScaleRowsForFp8Direct leaves them.
 struct Fp8Rows {
   const uint8_t* w;
   int64_t stride;            // bytes between rows
   const float* scale;        // [⌈out/128⌉, ⌈in/128⌉]
   int64_t scale_stride;
+  bool nan_free = false;
   int64_t row_bytes(int64_t in) const { return in; }
   const float* ScaleRow(int64_t o) const { return scale + (o / kFp8Block) * scale_stride; }
   template <int NR, int NK>
@@ -112,12 +114,49 @@ struct Fp8Rows {
       sr[k] = ScaleRow(o + k);
       ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + 2 * kPrefetchTiles * NK * stride;  // half the bytes of bf16: twice the tiles
     }
+#if defined(MTPSPEC_FP8_SIMD)
+    if (nan_free) {
+      tiles::DotTileFp8<NR, NK, true>(x, wr, sr, in, ahead, out);
+      return;
+    }
+#endif
     tiles::DotTileFp8<NR, NK>(x, wr, sr, in, ahead, out);
   }
   void Widen(int64_t o, int64_t in, float* dst) const {
     tiles::WidenFp8Row(w + o * stride, ScaleRow(o), in, dst);
   }
 };
+
+#if defined(MTPSPEC_FP8_SIMD)
+// The input of the Fp8Direct tiles: scaled[r] = x[r] · 2^112, and unscale[r] = 1, unless row r holds
+// a value of magnitude 2^15 or more, whose product with 2^112 could overflow; such a row is scaled by
+// 2^(126 − e) instead (e = ⌊log2 max |x[r]|⌋, which keeps every value below 2^127), and its outputs
+// are multiplied by unscale[r] = 2^(e − 14) afterwards. Powers of two, so exact but for underflow
+// of that row's tiniest products; each row's factor comes from that row alone.
+void ScaleRowsForFp8Direct(const float* x, int64_t rows, int64_t in, std::vector<float>& scaled,
+                           std::vector<float>& unscale) {
+  scaled.resize(rows * in);  // [rows, in]
+  unscale.assign(rows, 1.0f);  // [rows]
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * in;
+    __m512 peak = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= in; i += 16) peak = _mm512_max_ps(peak, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
+    float largest = _mm512_reduce_max_ps(peak);
+    for (; i < in; ++i) largest = std::max(largest, std::fabs(xr[i]));
+    float factor = tiles::kFp8DirectInputScale;
+    if (largest >= 0x1p15f && std::isfinite(largest)) {
+      const int e = std::ilogb(largest);
+      factor = std::ldexp(1.0f, 126 - e);
+      unscale[r] = std::ldexp(1.0f, e - 14);
+    }
+    const __m512 f = _mm512_set1_ps(factor);
+    float* dst = scaled.data() + r * in;
+    for (i = 0; i + 16 <= in; i += 16) _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_loadu_ps(xr + i), f));
+    for (; i < in; ++i) dst[i] = xr[i] * factor;
+  }
+}
+#endif
 
 // Output rows [o_begin, o_end) for NR input rows starting at x.
 template <int NR, typename Rows>
@@ -217,10 +256,25 @@ void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, 
     case DType::kBF16:
       LinearRangeOf(x, rows, DenseRows<uint16_t>{w.as<uint16_t>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0, gemm);
       break;
-    case DType::kF8E4M3:
-      LinearRangeOf(x, rows, Fp8Rows{w.as<uint8_t>(), w.stride[0], w.block_scale, w.scale_stride}, in, ob, oe, y,
-                    y_stride, y_col0, gemm);
+    case DType::kF8E4M3: {
+      Fp8Rows fp8{w.as<uint8_t>(), w.stride[0], w.block_scale, w.scale_stride};
+#if defined(MTPSPEC_FP8_SIMD)
+      if (w.fp8_nan_free && !gemm) {
+        thread_local std::vector<float> scaled;   // [rows, in]
+        thread_local std::vector<float> unscale;  // [rows]
+        ScaleRowsForFp8Direct(x, rows, in, scaled, unscale);
+        fp8.nan_free = true;
+        LinearSmallRows(scaled.data(), rows, fp8, in, ob, oe, y_stride, y_col0, y);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (unscale[r] == 1.0f) continue;
+          for (int64_t o = ob; o < oe; ++o) y[r * y_stride + (o - y_col0)] *= unscale[r];
+        }
+        break;
+      }
+#endif
+      LinearRangeOf(x, rows, fp8, in, ob, oe, y, y_stride, y_col0, gemm);
       break;
+    }
     default:
       MTPSPEC_CHECK(w.dtype == DType::kF32);
       LinearRangeOf(x, rows, DenseRows<float>{w.as<float>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0, gemm);
@@ -288,6 +342,24 @@ void Linear(const float* x, int64_t rows, const TensorView& w, float* y, ThreadP
 
 void WidenFp8Row(const uint8_t* w, const float* block_scales, int64_t n, float* out) {
   tiles::WidenFp8Row(w, block_scales, n, out);
+}
+
+bool Fp8HasNanCode(const TensorView& w) {
+  MTPSPEC_CHECK(w.dtype == DType::kF8E4M3 && w.ndim == 2 && w.stride[1] == 1);
+  const int64_t cols = w.shape[1];
+  for (int64_t row = 0; row < w.shape[0]; ++row) {
+    const uint8_t* p = w.as<uint8_t>() + row * w.stride[0];
+    int64_t i = 0;
+#if defined(MTPSPEC_FP8_SIMD)
+    for (; i + 64 <= cols; i += 64) {
+      if (tiles::Fp8LineHasNan(p + i)) return true;
+    }
+#endif
+    for (; i < cols; ++i) {
+      if ((p[i] & 0x7F) == 0x7F) return true;
+    }
+  }
+  return false;
 }
 
 float DotF32(const float* a, const float* b, int64_t n) { return DotOne(a, b, n); }

@@ -69,6 +69,10 @@ bool RowInvariantActive();
 // NaN). block_scales is that row's scale row, [⌈n/128⌉].
 void WidenFp8Row(const uint8_t* w, const float* block_scales, int64_t n, float* out);
 
+// Whether any byte of the F8_E4M3 matrix w (2-D, rows contiguous, row stride may exceed its width)
+// is a NaN encoding, 0x7f or 0xff. The bytes between rows are not read.
+bool Fp8HasNanCode(const TensorView& w);
+
 // Σ a[i]·b[i] in fp32.
 float DotF32(const float* a, const float* b, int64_t n);
 // Σ a[i]·bf16(b[i]) in fp32.

@@ -67,16 +67,35 @@ inline bool Fp8LineHasNan(const uint8_t* p) {
   return _mm512_cmpeq_epi8_mask(_mm512_and_si512(line, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7F)) != 0;
 }
 
+// 16 float8_e4m3fn weights widened to f32 · 2^-120, exactly, in three integer operations and no
+// conversion: the sign-extended byte shifted left by 20 puts e4m3's exponent and mantissa fields at
+// the bottom of f32's (its bias 7 against f32's 127 makes the factor 2^-120, and e4m3 subnormals land
+// on f32 subnormals), and the mask keeps the sign on bit 31 and clears the bits between. The NaN
+// encodings come out finite (±480 · 2^-120), so only rows known free of them may take this
+// (TensorView::fp8_nan_free). The factor would push the products into f32's subnormals, so the tile
+// reads x scaled by 2^112 (kFp8DirectInputScale): x · 2^112 times w · 2^-120 is x · w · 2^-8, the
+// very product the fp16 route forms, and the block sums equal that route's bit for bit.
+inline constexpr float kFp8DirectInputScale = 0x1p112f;
+inline __m512 Fp8DirectBytes(__m128i bytes) {
+  const __m512i wide = _mm512_cvtepi8_epi32(bytes);
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(wide, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u))));
+}
+inline __m512 Fp8Direct(const uint8_t* p) { return Fp8DirectBytes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m512 Fp8Direct(const uint8_t* p, __mmask16 lanes) { return Fp8DirectBytes(_mm_maskz_loadu_epi8(lanes, p)); }
+
 // DotTile for FP8 weight rows: out[r][k] = Σ_b scale[k][b] · Σ_{i in block b} x[r][i] · w[k][i].
 // Each weight vector is widened once and used for every row. The block scale multiplies the 16
 // lane sums of each 128-wide block once, not every weight vector: the widening, not the memory,
 // bounds an FP8 GEMV on these CPUs, and one multiply fewer per 16 weights raises that ceiling
 // (bench/linear_bench). Each (r, k) accumulates in the same order whatever the tile shape: lane l
 // sums block b's products with i ≡ l mod 16 in order, adds that sum times the scale to its running
-// total, and one reduction over the lanes ends it. A 64-byte line of weights goes through the plain
-// conversion unless it holds a NaN encoding (checked per line, which costs a fraction of checking
-// per vector), so NaN weights still give NaN.
-template <int NR, int NK>
+// total, and one reduction over the lanes ends it.
+//
+// kNanFree (rows without NaN encodings): every weight goes through Fp8Direct, and x must hold the
+// rows scaled by 2^112. Otherwise x is as given, and a 64-byte line of weights goes through the fp16
+// route (Fp8Fast) unless it holds a NaN encoding (checked per line, which costs a fraction of
+// checking per vector), so NaN weights still give NaN. Both give the same bits for the same rows.
+template <int NR, int NK, bool kNanFree = false>
 inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
                        const uintptr_t* prefetch, float (*out)[kMaxTile]) {
   __m512 acc[NR][NK];    // [NR, NK] × 16 lanes: Σ over finished blocks of (lane sum · block scale)
@@ -111,22 +130,31 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
 #pragma GCC unroll 4
       for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i);
     }
-    bool nan = false;
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) nan |= Fp8LineHasNan(w[k] + i);
     __m512 wv[NK];
-    if (__builtin_expect(!nan, 1)) {
+    if constexpr (kNanFree) {
 #pragma GCC unroll 4
       for (int64_t c = 0; c < 64; c += 16) {
 #pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) wv[k] = Fp8Fast(w[k] + i + c);
+        for (int k = 0; k < NK; ++k) wv[k] = Fp8Direct(w[k] + i + c);
         step(wv, i + c, 0xFFFF);
       }
     } else {
-      for (int64_t c = 0; c < 64; c += 16) {
+      bool nan = false;
 #pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) wv[k] = Fp8Careful(w[k] + i + c);
-        step(wv, i + c, 0xFFFF);
+      for (int k = 0; k < NK; ++k) nan |= Fp8LineHasNan(w[k] + i);
+      if (__builtin_expect(!nan, 1)) {
+#pragma GCC unroll 4
+        for (int64_t c = 0; c < 64; c += 16) {
+#pragma GCC unroll 4
+          for (int k = 0; k < NK; ++k) wv[k] = Fp8Fast(w[k] + i + c);
+          step(wv, i + c, 0xFFFF);
+        }
+      } else {
+        for (int64_t c = 0; c < 64; c += 16) {
+#pragma GCC unroll 4
+          for (int k = 0; k < NK; ++k) wv[k] = Fp8Careful(w[k] + i + c);
+          step(wv, i + c, 0xFFFF);
+        }
       }
     }
     if ((i + 64) % kFp8Block == 0) finish_block(i / kFp8Block);
@@ -135,7 +163,7 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
     const __mmask16 lanes = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
     __m512 wv[NK];
 #pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = Fp8Careful(w[k] + i, lanes);
+    for (int k = 0; k < NK; ++k) wv[k] = kNanFree ? Fp8Direct(w[k] + i, lanes) : Fp8Careful(w[k] + i, lanes);
     step(wv, i, lanes);
   }
   if (n % kFp8Block != 0) finish_block(n / kFp8Block);  // the partial last block
@@ -261,9 +289,10 @@ inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* 
 
 // FP8 without AVX-512 BW/VL: each weight widened through the scalar conversion; as in the SIMD
 // tile, each 128-wide block's sum is scaled once.
-template <int NR, int NK>
+template <int NR, int NK, bool kNanFree = false>
 inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
                        const uintptr_t* /*prefetch*/, float (*out)[kMaxTile]) {
+  static_assert(!kNanFree, "the scaled-input FP8 tile (Fp8Direct) needs AVX-512 BW/VL");
   for (int r = 0; r < NR; ++r) {
     for (int k = 0; k < NK; ++k) {
       float acc = 0.0f;

@@ -169,10 +169,12 @@ class WeightBuilder {
     return absl::InvalidArgumentError(absl::StrCat(store_.FileOf(name), ": tensor ", name, " has dtype ",
                                                    DTypeName(dtype), "; expected ", expected));
   }
-  // An FP8 matrix with its block scales attached; the scales' bytes count as weight bytes.
+  // An FP8 matrix with its block scales attached; the scales' bytes count as weight bytes. Its bytes
+  // are read once here to learn whether the kernels may skip their NaN check (TensorView::fp8_nan_free).
   TensorView WithScales(TensorView fp8, const TensorView& scale) {
     fp8.block_scale = scale.as<float>();
     fp8.scale_stride = scale.stride[0];
+    fp8.fp8_nan_free = !Fp8HasNanCode(fp8);
     weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
     return fp8;
   }

@@ -281,8 +281,8 @@ def moe_stream_line(layers_json: dict, costs: "LayerCosts", n: int, bw: float) -
     rate = experts * layers_json["expert_bytes"] / seconds
     return (f"- Measured, one row through an MoE layer of the cut model at N = {n}: its {experts} experts' FP8 "
             f"weights ({experts * layers_json['expert_bytes'] / 1e6:.0f} MB) take {seconds * 1e3:.1f} ms, "
-            f"{rate / 1e9:.1f} GB/s or {rate / bw:.2f} of the read bandwidth (each FP8 weight is widened in registers, "
-            "through fp16, and multiplied in f32).")
+            f"{rate / 1e9:.1f} GB/s or {rate / bw:.2f} of the read bandwidth (each FP8 weight is widened to f32 "
+            "in registers and multiplied in f32).")
 
 
 def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str]:

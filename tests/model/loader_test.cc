@@ -176,6 +176,36 @@ TEST(LoaderTest, Fp8BlockScaledWeightsDequantise) {
   EXPECT_LT(RelativeMaxDiff(a.data(), b.data(), a.size()), 1e-5);
 }
 
+// The loader reads an FP8 matrix's bytes to learn whether the kernels may skip their NaN check: a
+// matrix holding a NaN encoding (0x7f) keeps the check, so the model gives NaN rather than the
+// finite value the unchecked widening would read from those bits.
+TEST(LoaderTest, Fp8NanCodeGivesNanLogits) {
+  ScopedTempDir tmp;
+  const std::string target = "model.layers.1.mlp.shared_experts.down_proj.weight";
+  for (bool with_nan : {false, true}) {
+    const std::string dir = tmp.File(with_nan ? "nan" : "clean");
+    WriteEdited(dir, [&](auto& tensors, auto& storage) {
+      for (auto& [name, view] : tensors) {
+        if (name != target) continue;
+        Tensor codes = Tensor::Empty(DType::kF8E4M3, view.shape_vector());
+        for (int64_t i = 0; i < codes.numel(); ++i) codes.data<uint8_t>()[i] = static_cast<uint8_t>(0x30 + i % 8);
+        if (with_nan) codes.data<uint8_t>()[codes.numel() / 2] = 0x7F;
+        storage.push_back(std::move(codes));
+        view = storage.back().view();
+      }
+      Tensor scale = Tensor::Empty(DType::kF32, {1, 1});
+      scale.data<float>()[0] = 0.01f;
+      storage.push_back(std::move(scale));
+      tensors.push_back({target + "_scale_inv", storage.back().view()});
+    });
+    auto model = Model::Load(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const auto logits = PrefillLogits(**model, 12);
+    const bool any_nan = std::any_of(logits.begin(), logits.end(), [](float v) { return std::isnan(v); });
+    EXPECT_EQ(any_nan, with_nan);
+  }
+}
+
 // WeightDType::kFP8 quantises every Linear matrix but the router and kv_b_proj at load: the model
 // equals, bit for bit, the one whose checkpoint stores those matrices as the same FP8 codes and
 // scales, and the router and kv_b_proj stay as stored.
