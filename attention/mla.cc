@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,20 +38,28 @@ struct KeyRule {
   }
 };
 
-// Pointers to rows first, first+1, ... of a 2-D weight (f32 or bf16).
-template <typename W>
-std::vector<const W*> WeightRows(const TensorView& w, int64_t first, int64_t count) {
-  std::vector<const W*> rows(count);
-  for (int64_t i = 0; i < count; ++i) rows[i] = w.as<W>() + (first + i) * w.stride[0];
+// Rows first, first+1, ... of a 2-D weight as the row kernels read them: pointers to f32 or bf16
+// elements (Row = const float* or const uint16_t*), or FP8 rows with their block scales.
+template <typename Row>
+std::vector<Row> WeightRows(const TensorView& w, int64_t first, int64_t count) {
+  std::vector<Row> rows(count);
+  for (int64_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<Row, Fp8ScaledRow>) {
+      rows[i] = {w.as<uint8_t>() + (first + i) * w.stride[0], w.block_scale + ((first + i) / kFp8Block) * w.scale_stride};
+    } else {
+      rows[i] = static_cast<Row>(w.data) + (first + i) * w.stride[0];
+    }
+  }
   return rows;
 }
 
-// Absorbed form (§3.4) for heads [h_begin, h_end) of every row, W = kv_b_proj's element type.
+// Absorbed form (§3.4) for heads [h_begin, h_end) of every row; Row is how the row kernels read
+// kv_b_proj's rows (f32, bf16 or FP8, WeightRows).
 // keys[r] lists row r's usable keys. Per row and head: fold W_UK into the query, score the keys
 // (one product over the whole [keys, r_kv + d_r] block), softmax, combine the latents into z, and
 // un-absorb through W_UV. All products are DotRows / CombineRows, whose per-element order does not
 // depend on the head range or the number of rows, so a row's output never does either.
-template <typename W>
+template <typename Row>
 void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
                          const std::vector<std::vector<int32_t>>& keys, int64_t h_begin, int64_t h_end,
                          float* o /*[rows, N_h·d_v]*/) {
@@ -60,7 +69,7 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
   // q_lat^h = (W_UK^h)ᵀ q_nope^h for every row: each head's d_n rows of kv_b_proj combined.
   std::vector<float> q_lat(rows * heads * r_kv);  // [rows, heads, r_kv]
   for (int64_t h = h_begin; h < h_end; ++h) {
-    const std::vector<const W*> w_uk = WeightRows<W>(w.kv_b_proj, h * (d_n + d_v), d_n);
+    const std::vector<Row> w_uk = WeightRows<Row>(w.kv_b_proj, h * (d_n + d_v), d_n);
     CombineRows(qb.q + h * d_qk, rows, nh * d_qk, w_uk.data(), d_n, r_kv,
                 q_lat.data() + (h - h_begin) * r_kv, heads * r_kv);
   }
@@ -104,7 +113,7 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
   }
   // Un-absorb: o^h[v] = W_UV^h[v, :] · z^h, for every row at once.
   for (int64_t h = h_begin; h < h_end; ++h) {
-    const std::vector<const W*> w_uv = WeightRows<W>(w.kv_b_proj, h * (d_n + d_v) + d_n, d_v);
+    const std::vector<Row> w_uv = WeightRows<Row>(w.kv_b_proj, h * (d_n + d_v) + d_n, d_v);
     DotRows(z.data() + (h - h_begin) * r_kv, rows, heads * r_kv, w_uv.data(), d_v, r_kv, o + h * d_v, nh * d_v);
   }
 }
@@ -126,10 +135,13 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
   }
   DefaultThreadPool().ParallelFor(dims.heads, 1, [&](int64_t begin, int64_t end) {
     if (w.kv_b_proj.dtype == DType::kBF16) {
-      AttendAbsorbedHeads<uint16_t>(w, dims, qb, cache, keys, begin, end, o);
+      AttendAbsorbedHeads<const uint16_t*>(w, dims, qb, cache, keys, begin, end, o);
+    } else if (w.kv_b_proj.dtype == DType::kF8E4M3) {
+      MTPSPEC_CHECK(w.kv_b_proj.block_scale != nullptr);
+      AttendAbsorbedHeads<Fp8ScaledRow>(w, dims, qb, cache, keys, begin, end, o);
     } else {
       MTPSPEC_CHECK(w.kv_b_proj.dtype == DType::kF32);
-      AttendAbsorbedHeads<float>(w, dims, qb, cache, keys, begin, end, o);
+      AttendAbsorbedHeads<const float*>(w, dims, qb, cache, keys, begin, end, o);
     }
   });
 }

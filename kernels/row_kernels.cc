@@ -14,8 +14,8 @@ using tiles::kMaxTile;
 constexpr int64_t kPrefetchTiles = 2;
 
 // w[o] for o < count are used; w[o] for o < prefetch_limit may be prefetched (0: no prefetch).
-template <int NR, typename W>
-void DotRowGroup(const float* const* xr, const W* const* w, int64_t count, int64_t n, float* const* yr,
+template <int NR, typename Row>
+void DotRowGroup(const float* const* xr, const Row* w, int64_t count, int64_t n, float* const* yr,
                  bool accumulate, int64_t prefetch_limit) {
   float out[kMaxTile][kMaxTile];
   uintptr_t ahead[kMaxTile];
@@ -28,7 +28,7 @@ void DotRowGroup(const float* const* xr, const W* const* w, int64_t count, int64
   for (; o + kMaxTile <= count; o += kMaxTile) {
     const uintptr_t* pf = nullptr;
     if (o + (kPrefetchTiles + 1) * kMaxTile <= prefetch_limit) {
-      for (int k = 0; k < kMaxTile; ++k) ahead[k] = reinterpret_cast<uintptr_t>(w[o + kPrefetchTiles * kMaxTile + k]);
+      for (int k = 0; k < kMaxTile; ++k) ahead[k] = tiles::RowAddress(w[o + kPrefetchTiles * kMaxTile + k], 0);
       pf = ahead;
     }
     DotTile<NR, kMaxTile>(xr, w + o, n, pf, out);
@@ -40,8 +40,8 @@ void DotRowGroup(const float* const* xr, const W* const* w, int64_t count, int64
   }
 }
 
-template <typename W>
-void DotRowsImpl(const float* x, int64_t rows, int64_t x_stride, const W* const* w, int64_t count, int64_t n,
+template <typename Row>
+void DotRowsImpl(const float* x, int64_t rows, int64_t x_stride, const Row* w, int64_t count, int64_t n,
                  float* y, int64_t y_stride, bool accumulate) {
   // Weight tiles outermost, so a block of weight rows is read once from memory and then reused
   // from L1 by every row group; only the first row group issues prefetches.
@@ -74,45 +74,56 @@ using tiles::CombineTile;
 constexpr int64_t kCombinePrefetchRows = 4;
 
 // NR output rows over all `width` columns, in column blocks of up to NV vectors (16 columns each).
-template <int NR, int NV, typename W>
-void CombineRowGroup(const float* const* xr, const W* const* w, int64_t n, int64_t width, float* const* yr) {
+template <int NR, int NV, typename Row>
+void CombineRowGroup(const float* const* xr, const Row* w, int64_t n, int64_t width, bool accumulate,
+                     float* const* yr) {
   constexpr int64_t kBlock = NV * 16;
   int64_t c0 = 0;
   for (; c0 + kBlock <= width; c0 += kBlock) {
-    CombineTile<NR, NV>(xr, w, n, c0, static_cast<__mmask16>(0xFFFF), kCombinePrefetchRows, yr);
+    CombineTile<NR, NV>(xr, w, n, c0, static_cast<__mmask16>(0xFFFF), kCombinePrefetchRows, accumulate, yr);
   }
   // The remainder, one vector at a time (the last one masked).
   for (; c0 < width; c0 += 16) {
     const int64_t left = std::min<int64_t>(16, width - c0);
     const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
-    CombineTile<NR, 1>(xr, w, n, c0, mask, kCombinePrefetchRows, yr);
+    CombineTile<NR, 1>(xr, w, n, c0, mask, kCombinePrefetchRows, accumulate, yr);
   }
 }
 
-template <typename W>
-void CombineRowsImpl(const float* x, int64_t rows, int64_t x_stride, const W* const* w, int64_t n, int64_t width,
+// Rows of w combined per pass. Every row group and column block reads a pass's rows before the next
+// pass starts, so they stay in L2 (128 rows of attention's 512-wide latents are 256 KiB) and rows
+// gathered from a large cache come from memory once, not once per row group and column block.
+// Each output carries its partial sum from pass to pass through y, in k order: the same bits.
+constexpr int64_t kCombineRowsPerPass = 128;
+
+template <typename Row>
+void CombineRowsImpl(const float* x, int64_t rows, int64_t x_stride, const Row* w, int64_t n, int64_t width,
                      float* y, int64_t y_stride) {
   // Accumulator budget 16 registers: one row spans 16 vectors (256 columns) per pass over w,
   // two rows 8, four rows 4.
-  for (int64_t r0 = 0; r0 < rows; r0 += kMaxTile) {
-    const float* xr[kMaxTile];
-    float* yr[kMaxTile];
-    const int64_t nr = std::min<int64_t>(kMaxTile, rows - r0);
-    for (int64_t r = 0; r < nr; ++r) {
-      xr[r] = x + (r0 + r) * x_stride;
-      yr[r] = y + (r0 + r) * y_stride;
-    }
-    switch (nr) {
-      case 1: CombineRowGroup<1, 16>(xr, w, n, width, yr); break;
-      case 2: CombineRowGroup<2, 8>(xr, w, n, width, yr); break;
-      case 3: CombineRowGroup<3, 4>(xr, w, n, width, yr); break;
-      default: CombineRowGroup<4, 4>(xr, w, n, width, yr); break;
+  for (int64_t k0 = 0; k0 < n || k0 == 0; k0 += kCombineRowsPerPass) {
+    const int64_t nk = std::min(kCombineRowsPerPass, n - k0);
+    const bool accumulate = k0 > 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kMaxTile) {
+      const float* xr[kMaxTile];
+      float* yr[kMaxTile];
+      const int64_t nr = std::min<int64_t>(kMaxTile, rows - r0);
+      for (int64_t r = 0; r < nr; ++r) {
+        xr[r] = x + (r0 + r) * x_stride + k0;
+        yr[r] = y + (r0 + r) * y_stride;
+      }
+      switch (nr) {
+        case 1: CombineRowGroup<1, 16>(xr, w + k0, nk, width, accumulate, yr); break;
+        case 2: CombineRowGroup<2, 8>(xr, w + k0, nk, width, accumulate, yr); break;
+        case 3: CombineRowGroup<3, 4>(xr, w + k0, nk, width, accumulate, yr); break;
+        default: CombineRowGroup<4, 4>(xr, w + k0, nk, width, accumulate, yr); break;
+      }
     }
   }
 }
 #else
-template <typename W>
-void CombineRowsImpl(const float* x, int64_t rows, int64_t x_stride, const W* const* w, int64_t n, int64_t width,
+template <typename Row>
+void CombineRowsImpl(const float* x, int64_t rows, int64_t x_stride, const Row* w, int64_t n, int64_t width,
                      float* y, int64_t y_stride) {
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * y_stride;
@@ -144,6 +155,16 @@ void CombineRows(const float* x, int64_t rows, int64_t x_stride, const float* co
 
 void CombineRows(const float* x, int64_t rows, int64_t x_stride, const uint16_t* const* w, int64_t n,
                  int64_t width, float* y, int64_t y_stride) {
+  CombineRowsImpl(x, rows, x_stride, w, n, width, y, y_stride);
+}
+
+void DotRows(const float* x, int64_t rows, int64_t x_stride, const Fp8ScaledRow* w, int64_t count, int64_t n,
+             float* y, int64_t y_stride, bool accumulate) {
+  DotRowsImpl(x, rows, x_stride, w, count, n, y, y_stride, accumulate);
+}
+
+void CombineRows(const float* x, int64_t rows, int64_t x_stride, const Fp8ScaledRow* w, int64_t n, int64_t width,
+                 float* y, int64_t y_stride) {
   CombineRowsImpl(x, rows, x_stride, w, n, width, y, y_stride);
 }
 

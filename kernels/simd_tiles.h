@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "kernels/row_kernels.h"
 
 namespace mtpspec::tiles {
 
@@ -31,6 +32,21 @@ inline __m512 LoadWeights(const uint16_t* p, __mmask16 mask) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
 }
 inline __m512 LoadWeights(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+
+// The weight rows DotTile and CombineTile read: a pointer to f32 or bf16 elements, or an FP8 row with
+// its block scales (Fp8ScaledRow, below). LoadRow(row, i) gives elements i … i + 15 as f32 (i a
+// multiple of 16), RowAddress(row, i) the address of element i, for prefetches.
+inline __m512 LoadRow(const float* row, int64_t i) { return LoadWeights(row + i); }
+inline __m512 LoadRow(const float* row, int64_t i, __mmask16 mask) { return LoadWeights(row + i, mask); }
+inline __m512 LoadRow(const uint16_t* row, int64_t i) { return LoadWeights(row + i); }
+inline __m512 LoadRow(const uint16_t* row, int64_t i, __mmask16 mask) { return LoadWeights(row + i, mask); }
+template <typename W>
+inline uintptr_t RowAddress(const W* row, int64_t i) { return reinterpret_cast<uintptr_t>(row + i); }
+inline uintptr_t RowAddress(const Fp8ScaledRow& row, int64_t i) { return reinterpret_cast<uintptr_t>(row.bytes + i); }
+template <typename Row>
+inline constexpr int64_t kRowElementBytes = sizeof(*Row{});
+template <>
+inline constexpr int64_t kRowElementBytes<Fp8ScaledRow> = 1;
 
 // Into L2, not L1: a GEMV reuses its x row (24 KiB at GLM-5.2's width) across every tile, and
 // weights prefetched into L1 evict it (bench/linear_bench).
@@ -185,6 +201,18 @@ inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* 
     _mm512_mask_storeu_ps(dst + i, lanes, _mm512_mul_ps(Fp8Careful(w + i, lanes), s));
   }
 }
+
+// An FP8 row's elements i … i + 15 times their block's scale, as WidenFp8Row forms them (bit for bit:
+// the rows read as FP8 give what the same rows widened to f32 first give). The 16 lie in one block.
+inline __m512 LoadRow(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFFF) {
+  return _mm512_mul_ps(Fp8Careful(row.bytes + i, mask), _mm512_set1_ps(row.scale[i / kFp8Block] * kFp8Unscale));
+}
+#else
+inline __m512 LoadRow(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFFF) {  // AVX-512 without BW/VL
+  alignas(64) float v[16];
+  for (int j = 0; j < 16; ++j) v[j] = (mask >> j) & 1 ? F8E4M3ToF32(row.bytes[i + j]) * row.scale[(i + j) / kFp8Block] : 0.0f;
+  return _mm512_load_ps(v);
+}
 #endif
 
 // out[r][k] = Σ_{i<n} x[r][i] · w[k][i] for an NR × NK tile. Each (r, k) pair accumulates in
@@ -192,10 +220,10 @@ inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* 
 // order for every tile shape. When `prefetch` is given, the line at prefetch[k] + (bytes of w[k]
 // read so far) is prefetched as each new line of w[k] is reached; addresses are integers, so they
 // may point past any allocation (a prefetch never faults).
-template <int NR, int NK, typename W>
-inline void DotTile(const float* const* x, const W* const* w, int64_t n, const uintptr_t* prefetch,
+template <int NR, int NK, typename Row>
+inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintptr_t* prefetch,
                     float (*out)[kMaxTile]) {
-  constexpr int64_t kElementsPerLine = 64 / sizeof(W);
+  constexpr int64_t kElementsPerLine = 64 / kRowElementBytes<Row>;
   __m512 acc[NR][NK];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) {
@@ -206,11 +234,11 @@ inline void DotTile(const float* const* x, const W* const* w, int64_t n, const u
   for (; i + 16 <= n; i += 16) {
     if (prefetch != nullptr && i % kElementsPerLine == 0) {
 #pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i * sizeof(W));
+      for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i * kRowElementBytes<Row>);
     }
     __m512 wv[NK];
 #pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = LoadWeights(w[k] + i);
+    for (int k = 0; k < NK; ++k) wv[k] = LoadRow(w[k], i);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const __m512 xv = _mm512_loadu_ps(x[r] + i);
@@ -222,7 +250,7 @@ inline void DotTile(const float* const* x, const W* const* w, int64_t n, const u
     const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
     __m512 wv[NK];
 #pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = LoadWeights(w[k] + i, mask);
+    for (int k = 0; k < NK; ++k) wv[k] = LoadRow(w[k], i, mask);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + i);
@@ -238,29 +266,37 @@ inline void DotTile(const float* const* x, const W* const* w, int64_t n, const u
 }
 
 // y[r][c] = Σ_{k<n} x[r][k] · w[k][col0 + c] for NR rows and NV vectors of 16 columns starting at
-// col0; the last vector covers only the columns in `last_mask`. Each output accumulates with one
-// FMA per k, in k order, whatever NR and NV. `prefetch_rows` ≥ 0 prefetches the same columns of
-// w[k + prefetch_rows] while row k is used (skipped past the last row).
-template <int NR, int NV, typename W>
-inline void CombineTile(const float* const* x, const W* const* w, int64_t n, int64_t col0, __mmask16 last_mask,
-                        int64_t prefetch_rows, float* const* y) {
-  constexpr int64_t kLines = (NV * 16 * static_cast<int64_t>(sizeof(W)) + 63) / 64;
+// col0, or y[r][c] + Σ … when `accumulate`; the last vector covers only the columns in `last_mask`.
+// Each output accumulates with one FMA per k, in k order, whatever NR and NV, so a sum carried
+// through y from one call to the next (over rows k0 … k1, then k1 … k2) has the bits of one call
+// over all of them. `prefetch_rows` ≥ 0 prefetches the same columns of w[k + prefetch_rows] while
+// row k is used (skipped past the last row).
+template <int NR, int NV, typename Row>
+inline void CombineTile(const float* const* x, const Row* w, int64_t n, int64_t col0, __mmask16 last_mask,
+                        int64_t prefetch_rows, bool accumulate, float* const* y) {
+  constexpr int64_t kLines = (NV * 16 * kRowElementBytes<Row> + 63) / 64;
   __m512 acc[NR][NV];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) {
+    if (accumulate) {
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+      for (int v = 0; v < NV - 1; ++v) acc[r][v] = _mm512_loadu_ps(y[r] + col0 + 16 * v);
+      acc[r][NV - 1] = _mm512_maskz_loadu_ps(last_mask, y[r] + col0 + 16 * (NV - 1));
+    } else {
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    }
   }
   for (int64_t k = 0; k < n; ++k) {
     if (prefetch_rows >= 0 && k + prefetch_rows < n) {
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[k + prefetch_rows] + col0);
+      const uintptr_t ahead = RowAddress(w[k + prefetch_rows], col0);
 #pragma GCC unroll 16
       for (int64_t line = 0; line < kLines; ++line) Prefetch(ahead + line * 64);
     }
     __m512 wv[NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < NV - 1; ++v) wv[v] = LoadWeights(w[k] + col0 + 16 * v);
-    wv[NV - 1] = LoadWeights(w[k] + col0 + 16 * (NV - 1), last_mask);
+    for (int v = 0; v < NV - 1; ++v) wv[v] = LoadRow(w[k], col0 + 16 * v);
+    wv[NV - 1] = LoadRow(w[k], col0 + 16 * (NV - 1), last_mask);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const __m512 xb = _mm512_set1_ps(x[r][k]);
@@ -281,6 +317,8 @@ inline void CombineTile(const float* const* x, const W* const* w, int64_t n, int
 inline float WeightAt(const float* w, int64_t i) { return w[i]; }
 inline float WeightAt(const uint16_t* w, int64_t i) { return Bf16ToF32(w[i]); }
 #endif
+// An FP8 row's element i times its block's scale (the portable kernels' reading of Fp8ScaledRow).
+inline float WeightAt(const Fp8ScaledRow& w, int64_t i) { return F8E4M3ToF32(w.bytes[i]) * w.scale[i / kFp8Block]; }
 
 #if !defined(MTPSPEC_FP8_SIMD)
 inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* dst) {
@@ -309,8 +347,8 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
 #endif
 #if !defined(__AVX512F__)
 
-template <int NR, int NK, typename W>
-inline void DotTile(const float* const* x, const W* const* w, int64_t n, const uintptr_t* /*prefetch*/,
+template <int NR, int NK, typename Row>
+inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintptr_t* /*prefetch*/,
                     float (*out)[kMaxTile]) {
   for (int r = 0; r < NR; ++r) {
     for (int k = 0; k < NK; ++k) {

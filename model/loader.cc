@@ -45,13 +45,13 @@ class WeightBuilder {
   // How the model reads a matmul weight.
   enum class Use {
     kLinear,     // the Linear kernels, which take f32, bf16 and FP8
-    kRowKernel,  // the absorbed attention's row kernels (kv_b_proj), which take f32 and bf16 rows
+    kRowKernel,  // the absorbed attention's row kernels (kv_b_proj): f32, bf16 or FP8, never quantised
     kRouter,     // the MoE router: read by Linear, but never quantised (its scores pick experts)
   };
 
-  // A matmul weight. FP8 stays FP8 with its block scales attached (the Linear kernels widen it in
-  // registers) unless the row kernels read it or the options convert every matrix. With
-  // WeightDType::kFP8 the other Linear matrices are quantised to FP8 here.
+  // A matmul weight. FP8 stays FP8 with its block scales attached (the kernels widen it in
+  // registers) unless the options convert every matrix. With WeightDType::kFP8 the other Linear
+  // matrices are quantised to FP8 here.
   absl::StatusOr<TensorView> Matrix(const std::string& name, Use use = Use::kLinear) {
     ASSIGN_OR_RETURN(TensorView view, Raw(name));
     ++report_.tensors_loaded;
@@ -59,7 +59,7 @@ class WeightBuilder {
     const DType target = options_.weight_dtype == WeightDType::kBF16 ? DType::kBF16 : DType::kF32;
     if (view.dtype == DType::kF8E4M3) {
       ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
-      if (use != Use::kRowKernel && in_place) {
+      if (in_place) {
         ++report_.fp8_tensors_in_place;
         return Count(WithScales(view, scale));
       }
@@ -297,8 +297,8 @@ absl::Status BuildBlock(const ModelConfig& c, int64_t layer, bool dense_mlp, boo
   ASSIGN_OR_RETURN(attn.q_b_proj, b.Matrix(a + "q_b_proj.weight"));
   ASSIGN_OR_RETURN(attn.kv_a_proj, b.Matrix(a + "kv_a_proj_with_mqa.weight"));
   ASSIGN_OR_RETURN(attn.kv_a_norm, b.Vector(a + "kv_a_layernorm.weight"));
-  // kv_b_proj feeds the absorbed attention's row kernels, which read f32 or bf16 rows: an FP8
-  // kv_b_proj is widened to f32 at load (exactly, W8 times its block scale).
+  // kv_b_proj feeds the absorbed attention's row kernels, which read an FP8 kv_b_proj in place
+  // (each weight times its block scale, as widening it at load would give).
   ASSIGN_OR_RETURN(attn.kv_b_proj, b.Matrix(a + "kv_b_proj.weight", WeightBuilder::Use::kRowKernel));
   ASSIGN_OR_RETURN(attn.o_proj, b.Matrix(a + "o_proj.weight"));
   if (indexer) {

@@ -32,7 +32,7 @@ struct LoadOptions {
 struct LoadReport {
   int64_t tensors_loaded = 0;
   int64_t fp8_tensors_in_place = 0;     // FP8 matrices the kernels read as stored
-  int64_t fp8_tensors_dequantised = 0;  // FP8 matrices widened at load (kv_b_proj, or --weights f32/bf16)
+  int64_t fp8_tensors_dequantised = 0;  // FP8 matrices widened at load (--weights f32/bf16)
   int64_t fp8_tensors_quantised = 0;    // f32/bf16/f16 matrices quantised to FP8 at load (--weights fp8)
   bool mtp_present = false;  // MTP weights were found in the checkpoint
   std::string mtp_note;      // why MTP is unavailable, when it is

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/linear.h"
+#include "kernels/row_kernels.h"
 #include "tests/kernels/linear_test_util.h"
 
 namespace mtpspec {
@@ -226,6 +227,62 @@ TEST(LinearFp8Test, LargeInputRowsMeetTheReferenceAndStayRowInvariant) {
     Linear(x.data() + r * kIn, 1, w.view, alone.data(), &pool);
     for (int64_t o = 0; o < kOut; ++o) ASSERT_EQ(alone[o], y[r * kOut + o]) << "peak " << kPeaks[r] << " out " << o;
   }
+}
+
+// The row kernels read an FP8 row with its block scales (Fp8ScaledRow, the absorbed attention's
+// kv_b_proj) as the loader's widening would store it: DotRows and CombineRows over FP8 rows equal,
+// bit for bit, the same calls over the rows widened to f32 by WidenFp8Row. The rows start at offsets
+// that are not multiples of 128 (a head's slice of kv_b_proj) and widths leave partial blocks; a NaN
+// byte gives NaN.
+TEST(LinearFp8Test, RowKernelsReadFp8RowsAsTheirWidenedValues) {
+  constexpr int64_t kMatrixRows = 400;
+  for (int64_t n : {16, 100, 300, 512}) {
+    const TestWeight w = MakeWeight(DType::kF8E4M3, kMatrixRows, n, n, static_cast<uint32_t>(n));
+    const int64_t scale_cols = (n + kFp8Block - 1) / kFp8Block;
+    std::vector<float> widened(kMatrixRows * n);  // [400, n]
+    for (int64_t o = 0; o < kMatrixRows; ++o) {
+      WidenFp8Row(w.fp8.data() + o * n, w.scales.data() + (o / kFp8Block) * scale_cols, n, widened.data() + o * n);
+    }
+    for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 5}, {93, 70}, {192, 130}, {250, 150}}) {
+      std::vector<Fp8ScaledRow> fp8_rows(count);
+      std::vector<const float*> f32_rows(count);
+      for (int64_t i = 0; i < count; ++i) {
+        fp8_rows[i] = {w.fp8.data() + (first + i) * n, w.scales.data() + ((first + i) / kFp8Block) * scale_cols};
+        f32_rows[i] = widened.data() + (first + i) * n;
+      }
+      for (int64_t rows : {1, 3, 6}) {
+        const std::vector<float> x = RandomFloats(rows * n, 11);
+        std::vector<float> a(rows * count), b(rows * count);
+        DotRows(x.data(), rows, n, fp8_rows.data(), count, n, a.data(), count);
+        DotRows(x.data(), rows, n, f32_rows.data(), count, n, b.data(), count);
+        for (size_t i = 0; i < a.size(); ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "DotRows n " << n << " first " << first;
+        }
+        const std::vector<float> coeff = RandomFloats(rows * count, 12);
+        std::vector<float> c(rows * n), d(rows * n);
+        CombineRows(coeff.data(), rows, count, fp8_rows.data(), count, n, c.data(), n);
+        CombineRows(coeff.data(), rows, count, f32_rows.data(), count, n, d.data(), n);
+        for (size_t i = 0; i < c.size(); ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(c[i]), std::bit_cast<uint32_t>(d[i])) << "CombineRows n " << n << " first " << first;
+        }
+      }
+    }
+  }
+  // A NaN encoding in a row makes the outputs that read it NaN.
+  std::vector<uint8_t> bytes(2 * 40, 0x38);  // 1.0
+  bytes[40 + 7] = 0x7F;
+  const float scale = 0.5f;
+  const Fp8ScaledRow rows[] = {{bytes.data(), &scale}, {bytes.data() + 40, &scale}};
+  const std::vector<float> x(40, 1.0f);
+  float y[2];
+  DotRows(x.data(), 1, 40, rows, 2, 40, y, 2);
+  EXPECT_EQ(y[0], 20.0f);
+  EXPECT_TRUE(std::isnan(y[1]));
+  std::vector<float> z(40);
+  const float coeff[] = {1.0f, 1.0f};
+  CombineRows(coeff, 1, 2, rows, 2, 40, z.data(), 40);
+  EXPECT_EQ(z[0], 1.0f);
+  EXPECT_TRUE(std::isnan(z[7]));
 }
 
 }  // namespace

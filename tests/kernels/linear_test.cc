@@ -171,6 +171,34 @@ TEST_P(RowKernelTest, RowKernelsMatchReferenceAndDependOnlyOnTheRow) {
   }
 }
 
+#if defined(__AVX512F__)
+// CombineRows gives each output one FMA per combined row, in row order, from zero: exactly the scalar
+// chain y = fma(x[k], w[k][c], y) for k = 0, 1, …, whatever the row count, the width and the passes
+// of 128 rows it takes over long inputs (the SIMD build; the portable one multiplies and adds).
+TEST(LinearTest, CombineRowsIsOneFmaChainInRowOrder) {
+  for (int64_t count : {1, 127, 128, 129, 300, 600}) {
+    for (int64_t width : {1, 17, 300, 512}) {
+      const std::vector<float> w = RandomFloats(count * width, static_cast<uint32_t>(count + width));
+      std::vector<const float*> w_rows(count);
+      for (int64_t k = 0; k < count; ++k) w_rows[k] = w.data() + k * width;
+      for (int64_t rows : {1, 3, 5}) {
+        const std::vector<float> x = RandomFloats(rows * count, 31);
+        std::vector<float> y(rows * width, -1.0f);
+        CombineRows(x.data(), rows, count, w_rows.data(), count, width, y.data(), width);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < width; ++c) {
+            float chain = 0.0f;
+            for (int64_t k = 0; k < count; ++k) chain = std::fma(x[r * count + k], w[k * width + c], chain);
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[r * width + c]), std::bit_cast<uint32_t>(chain))
+                << "count " << count << " width " << width << " rows " << rows << " at (" << r << ", " << c << ")";
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 TEST(LinearTest, DotRowsAccumulates) {
   const std::vector<float> x = RandomFloats(3 * 20, 1), w = RandomFloats(6 * 20, 2);
   std::vector<const float*> rows(6);
