@@ -12,7 +12,9 @@
 //     the model truncated to its first n layers (ForwardOptions::trunk_layers, n in --prefix-layers),
 //     which the sum of those layers' parts must predict, measured in the same interleaved run;
 //   * the routed experts each MoE layer's rows chose between them (the union the layer read).
-// Each repetition's parts and forwards run the same random tokens, so they route the same experts.
+// Each repetition's parts and forwards run the same random tokens, so they route the same experts;
+// which of the two runs first alternates, and each repetition starts by measuring the read
+// bandwidth, so its one-row forward can be compared with the memory's speed of that minute.
 // Optionally (--e2e N,...) Generate runs plain decoding and MTP k = 1 … 4 with SYNTHETIC acceptance
 // at --rates on the whole cut model, from a random prefix of N tokens (the target's and the MTP
 // layer's caches filled with random rows), for measured speedups; each repetition runs plain and
@@ -122,9 +124,9 @@ double MeanOf(const std::vector<double>& v) {
 
 // Each repetition draws L random tokens, runs them through every trunk layer on its own (timed one
 // by one, from the embedding, exactly the calls Model::Forward makes), the head, the MTP layer, then
-// Model::Forward of the same tokens whole and truncated: the parts and the forwards of one
-// repetition route the same experts, so repetition by repetition the sum of the parts is a paired
-// prediction of the forwards ("paired" in the JSON).
+// Model::Forward of the same tokens whole and truncated (the forwards first in odd repetitions):
+// the parts and the forwards of one repetition route the same experts, so repetition by repetition
+// the sum of the parts is a paired prediction of the forwards ("paired" in the JSON).
 absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModule* mtp, int64_t N, int64_t max_rows,
                                               int64_t reps, uint64_t seed, const std::vector<int64_t>& prefixes) {
   const ModelConfig& c = model.config();
@@ -146,62 +148,82 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
   std::mt19937_64 rng(seed);
   const LayerContext& ctx = model.layer_context();
   AttentionOptions attention;
+  std::vector<double> read_bandwidth;  // [reps] bytes/s measured just before each repetition
   for (int64_t rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+    // The memory's speed moves from minute to minute on a shared machine: each repetition's decode
+    // (L = 1) is compared with the read bandwidth measured next to it.
+    if (rep >= 0) read_bandwidth.push_back(MeasureReadBandwidth(512, 3)["bytes_per_second"].get<double>());
     for (int64_t L = 1; L <= max_rows; ++L) {
       std::vector<int32_t> tokens(L);
       for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
       std::vector<int64_t> positions(L);
       for (int64_t r = 0; r < L; ++r) positions[r] = N + r;
-      std::vector<float> h(L * H);  // [L, H] the residual stream
-      model.Embed(model.weights().embed, tokens, h.data());
-      TopK topk;
-      for (int64_t l = 0; l < layers; ++l) {
-        ForwardProfile profile;
-        AttentionOptions options = attention;
-        options.profile = &profile;
-        AttentionPath path;
-        int64_t experts_used = 0;
-        const double t = NowSeconds();
-        RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
-                                            cache->layer(l), capacity, options, &topk, &path, &experts_used));
-        if (rep >= 0) {
-          s.layers[L][l].seconds.push_back(NowSeconds() - t);
-          s.layers[L][l].profiles.push_back(profile);
-          s.experts_used[L][l].push_back(static_cast<double>(experts_used));
+      std::vector<int32_t> next(L);  // the pairs' tokens x_{t+1}, for the MTP layer
+      for (int32_t& id : next) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+      // The parts: every trunk layer on its own, the head, the MTP layer.
+      auto run_parts = [&]() -> absl::Status {
+        std::vector<float> h(L * H);  // [L, H] the residual stream
+        model.Embed(model.weights().embed, tokens, h.data());
+        TopK topk;
+        for (int64_t l = 0; l < layers; ++l) {
+          ForwardProfile profile;
+          AttentionOptions options = attention;
+          options.profile = &profile;
+          AttentionPath path;
+          int64_t experts_used = 0;
+          const double t = NowSeconds();
+          RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
+                                              cache->layer(l), capacity, options, &topk, &path, &experts_used));
+          if (rep >= 0) {
+            s.layers[L][l].seconds.push_back(NowSeconds() - t);
+            s.layers[L][l].profiles.push_back(profile);
+            s.experts_used[L][l].push_back(static_cast<double>(experts_used));
+          }
         }
-      }
-      std::vector<float> normed(L * H), logits(L * c.vocab_size);  // [L, H], [L, V]
-      double t = NowSeconds();
-      for (int64_t r = 0; r < L; ++r) {
-        RmsNorm(h.data() + r * H, model.weights().final_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
-      }
-      model.ApplyHead(model.weights().lm_head, normed.data(), L, logits.data());
-      if (rep >= 0) s.head[L].seconds.push_back(NowSeconds() - t);
-      if (mtp != nullptr) {
-        std::vector<int32_t> next(L);  // the pairs' tokens x_{t+1}
-        for (int32_t& id : next) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
-        MtpOptions mtp_options;
-        t = NowSeconds();
-        RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), next, positions, mtp_options).status());
-        if (rep >= 0) s.mtp_extend[L].seconds.push_back(NowSeconds() - t);
-        if (L == 1) {
+        std::vector<float> normed(L * H), logits(L * c.vocab_size);  // [L, H], [L, V]
+        double t = NowSeconds();
+        for (int64_t r = 0; r < L; ++r) {
+          RmsNorm(h.data() + r * H, model.weights().final_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+        }
+        model.ApplyHead(model.weights().lm_head, normed.data(), L, logits.data());
+        if (rep >= 0) s.head[L].seconds.push_back(NowSeconds() - t);
+        if (mtp != nullptr) {
+          MtpOptions mtp_options;
           t = NowSeconds();
-          RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), next, positions, mtp_options).status());
-          if (rep >= 0) s.mtp_step.seconds.push_back(NowSeconds() - t);
+          RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), next, positions, mtp_options).status());
+          if (rep >= 0) s.mtp_extend[L].seconds.push_back(NowSeconds() - t);
+          if (L == 1) {
+            t = NowSeconds();
+            RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), next, positions, mtp_options).status());
+            if (rep >= 0) s.mtp_step.seconds.push_back(NowSeconds() - t);
+          }
         }
-      }
-      RETURN_IF_ERROR(cache->Truncate(N));
-      t = NowSeconds();
-      RETURN_IF_ERROR(model.Forward(*cache, tokens, positions).status());
-      if (rep >= 0) s.whole[L].seconds.push_back(NowSeconds() - t);
-      RETURN_IF_ERROR(cache->Truncate(N));
-      for (size_t i = 0; i < prefixes.size(); ++i) {
-        ForwardOptions truncated;
-        truncated.trunk_layers = prefixes[i];
-        t = NowSeconds();
-        RETURN_IF_ERROR(model.Forward(*cache, tokens, positions, truncated).status());
-        if (rep >= 0) s.prefix[L][i].seconds.push_back(NowSeconds() - t);
+        return cache->Truncate(N);
+      };
+      // The forwards of the same tokens: whole, then truncated to each prefix.
+      auto run_forwards = [&]() -> absl::Status {
+        double t = NowSeconds();
+        RETURN_IF_ERROR(model.Forward(*cache, tokens, positions).status());
+        if (rep >= 0) s.whole[L].seconds.push_back(NowSeconds() - t);
         RETURN_IF_ERROR(cache->Truncate(N));
+        for (size_t i = 0; i < prefixes.size(); ++i) {
+          ForwardOptions truncated;
+          truncated.trunk_layers = prefixes[i];
+          t = NowSeconds();
+          RETURN_IF_ERROR(model.Forward(*cache, tokens, positions, truncated).status());
+          if (rep >= 0) s.prefix[L][i].seconds.push_back(NowSeconds() - t);
+          RETURN_IF_ERROR(cache->Truncate(N));
+        }
+        return absl::OkStatus();
+      };
+      // Which runs first alternates between repetitions, so a drift of the machine's speed during
+      // one repetition (its memory bandwidth moves from minute to minute) favours neither side.
+      if (rep % 2 == 0) {
+        RETURN_IF_ERROR(run_parts());
+        RETURN_IF_ERROR(run_forwards());
+      } else {
+        RETURN_IF_ERROR(run_forwards());
+        RETURN_IF_ERROR(run_parts());
       }
     }
   }
@@ -233,6 +255,7 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
     j["rows"].push_back(row);
   }
   if (mtp != nullptr) j["mtp_step_seconds"] = MedianOf(s.mtp_step);
+  j["read_bandwidth_by_rep"] = read_bandwidth;
   return j;
 }
 

@@ -285,6 +285,37 @@ def moe_stream_line(layers_json: dict, costs: "LayerCosts", n: int, bw: float) -
             "in registers and multiplied in f32).")
 
 
+def bandwidth_lines(layers_json: dict, costs: "LayerCosts", contexts: list[int]) -> list[str]:
+    """Decode bandwidth measured on the cut model: each repetition's whole forward of one row (its
+    weight bytes per second) over the read bandwidth measured just before that repetition."""
+    cut_bytes = sum(l["row_weight_bytes"] for l in layers_json["layers"]) + layers_json["head_bytes"]
+    rows, ratios_all = [], []
+    for n in contexts:
+        point = costs.point(n)
+        bws = point.get("read_bandwidth_by_rep")
+        paired = costs.row(n, 1).get("paired", [])
+        if not bws or len(bws) != len(paired):
+            continue
+        rates = [cut_bytes / p["whole"] for p in paired]
+        ratios = [rate / bw for rate, bw in zip(rates, bws)]
+        ratios_all += ratios
+        rows.append(f"| {n} | {cut_bytes / 1e9:.2f} | {median(rates) / 1e9:.1f} | {min(bws) / 1e9:.1f}-{max(bws) / 1e9:.1f} | "
+                    f"{median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} |")
+    if not rows:
+        return []
+    overall = median(ratios_all)
+    verdict = "MET" if overall >= 0.75 else "NOT MET"
+    return ["### Decode bandwidth at the real dimensions in FP8 (measured on the cut model, same run)", "",
+            "Each repetition measures the read bandwidth (StreamSum over 512 MiB) and then decodes one row through "
+            "the whole cut model (its FP8 layers and the bf16 head); the ratio is that forward's weight bytes per "
+            "second over the bandwidth measured next to it, so a minute in which the machine's memory runs faster or "
+            "slower moves both sides. Attention over the selected keys is compute and is part of the step.", "",
+            "| N | GB per step | GB/s (median) | read bandwidth, GB/s | ÷ read bandwidth (median) | range |",
+            "|---|---|---|---|---|---|"] + rows + [
+            "", f"**Goal (decode weight bytes per second at least 0.75 of the read bandwidth): {verdict}** — "
+            f"median {overall:.2f} over {len(ratios_all)} paired repetitions at all contexts.", ""]
+
+
 def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str]:
     costs = LayerCosts(layers_json)
     cfg = costs.cfg
@@ -395,13 +426,15 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
               f"{attn_rate / 1e9:.0f} G/s on this machine's {layers_json['run'].get('threads', 2)} threads, so it grows "
               "with every row verified.", ""]
 
+    lines += bandwidth_lines(layers_json, costs, contexts)
+
     # The projection against forwards of the cut model truncated to 2, 3, 4 layers and of all of it,
     # measured in the same run: each repetition times the parts and the forwards on the same tokens.
     lines += ["### The projection against truncated forwards (measured Model::Forward, same run)", "",
               "The per-layer sums (each layer timed on its own, plus the head) against one Model::Forward of the "
               "cut model's first n layers and the head (`ForwardOptions::trunk_layers`), and of all its layers. Each "
-              "repetition runs the parts and then the forwards on the same random tokens, so both route the same "
-              "experts; measured / sum is the median over the repetitions of that repetition's forward over its sum "
+              "repetition runs the parts and the forwards on the same random tokens, so both route the same "
+              "experts, and which of the two runs first alternates between repetitions; measured / sum is the median over the repetitions of that repetition's forward over its sum "
               "of the parts (the seconds columns are medians).", "",
               "| N | L | layers | measured (s) | sum of the parts (s) | measured / sum |", "|---|---|---|---|---|---|"]
     worst, deviations = 0.0, []
