@@ -424,7 +424,13 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
               f"({drafts:.3f} plain steps); the projected r_2 is {e['r'][2]:.2f}. The attention over the selected "
               f"keys is compute: {traffic[1]['attention'][1] / 1e9:.1f} G multiply-adds per row over the model, at "
               f"{attn_rate / 1e9:.0f} G/s on this machine's {layers_json['run'].get('threads', 2)} threads, so it grows "
-              "with every row verified.", ""]
+              "with every row verified."
+              + (f" The projections (attn_proj) read the same {traffic[3]['attn_proj'][0] / 1e9:.1f} GB for 3 rows as for one "
+                 f"and take {three['attn_proj'] / one['attn_proj']:.2f}x the time: with each FP8 weight widened in registers "
+                 f"and multiplied in f32 for every row, 3 rows run at {traffic[3]['attn_proj'][1] / three['attn_proj'] / 1e9:.0f} G "
+                 "multiply-adds/s, bound by the cores rather than the memory; the MoE's experts, each read for about one "
+                 "row, grow with the union."
+                 if one.get("attn_proj") and three.get("attn_proj") else ""), ""]
 
     lines += bandwidth_lines(layers_json, costs, contexts)
 
