@@ -146,31 +146,26 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
 #pragma GCC unroll 4
       for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i);
     }
-    __m512 wv[NK];
-    if constexpr (kNanFree) {
+    // The line's four vectors of 16 weights, each widened by `widen` and used for every row.
+    auto line = [&](auto widen) __attribute__((always_inline)) {
+      __m512 wv[NK];
 #pragma GCC unroll 4
       for (int64_t c = 0; c < 64; c += 16) {
 #pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) wv[k] = Fp8Direct(w[k] + i + c);
+        for (int k = 0; k < NK; ++k) wv[k] = widen(w[k] + i + c);
         step(wv, i + c, 0xFFFF);
       }
+    };
+    if constexpr (kNanFree) {
+      line([](const uint8_t* p) __attribute__((always_inline)) { return Fp8Direct(p); });
     } else {
       bool nan = false;
 #pragma GCC unroll 4
       for (int k = 0; k < NK; ++k) nan |= Fp8LineHasNan(w[k] + i);
       if (__builtin_expect(!nan, 1)) {
-#pragma GCC unroll 4
-        for (int64_t c = 0; c < 64; c += 16) {
-#pragma GCC unroll 4
-          for (int k = 0; k < NK; ++k) wv[k] = Fp8Fast(w[k] + i + c);
-          step(wv, i + c, 0xFFFF);
-        }
+        line([](const uint8_t* p) __attribute__((always_inline)) { return Fp8Fast(p); });
       } else {
-        for (int64_t c = 0; c < 64; c += 16) {
-#pragma GCC unroll 4
-          for (int k = 0; k < NK; ++k) wv[k] = Fp8Careful(w[k] + i + c);
-          step(wv, i + c, 0xFFFF);
-        }
+        line([](const uint8_t* p) __attribute__((always_inline)) { return Fp8Careful(p); });
       }
     }
     if ((i + 64) % kFp8Block == 0) finish_block(i / kFp8Block);

@@ -229,6 +229,13 @@ TEST(LinearFp8Test, LargeInputRowsMeetTheReferenceAndStayRowInvariant) {
   }
 }
 
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what, int64_t n, int64_t first) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << what << " n " << n << " first " << first << " at " << i;
+  }
+}
+
 // The row kernels read an FP8 row with its block scales (Fp8ScaledRow, the absorbed attention's
 // kv_b_proj) as the loader's widening would store it: DotRows and CombineRows over FP8 rows equal,
 // bit for bit, the same calls over the rows widened to f32 by WidenFp8Row. The rows start at offsets
@@ -255,16 +262,12 @@ TEST(LinearFp8Test, RowKernelsReadFp8RowsAsTheirWidenedValues) {
         std::vector<float> a(rows * count), b(rows * count);
         DotRows(x.data(), rows, n, fp8_rows.data(), count, n, a.data(), count);
         DotRows(x.data(), rows, n, f32_rows.data(), count, n, b.data(), count);
-        for (size_t i = 0; i < a.size(); ++i) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "DotRows n " << n << " first " << first;
-        }
+        ExpectSameBits(a, b, "DotRows", n, first);
         const std::vector<float> coeff = RandomFloats(rows * count, 12);
         std::vector<float> c(rows * n), d(rows * n);
         CombineRows(coeff.data(), rows, count, fp8_rows.data(), count, n, c.data(), n);
         CombineRows(coeff.data(), rows, count, f32_rows.data(), count, n, d.data(), n);
-        for (size_t i = 0; i < c.size(); ++i) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(c[i]), std::bit_cast<uint32_t>(d[i])) << "CombineRows n " << n << " first " << first;
-        }
+        ExpectSameBits(c, d, "CombineRows", n, first);
       }
     }
   }
