@@ -20,7 +20,7 @@
 // measured speedup over plain batched decoding against the predicted one.
 //
 //   build/release/bench/batch_bench [--contexts 512,4096] [--batches 1,2,4,8,16] [--max-k 4] [--reps 5]
-//       [--rates a1,a2,..] [--e2e-contexts 512] [--new-tokens 24] [--json build/results/batch.json]
+//       [--rates a1,a2,..] [--e2e-contexts 512] [--new-tokens 24] [--e2e-reps 1] [--json build/results/batch.json]
 // The end-to-end runs add k = auto (up to --max-k), chosen per cycle by the batch's draft-length
 // controller (spec/batch_k.h).
 #include <cstdio>
@@ -53,6 +53,7 @@ constexpr char kUsage[] = R"(batch_bench: batched verify costs and the speedup o
   --batches LIST       batch sizes B (default 1,2,4,8,16)   --max-k K (default 4)   --reps R (default 5)
   --rates LIST         conditional acceptance a_1,a_2,... (default: the trained head's, as the trade-off report uses)
   --e2e-contexts LIST  N values for end-to-end runs (default 512; "" skips them)   --new-tokens G (default 24)
+  --e2e-reps R         end-to-end repetitions, each running every k in turn (default 1)
   --stream-mib M (default 512)   --threads N   --seed S   --json PATH (default build/results/batch.json)   --help
 )";
 
@@ -231,10 +232,13 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
                         {"extend_rows", extend_rows}};
 }
 
-// GenerateBatch with B requests in B slots at context n, one run per k (plain first).
+// GenerateBatch with B requests in B slots at context n: for each B, `reps` repetitions, each running
+// plain decoding and every k in turn (so the k interleave and a slow minute of the machine falls on
+// all of them); tokens/s of a k is its decoded tokens over its decode seconds summed over the
+// repetitions, and its statistics are those of its first repetition.
 absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                            int64_t max_k, int64_t new_tokens, const std::vector<double>& rates,
-                                           uint64_t seed) {
+                                           int64_t reps, uint64_t seed) {
   const int64_t b_max = *std::max_element(batches.begin(), batches.end());
   const int64_t capacity = n + new_tokens + kMaxDraftTokens + 2;
   std::vector<std::unique_ptr<PrefixCachedTarget>> targets;
@@ -256,6 +260,8 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
   for (int64_t b : batches) {
     std::vector<BatchSlot> slots;
     for (int64_t s = 0; s < b; ++s) slots.push_back({targets[s].get(), drafters[s].get()});
+    std::vector<nlohmann::json> cells(max_k + 2);  // [k]: the first repetition's run, then the sums
+    for (int64_t rep = 0; rep < reps; ++rep) {
     for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
       const bool automatic = k == max_k + 1;
       std::vector<BatchRequest> requests;
@@ -295,14 +301,31 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
           cycles += decisions[j];
         }
       }
-      runs.push_back({{"batch", b}, {"k", automatic ? nlohmann::json("auto") : nlohmann::json(k)},
-                      {"mean_k", cycles > 0 ? static_cast<double>(k_used) / cycles : 0.0},
-                      {"decode_tokens_per_second", decoded / decode_seconds},
-                      {"decode_seconds", decode_seconds}, {"mean_request_seconds", latency / b},
-                      {"acceptance_length", with_drafts > 0 ? 1.0 + static_cast<double>(accepted) / with_drafts : 1.0},
-                      {"drafted", drafted}, {"stats", st.ToJson()}});
-      std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%s: %.1f tokens/s\n", static_cast<long long>(n),
-                   static_cast<long long>(b), automatic ? "auto" : std::to_string(k).c_str(), decoded / decode_seconds);
+      const double latency_mean = latency / b;
+      nlohmann::json& c = cells[k];
+      if (rep == 0) {
+        c = {{"batch", b}, {"k", automatic ? nlohmann::json("auto") : nlohmann::json(k)},
+             {"mean_k", cycles > 0 ? static_cast<double>(k_used) / cycles : 0.0},
+             {"decoded", 0}, {"decode_seconds", 0.0}, {"run_tokens_per_second", nlohmann::json::array()},
+             {"run_request_seconds", nlohmann::json::array()},
+             {"acceptance_length", with_drafts > 0 ? 1.0 + static_cast<double>(accepted) / with_drafts : 1.0},
+             {"drafted", drafted}, {"stats", st.ToJson()}};
+      }
+      c["decoded"] = c["decoded"].get<int64_t>() + decoded;
+      c["decode_seconds"] = c["decode_seconds"].get<double>() + decode_seconds;
+      c["run_tokens_per_second"].push_back(decoded / decode_seconds);
+      c["run_request_seconds"].push_back(latency_mean);
+      std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%s rep %lld: %.1f tokens/s\n", static_cast<long long>(n),
+                   static_cast<long long>(b), automatic ? "auto" : std::to_string(k).c_str(),
+                   static_cast<long long>(rep), decoded / decode_seconds);
+    }
+    }
+    for (nlohmann::json& c : cells) {
+      c["decode_tokens_per_second"] = c["decoded"].get<int64_t>() / c["decode_seconds"].get<double>();
+      double latency_sum = 0;
+      for (const auto& v : c["run_request_seconds"]) latency_sum += v.get<double>();
+      c["mean_request_seconds"] = latency_sum / static_cast<double>(c["run_request_seconds"].size());
+      runs.push_back(c);
     }
   }
   return runs;
@@ -311,7 +334,7 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
                                                 {"model-dir", "contexts", "batches", "max-k", "reps", "rates",
-                                                 "e2e-contexts", "new-tokens", "stream-mib", "threads", "seed", "json"},
+                                                 "e2e-contexts", "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json"},
                                                 {"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -326,14 +349,17 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t max_k, args.GetInt("max-k", 4));
   ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 5));
   ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 24));
+  ASSIGN_OR_RETURN(const int64_t e2e_reps, args.GetInt("e2e-reps", 1));
   ASSIGN_OR_RETURN(const uint64_t seed, args.GetUint64("seed", 7));
   ASSIGN_OR_RETURN(const std::vector<double> rates, ParseDoubleList("rates", args.Get("rates", kTrainedRates)));
   std::vector<int64_t> e2e_contexts;
   if (!args.Get("e2e-contexts", "512").empty()) {
     ASSIGN_OR_RETURN(e2e_contexts, ParseIntList("e2e-contexts", args.Get("e2e-contexts", "512")));
   }
-  if (batches.empty() || max_k < 0 || max_k > kMaxDraftTokens || reps < 1 || new_tokens < 2 || rates.empty()) {
-    return absl::InvalidArgumentError("--batches non-empty, --max-k in [0, 15], --reps >= 1, --new-tokens >= 2, --rates");
+  if (batches.empty() || max_k < 0 || max_k > kMaxDraftTokens || reps < 1 || e2e_reps < 1 || new_tokens < 2 ||
+      rates.empty()) {
+    return absl::InvalidArgumentError(
+        "--batches non-empty, --max-k in [0, 15], --reps >= 1, --e2e-reps >= 1, --new-tokens >= 2, --rates");
   }
   for (int64_t b : batches) {
     if (b < 1) return absl::InvalidArgumentError(absl::StrCat("--batches: every B must be >= 1, got ", b));
@@ -384,7 +410,7 @@ absl::Status Run(int argc, char** argv) {
     }
     nlohmann::json point = {{"context", n}, {"costs", costs}, {"draft", draft}, {"predicted", predicted}};
     if (std::find(e2e_contexts.begin(), e2e_contexts.end(), n) != e2e_contexts.end()) {
-      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, seed));
+      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, seed));
     }
     std::fprintf(stderr, "batch: N=%lld done (%.0f s so far)\n", static_cast<long long>(n), NowSeconds() - start);
     points.push_back(std::move(point));

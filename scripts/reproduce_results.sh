@@ -8,7 +8,7 @@
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
-#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~5 min)
+#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~20 min)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
@@ -89,7 +89,7 @@ for target in "${targets[@]}"; do
       "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
     batch)
       $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
-        --new-tokens 48 --json build/results/batch.json
+        --new-tokens 48 --e2e-reps 3 --json build/results/batch.json
       "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
     tree)
       heldout

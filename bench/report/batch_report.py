@@ -219,8 +219,15 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
                 lines.append(f"| {r['batch']} | {r['decode_tokens_per_second']:.1f} | {r['speedup']:.3f} | "
                              f"{r['mean_k']:.2f} | k = {k} ({sp:.3f}) |")
         if e2e:
+            reps = len(e2e[0].get("run_tokens_per_second", [1]))
             lines.append("\nMeasured tokens/s are decode tokens (after each request's first) over the batch's wall "
-                         "time less its prefills; a request's seconds run from its prefill to its last token.")
+                         "time less its prefills; a request's seconds run from its prefill to its last token."
+                         + (f" Each B ran {reps} repetitions, each running plain decoding and every k in turn; a k's "
+                            "tokens/s is over all of them (single runs: "
+                            + "; ".join(f"B = {r['batch']}, k = {r['k']}: {min(r['run_tokens_per_second']):.1f}-"
+                                        f"{max(r['run_tokens_per_second']):.1f}" for r in e2e
+                                        if r["batch"] == max(x["batch"] for x in e2e))
+                            + ")." if reps > 1 else ""))
     (out / "batch.md").write_text("\n".join(lines) + "\n")
 
 
