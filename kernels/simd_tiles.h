@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -44,7 +45,7 @@ template <typename W>
 inline uintptr_t RowAddress(const W* row, int64_t i) { return reinterpret_cast<uintptr_t>(row + i); }
 inline uintptr_t RowAddress(const Fp8ScaledRow& row, int64_t i) { return reinterpret_cast<uintptr_t>(row.bytes + i); }
 template <typename Row>
-inline constexpr int64_t kRowElementBytes = sizeof(*Row{});
+inline constexpr int64_t kRowElementBytes = sizeof(std::remove_pointer_t<Row>);
 template <>
 inline constexpr int64_t kRowElementBytes<Fp8ScaledRow> = 1;
 
