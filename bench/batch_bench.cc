@@ -232,13 +232,43 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
                         {"extend_rows", extend_rows}};
 }
 
+// The cost model's tokens/s and speedup over plain batched decoding for every B in `batches` and
+// k = 0 … max_k, from a cost table (MeasureCosts) and draft costs (MeasureDraftCosts) of those B:
+// tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)), plain B / T(B, 1).
+nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft, const std::vector<int64_t>& batches,
+                       const std::vector<double>& rates, int64_t max_k) {
+  nlohmann::json predicted = nlohmann::json::array();
+  auto time_of = [&](int64_t b, int64_t rows) {
+    for (const nlohmann::json& cell : costs) {
+      if (cell["batch"] == b && cell["rows_per_sequence"] == rows) return cell["seconds"].get<double>();
+    }
+    return 0.0;
+  };
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    const int64_t b = batches[bi];
+    const double d = draft["draft_steps"][bi]["seconds"].get<double>();
+    const double x = draft["draft_steps"][bi]["extend_seconds"].get<double>();  // X(B)
+    const double plain = static_cast<double>(b) / time_of(b, 1);
+    for (int64_t k = 0; k <= max_k; ++k) {
+      const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : k * d + x);
+      const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
+      predicted.push_back({{"batch", b}, {"k", k}, {"tokens_per_second", tps}, {"speedup", tps / plain}});
+    }
+  }
+  return predicted;
+}
+
 // GenerateBatch with B requests in B slots at context n: for each B, `reps` repetitions, each running
 // plain decoding and every k in turn (so the k interleave and a slow minute of the machine falls on
 // all of them); tokens/s of a k is its decoded tokens over its decode seconds summed over the
-// repetitions, and its statistics are those of its first repetition.
+// repetitions, and its statistics are those of its first repetition. Each repetition first measures
+// this B's costs again (T(B, L), D(B), X(B), once each) and records the speedups they predict
+// ("paired_predicted_speedup"), so each repetition's measured speedups can be set against a
+// prediction made in the same minute: this machine's memory reads at about 35 or 60 GB/s by turns,
+// which moves a memory-bound plain step more than a verify of several rows.
 absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                            int64_t max_k, int64_t new_tokens, const std::vector<double>& rates,
-                                           int64_t reps, uint64_t seed) {
+                                           int64_t reps, uint64_t seed, double bandwidth, double mac_rate) {
   const int64_t b_max = *std::max_element(batches.begin(), batches.end());
   const int64_t capacity = n + new_tokens + kMaxDraftTokens + 2;
   std::vector<std::unique_ptr<PrefixCachedTarget>> targets;
@@ -261,7 +291,13 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
     std::vector<BatchSlot> slots;
     for (int64_t s = 0; s < b; ++s) slots.push_back({targets[s].get(), drafters[s].get()});
     std::vector<nlohmann::json> cells(max_k + 2);  // [k]: the first repetition's run, then the sums
+    std::vector<std::vector<double>> paired(max_k + 2);  // [k][rep] the speedup this repetition's costs predict
     for (int64_t rep = 0; rep < reps; ++rep) {
+      ASSIGN_OR_RETURN(const nlohmann::json costs, MeasureCosts(model, n, {b}, max_k + 1, 1, seed, bandwidth, mac_rate));
+      ASSIGN_OR_RETURN(const nlohmann::json draft,
+                       MeasureDraftCosts(model, n, {b}, AcceptanceLength(rates, max_k) - 1, 1, seed));
+      const nlohmann::json predicted = Predict(costs, draft, {b}, rates, max_k);
+      for (int64_t k = 0; k <= max_k; ++k) paired[k].push_back(predicted[k]["speedup"].get<double>());
     for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
       const bool automatic = k == max_k + 1;
       std::vector<BatchRequest> requests;
@@ -320,6 +356,7 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
                    static_cast<long long>(rep), decoded / decode_seconds);
     }
     }
+    for (int64_t k = 0; k <= max_k; ++k) cells[k]["paired_predicted_speedup"] = paired[k];
     for (nlohmann::json& c : cells) {
       c["decode_tokens_per_second"] = c["decoded"].get<int64_t>() / c["decode_seconds"].get<double>();
       double latency_sum = 0;
@@ -389,28 +426,10 @@ absl::Status Run(int argc, char** argv) {
     ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs));
     ASSIGN_OR_RETURN(nlohmann::json draft,
                      MeasureDraftCosts(*model, n, batches, al.back().get<double>() - 1, reps, seed));
-    // The cost model's predictions from this N's measured costs.
-    nlohmann::json predicted = nlohmann::json::array();
-    auto time_of = [&](int64_t b, int64_t rows) {
-      for (const nlohmann::json& cell : costs) {
-        if (cell["batch"] == b && cell["rows_per_sequence"] == rows) return cell["seconds"].get<double>();
-      }
-      return 0.0;
-    };
-    for (size_t bi = 0; bi < batches.size(); ++bi) {
-      const int64_t b = batches[bi];
-      const double d = draft["draft_steps"][bi]["seconds"].get<double>();
-      const double x = draft["draft_steps"][bi]["extend_seconds"].get<double>();  // X(B)
-      const double plain = static_cast<double>(b) / time_of(b, 1);
-      for (int64_t k = 0; k <= max_k; ++k) {
-        const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : k * d + x);
-        const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
-        predicted.push_back({{"batch", b}, {"k", k}, {"tokens_per_second", tps}, {"speedup", tps / plain}});
-      }
-    }
+    const nlohmann::json predicted = Predict(costs, draft, batches, rates, max_k);
     nlohmann::json point = {{"context", n}, {"costs", costs}, {"draft", draft}, {"predicted", predicted}};
     if (std::find(e2e_contexts.begin(), e2e_contexts.end(), n) != e2e_contexts.end()) {
-      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, seed));
+      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, seed, bw, macs));
     }
     std::fprintf(stderr, "batch: N=%lld done (%.0f s so far)\n", static_cast<long long>(n), NowSeconds() - start);
     points.push_back(std::move(point));
