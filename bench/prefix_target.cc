@@ -158,26 +158,8 @@ absl::Status PrefixCachedTarget::Truncate(int64_t length) {
   return cache_->Truncate(length);
 }
 
-absl::Status RandomPrefixMtpDrafter::Observe(std::span<const int32_t> sequence, int64_t first_position,
-                                             int64_t rows, const TargetStep& step) {
-  if (first_position != 0 || rows < 2) return drafter_.Observe(sequence, first_position, rows, step);
-  KvCache* cache = drafter_.mutable_host_cache();
-  if (cache == nullptr) return absl::InvalidArgumentError("RandomPrefixMtpDrafter: needs a host MTP drafter");
-  const Tensor& post = step.hidden_postnorm;  // [rows, H]
-  const Tensor& pre = step.hidden_prenorm;    // [rows, H]
-  if (post.empty() || pre.empty() || post.dim(0) < rows || pre.dim(0) < rows) {
-    return absl::InvalidArgumentError("RandomPrefixMtpDrafter: the prompt's step carries no hidden states");
-  }
-  drafter_.Reset();
-  FillCacheRandom(*cache, rows - 1, seed_);
-  RETURN_IF_ERROR(drafter_.mutable_chain().AssumeCommitted(rows - 1));
-  const int64_t H = post.dim(1);
-  TargetStep newest;  // the prompt's last row only
-  newest.hidden_postnorm = Tensor::Empty(DType::kF32, {1, H});
-  newest.hidden_prenorm = Tensor::Empty(DType::kF32, {1, H});
-  std::memcpy(newest.hidden_postnorm.data<float>(), post.data<float>() + (rows - 1) * H, H * sizeof(float));
-  std::memcpy(newest.hidden_prenorm.data<float>(), pre.data<float>() + (rows - 1) * H, H * sizeof(float));
-  return drafter_.Observe(sequence, rows - 1, 1, newest);
+void FillPromptRandomly(MtpDrafter& drafter, uint64_t seed) {
+  drafter.set_prompt_fill([seed](KvCache& cache, int64_t pairs) { FillCacheRandom(cache, pairs, seed); });
 }
 
 }  // namespace mtpspec::bench

@@ -96,28 +96,12 @@ class PrefixCachedTarget : public Target, public BatchableTarget {
   std::vector<int32_t> tree_parents_;  // [rows] of the last RunTree
 };
 
-// An MTP drafter whose prompt is taken as already extended: the prompt's Observe fills the module
-// cache's pairs [0, n − 1) with random rows (FillCacheRandom) and runs only the newest pair through
-// the MTP layer, which makes the chain's start state; every later call goes to the MtpDrafter as it
-// is. The partner of PrefixCachedTarget::FillRandom: at real dimensions the MTP layer's extend over
-// a 4K prompt takes minutes per request, and the cycles after it cost what they cost after a real
-// extend. For costs only: the drafts do not follow the prompt.
-class RandomPrefixMtpDrafter : public Drafter {
- public:
-  RandomPrefixMtpDrafter(MtpDrafter& drafter, uint64_t seed) : drafter_(drafter), seed_(seed) {}
-
-  std::string name() const override { return drafter_.name(); }
-  absl::Status Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
-                       const TargetStep& step) override;
-  absl::StatusOr<Draft> Propose(std::span<const int32_t> sequence, int64_t k, const DraftSampling& sampling) override {
-    return drafter_.Propose(sequence, k, sampling);
-  }
-  void Reset() override { drafter_.Reset(); }
-  void DeferPrompt() override { drafter_.DeferPrompt(); }
-
- private:
-  MtpDrafter& drafter_;
-  uint64_t seed_;
-};
+// Makes `drafter` take a prompt as already extended (MtpDrafter::set_prompt_fill): the prompt's
+// Observe fills the module cache's pairs [0, n − 1) with random rows (FillCacheRandom, `seed`) and
+// runs only the newest pair through the MTP layer. The partner of PrefixCachedTarget::FillRandom:
+// at real dimensions the MTP layer's extend over a 4K prompt takes minutes per request, and the
+// cycles after it cost what they cost after a real extend. For costs only: the drafts do not follow
+// the prompt. The drafter stays an MtpDrafter, so a batch's drafters still draft together.
+void FillPromptRandomly(MtpDrafter& drafter, uint64_t seed);
 
 }  // namespace mtpspec::bench

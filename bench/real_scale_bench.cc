@@ -271,7 +271,8 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
   MtpOptions mtp_options;
   mtp_options.attention = LongContextAttention();
   ASSIGN_OR_RETURN(auto mtp, MtpDrafter::Create(model, capacity, mtp_options));
-  RandomPrefixMtpDrafter drafter(*mtp, seed + 1);
+  FillPromptRandomly(*mtp, seed + 1);
+  MtpDrafter& drafter = *mtp;
   std::vector<SpeedResult> totals(5);
   for (int64_t rep = 0; rep < reps; ++rep) {
     for (int64_t k = 0; k <= 4; ++k) {

@@ -30,7 +30,9 @@ absl::StatusOr<std::unique_ptr<MtpDrafter>> MtpDrafter::Create(const Model& mode
     return Argmax(logits.data(), static_cast<int64_t>(logits.size()));
   };
   ASSIGN_OR_RETURN(auto backend, CpuMtpBackend::Create(model, capacity));
-  return Create(std::move(backend), options, std::move(hidden), std::move(argmax));
+  ASSIGN_OR_RETURN(auto drafter, Create(std::move(backend), options, std::move(hidden), std::move(argmax)));
+  drafter->hidden_size_ = H;
+  return drafter;
 }
 
 const KvCache* MtpDrafter::host_cache() const {
@@ -45,8 +47,20 @@ KvCache* MtpDrafter::mutable_host_cache() {
 
 absl::Status MtpDrafter::Observe(std::span<const int32_t> sequence, int64_t first_position, int64_t rows,
                                  const TargetStep& step) {
+  if (prompt_fill_ && first_position == 0 && rows >= 2) return ObserveFilledPrompt(sequence, rows, step);
   ASSIGN_OR_RETURN(const float* hidden, hidden_(step, first_position, rows));
   return chain_->Commit(sequence, first_position, rows, hidden);
+}
+
+absl::Status MtpDrafter::ObserveFilledPrompt(std::span<const int32_t> sequence, int64_t rows, const TargetStep& step) {
+  KvCache* cache = mutable_host_cache();
+  if (cache == nullptr || hidden_size_ == 0) {
+    return absl::FailedPreconditionError("MTP drafter: a prompt fill needs the host backend");
+  }
+  ASSIGN_OR_RETURN(const float* hidden, hidden_(step, 0, rows));  // [rows, H]
+  prompt_fill_(*cache, rows - 1);
+  RETURN_IF_ERROR(chain_->AssumeCommitted(rows - 1));
+  return chain_->Commit(sequence, rows - 1, 1, hidden + (rows - 1) * hidden_size_);
 }
 
 MtpDraftPicker MtpDrafter::Picker(const DraftSampling& sampling, std::vector<std::vector<double>>* probs) const {

@@ -48,6 +48,14 @@ class MtpDrafter : public Drafter {
   absl::StatusOr<TreeDraft> ProposeTree(std::span<const int32_t> sequence, const TreeShape& shape,
                                         const DraftSampling& sampling) override;
 
+  // For cost benchmarks at real dimensions (the host backend only): when set, the Observe of a whole
+  // prompt (first position 0, rows ≥ 2) calls fill(module cache, rows − 1) to write the older pairs
+  // [0, rows − 1) instead of running the MTP layer over them (minutes per request at GLM-5.2's
+  // dimensions and a 4K prompt), takes them as committed, and commits only the newest pair. The
+  // cycles after it cost what they cost after a real extend; the drafts no longer follow the prompt.
+  using PromptFill = std::function<void(KvCache& cache, int64_t pairs)>;
+  void set_prompt_fill(PromptFill fill) { prompt_fill_ = std::move(fill); }
+
   const MtpDraftChain& chain() const { return *chain_; }
   MtpDraftChain& mutable_chain() { return *chain_; }
   // The chain's picker for `sampling`: argmax, or a q-sample keyed by (seed, position, kDraft) whose
@@ -63,10 +71,13 @@ class MtpDrafter : public Drafter {
  private:
   MtpDrafter(std::unique_ptr<MtpDraftChain> chain, HiddenSource hidden, ArgmaxFn argmax)
       : chain_(std::move(chain)), hidden_(std::move(hidden)), argmax_(std::move(argmax)) {}
+  absl::Status ObserveFilledPrompt(std::span<const int32_t> sequence, int64_t rows, const TargetStep& step);
 
   std::unique_ptr<MtpDraftChain> chain_;
   HiddenSource hidden_;
   ArgmaxFn argmax_;
+  PromptFill prompt_fill_;
+  int64_t hidden_size_ = 0;  // H of the host backend's model (0: another backend)
 };
 
 // Proposes for several host MTP drafters at once: their due extends of committed rows run as one MTP

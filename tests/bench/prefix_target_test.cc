@@ -1,8 +1,9 @@
 // The benchmarks' prefix-replaying target against ModelTarget, the oracle: a request run through it
 // (its prompt replayed from the stored prefix, or run afresh) gives exactly ModelTarget's tokens,
 // for chains and for token trees, whose verify and kept path it runs with the same routines. The
-// random-prefix MTP drafter takes the prompt as extended: its cache holds FillCacheRandom's rows
-// for the older pairs and the newest pair's row as the MTP layer writes it.
+// randomly filled MTP drafter takes the prompt as extended: its cache holds FillCacheRandom's rows
+// for the older pairs and the newest pair's row as the MTP layer writes it; in a batch such drafters
+// still draft together, and each request gives the tokens it gives alone.
 #include "bench/prefix_target.h"
 
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "spec/batch.h"
 #include "spec/generator.h"
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
@@ -57,7 +59,7 @@ TEST(PrefixCachedTargetTest, ChainsAndTreesGiveModelTargetsTokens) {
 }
 
 
-TEST(RandomPrefixMtpDrafterTest, FillsTheOlderPairsAndExtendsTheNewest) {
+TEST(FillPromptRandomlyTest, FillsTheOlderPairsAndExtendsTheNewest) {
   auto model = Model::Load(absl::StrCat(MTPSPEC_GOLDEN_DIR, "/glm_a"));
   ASSERT_TRUE(model.ok()) << model.status();
   const int64_t K = (*model)->config().index_topk, n = K + 6, capacity = 96;
@@ -70,7 +72,8 @@ TEST(RandomPrefixMtpDrafterTest, FillsTheOlderPairsAndExtendsTheNewest) {
   auto reference = MtpDrafter::Create(**model, capacity, options);
   auto inner = MtpDrafter::Create(**model, capacity, options);
   ASSERT_TRUE(reference.ok() && inner.ok());
-  RandomPrefixMtpDrafter drafter(**inner, 11);
+  FillPromptRandomly(**inner, 11);
+  MtpDrafter& drafter = **inner;
 
   // The prompt's step as the target gives it, observed by both drafters.
   (*target)->Reset();
@@ -104,6 +107,51 @@ TEST(RandomPrefixMtpDrafterTest, FillsTheOlderPairsAndExtendsTheNewest) {
   EXPECT_EQ(static_cast<int64_t>(run->tokens.size()), o.max_new_tokens);
   EXPECT_GT(run->stats.num_drafts, 0);
   EXPECT_GT((*inner)->committed_pairs(), n);
+}
+
+TEST(FillPromptRandomlyTest, FilledDraftersStillDraftTogetherAndEachRequestEqualsItsRunAlone) {
+  auto model = Model::Load(absl::StrCat(MTPSPEC_GOLDEN_DIR, "/glm_a"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t K = (*model)->config().index_topk, n = K + 6, capacity = 96, B = 3;
+  MtpOptions mtp_options;
+  mtp_options.attention = LongContextAttention();
+  std::vector<std::unique_ptr<PrefixCachedTarget>> targets;
+  std::vector<std::unique_ptr<MtpDrafter>> drafters;
+  std::vector<BatchSlot> slots;
+  std::vector<BatchRequest> requests;
+  for (int64_t s = 0; s < B; ++s) {
+    BatchRequest& r = requests.emplace_back();
+    r.prompt = testing_util::TestTokens(n, (*model)->config().vocab_size, 30 + static_cast<uint64_t>(s));
+    r.options = Options({}, 1 + s);
+    r.options.accept.sampling.seed = 8 + static_cast<uint64_t>(s);
+    auto target = PrefixCachedTarget::Create(**model, capacity, LongContextAttention());
+    auto drafter = MtpDrafter::Create(**model, capacity, mtp_options);
+    ASSERT_TRUE(target.ok() && drafter.ok());
+    ASSERT_TRUE((*target)->FillRandom(r.prompt, 5 + static_cast<uint64_t>(s)).ok());
+    FillPromptRandomly(**drafter, 40 + static_cast<uint64_t>(s));
+    slots.push_back({target->get(), drafter->get()});
+    targets.push_back(std::move(*target));
+    drafters.push_back(std::move(*drafter));
+  }
+  std::vector<std::vector<int32_t>> alone;
+  for (int64_t s = 0; s < B; ++s) {
+    auto run = Generate(*targets[s], drafters[s].get(), requests[s].prompt, requests[s].options);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_GT(run->stats.num_drafts, 0);
+    alone.push_back(run->tokens);
+  }
+  ModelBatchVerifier verifier(**model);
+  MtpBatchDrafter batch_drafter;
+  BatchOptions options;
+  options.verifier = &verifier;
+  options.drafter = &batch_drafter;
+  auto batch = GenerateBatch(slots, requests, options);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_GT(batch->stats.batched_drafts, 0);  // the filled drafters drafted in one forward per depth
+  for (int64_t s = 0; s < B; ++s) {
+    ASSERT_TRUE(batch->requests[s].status.ok()) << batch->requests[s].status;
+    EXPECT_EQ(batch->requests[s].result.tokens, alone[s]) << "request " << s;
+  }
 }
 
 }  // namespace
