@@ -1,4 +1,5 @@
-// Batch benchmark: what MTP speculative decoding buys per batch size B on the bench model.
+// Batch benchmark: what MTP speculative decoding buys per batch size B, on the bench model or on
+// any checkpoint (--model: e.g. a real-dimension cut written by `mtpspec make-checkpoint`).
 //
 // Costs, for each context N: B caches filled to N with random rows (a forward's cost does not
 // depend on their values), and for B in --batches and L = 1 … k_max + 1 rows per sequence the
@@ -23,7 +24,16 @@
 //       [--rates a1,a2,..] [--e2e-contexts 512] [--new-tokens 24] [--e2e-reps 1] [--json build/results/batch.json]
 // The end-to-end runs add k = auto (up to --max-k), chosen per cycle by the batch's draft-length
 // controller (spec/batch_k.h).
+//
+// A checkpoint cut to fewer experts than its release (--union-experts E, the release's count): each
+// cost also comes at the expert union E experts would give. Rows routing independently touch
+// U_E(R) = E·(1 − (1 − k_e/E)^R) experts per MoE layer; the multiply-adds do not change with E, so
+// the verify costs at least its measured time plus the bytes of the experts it would touch beyond
+// those it read, at the read bandwidth: T_E = T + max(0, moe_layers·U_E(R) − experts read)·expert
+// bytes / bandwidth (a lower bound). D(B) and X(B) get the same for the MTP layer's experts.
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -49,11 +59,16 @@ namespace {
 constexpr char kUsage[] = R"(batch_bench: batched verify costs and the speedup of MTP per batch size.
 
   --model-dir DIR      bench model (default build/bench_model; written if missing)
+  --model DIR          any checkpoint instead, loaded as stored (FP8 stays FP8)
+  --union-experts E    also cost every forward at the expert union of E routed experts (default: the release's
+                       for a cut checkpoint, else the model's own)
+  --prefix-layers P    also time each cost-table forward through only the first P trunk layers and the head
   --contexts LIST      N values for the cost table (default 512,4096)
   --batches LIST       batch sizes B (default 1,2,4,8,16)   --max-k K (default 4)   --reps R (default 5)
   --rates LIST         conditional acceptance a_1,a_2,... (default: the trained head's, as the trade-off report uses)
   --e2e-contexts LIST  N values for end-to-end runs (default 512; "" skips them)   --new-tokens G (default 24)
   --e2e-reps R         end-to-end repetitions, each running every k in turn (default 1)
+  --e2e-cost-reps R    samples of each cost measured again before each repetition (median; default 1)
   --stream-mib M (default 512)   --threads N   --seed S   --json PATH (default build/results/batch.json)   --help
 )";
 
@@ -70,16 +85,58 @@ double AcceptanceLength(const std::vector<double>& rates, int64_t k) {
   return al;
 }
 
+// What a forward would cost at another routed-expert count (--union-experts): see the header.
+struct UnionCosting {
+  int64_t experts = 0;        // E, the release's routed experts
+  int64_t own_experts = 0;    // the checkpoint's
+  int64_t per_row = 0;        // k_e, experts each row routes to
+  int64_t moe_layers = 0;     // trunk MoE layers
+  bool mtp_moe = false;       // whether the MTP layer routes too
+  double expert_bytes = 0;    // one routed expert's gate + up + down
+  double bandwidth = 0;       // bytes/s, the read bandwidth of the run
+
+  static double Union(int64_t experts, int64_t per_row, int64_t rows) {  // U_E(R), one layer
+    const double e = static_cast<double>(experts);
+    return e * (1.0 - std::pow(1.0 - static_cast<double>(per_row) / e, static_cast<double>(rows)));
+  }
+  // Seconds the experts beyond `read` (summed over layers) add when `layers` MoE layers route R rows.
+  double ExtraSeconds(int64_t layers, int64_t rows, double read) const {
+    if (experts == own_experts || per_row == 0) return 0.0;  // the measured union is the answer
+    const double at_union = static_cast<double>(layers) * Union(experts, per_row, rows);
+    return std::max(0.0, at_union - read) * expert_bytes / bandwidth;
+  }
+  // The MTP layer's extra seconds for R rows (its union at its own expert count as the measured one).
+  double MtpExtraSeconds(int64_t rows) const {
+    return mtp_moe ? ExtraSeconds(1, rows, Union(own_experts, per_row, rows)) : 0.0;
+  }
+};
+
+UnionCosting MakeUnionCosting(const Model& model, int64_t union_experts, double bandwidth) {
+  const ModelConfig& c = model.config();
+  UnionCosting u;
+  u.own_experts = c.n_routed_experts;
+  u.experts = union_experts > 0 ? union_experts : c.n_routed_experts;
+  u.per_row = c.num_experts_per_tok;
+  u.moe_layers = MoeLayerCount(model);
+  u.mtp_moe = !model.weights().mtp.empty() && !model.weights().mtp.front().block.dense_mlp;
+  u.expert_bytes = static_cast<double>(ExpertBytes(model));
+  u.bandwidth = bandwidth;
+  return u;
+}
+
 struct Cell {
   int64_t batch = 0, rows_per_sequence = 0;
-  std::vector<double> seconds;  // [reps]
+  std::vector<double> seconds;         // [reps]
+  std::vector<double> prefix_seconds;  // [reps] the first prefix_layers trunk layers and the head
   int64_t experts_read = 0, expert_choices = 0;
 };
 
-// The cost table at context n: T(B, L) for every B and L, interleaved over the repetitions.
+// The cost table at context n: T(B, L) for every B and L, interleaved over the repetitions; with
+// prefix_layers > 0, also the forward of the same rows through only that many trunk layers and the
+// head (so the rest, divided by their count, is one later layer's cost: a full-model projection).
 absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                             int64_t max_rows, int64_t reps, uint64_t seed, double bandwidth,
-                                            double mac_rate) {
+                                            double mac_rate, const UnionCosting& u, int64_t prefix_layers = 0) {
   const ModelConfig& c = model.config();
   const int64_t b_max = *std::max_element(batches.begin(), batches.end());
   std::vector<std::unique_ptr<KvCache>> caches;  // [b_max]
@@ -108,12 +165,28 @@ absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const
                              std::span<const int32_t>(tokens.data() + s * max_rows, cell.rows_per_sequence),
                              std::span<const int64_t>(positions.data(), cell.rows_per_sequence)});
       }
+      // The prefix forward (the first prefix_layers trunk layers and the head) runs before or
+      // after the whole one by turns, so a drift of the machine's speed favours neither.
+      double prefix_seconds = 0;
+      auto run_prefix = [&]() -> absl::Status {
+        if (prefix_layers <= 0) return absl::OkStatus();
+        ForwardOptions options;
+        options.trunk_layers = prefix_layers;
+        const double start = NowSeconds();
+        RETURN_IF_ERROR(model.ForwardBatch(sequences, options).status());
+        prefix_seconds = NowSeconds() - start;
+        for (int64_t s = 0; s < cell.batch; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n));
+        return absl::OkStatus();
+      };
+      if (rep % 2 == 1) RETURN_IF_ERROR(run_prefix());
       const double start = NowSeconds();
       ASSIGN_OR_RETURN(BatchForwardOutput out, model.ForwardBatch(sequences));
       const double seconds = NowSeconds() - start;
       for (int64_t s = 0; s < cell.batch; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n));
+      if (rep % 2 == 0) RETURN_IF_ERROR(run_prefix());
       if (rep == 0) continue;
       cell.seconds.push_back(seconds);
+      if (prefix_layers > 0) cell.prefix_seconds.push_back(prefix_seconds);
       cell.experts_read = cell.expert_choices = 0;
       for (int64_t used : out.experts_used) {
         if (used == 0) continue;
@@ -138,7 +211,14 @@ absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const
                      {"seconds", seconds}, {"samples", cell.seconds}, {"experts_read", cell.experts_read},
                      {"expert_choices", cell.expert_choices}, {"bytes", bytes}, {"macs", macs},
                      {"bytes_seconds", bytes / bandwidth}, {"compute_seconds", macs / mac_rate},
-                     {"bound_seconds", bound}, {"measured_over_bound", seconds / bound}});
+                     {"bound_seconds", bound}, {"measured_over_bound", seconds / bound},
+                     {"experts_at_union", static_cast<double>(u.moe_layers) * UnionCosting::Union(u.experts, u.per_row, rows)},
+                     {"seconds_at_union",
+                      seconds + u.ExtraSeconds(u.moe_layers, rows, static_cast<double>(cell.experts_read))}});
+    if (prefix_layers > 0) {
+      table.back()["prefix_seconds"] = Median(cell.prefix_seconds);
+      table.back()["prefix_samples"] = cell.prefix_seconds;
+    }
   }
   return table;
 }
@@ -148,7 +228,7 @@ absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const
 // `accepted + 1` committed rows per chain (as MtpDraftChain::ProposeBatch runs the due extends) for
 // every B, and one request's extend x of those rows alone.
 absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
-                                                 double accepted, int64_t reps, uint64_t seed) {
+                                                 double accepted, int64_t reps, uint64_t seed, const UnionCosting& u) {
   const int64_t H = model.config().hidden_size;
   ASSIGN_OR_RETURN(std::unique_ptr<MtpModule> mtp, MtpModule::Create(model));
   const std::vector<int32_t> prompt = RandomTokenCorpus(n, model.config().vocab_size, seed).ids;
@@ -225,8 +305,11 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
   }
   nlohmann::json steps = nlohmann::json::array();
   for (size_t bi = 0; bi < batches.size(); ++bi) {
-    steps.push_back({{"batch", batches[bi]}, {"seconds", Median(samples[bi])}, {"samples", samples[bi]},
-                     {"extend_seconds", Median(extend_samples[bi])}, {"extend_samples", extend_samples[bi]}});
+    const double step = Median(samples[bi]), extend_b = Median(extend_samples[bi]);
+    steps.push_back({{"batch", batches[bi]}, {"seconds", step}, {"samples", samples[bi]},
+                     {"extend_seconds", extend_b}, {"extend_samples", extend_samples[bi]},
+                     {"seconds_at_union", step + u.MtpExtraSeconds(batches[bi])},
+                     {"extend_seconds_at_union", extend_b + u.MtpExtraSeconds(batches[bi] * extend_rows)}});
   }
   return nlohmann::json{{"draft_steps", steps}, {"extend_seconds", extend.MedianSeconds()},
                         {"extend_rows", extend_rows}};
@@ -234,25 +317,33 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
 
 // The cost model's tokens/s and speedup over plain batched decoding for every B in `batches` and
 // k = 0 … max_k, from a cost table (MeasureCosts) and draft costs (MeasureDraftCosts) of those B:
-// tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)), plain B / T(B, 1).
+// tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)), plain B / T(B, 1); and the same
+// from the costs at the --union-experts union ("…_at_union").
 nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft, const std::vector<int64_t>& batches,
                        const std::vector<double>& rates, int64_t max_k) {
   nlohmann::json predicted = nlohmann::json::array();
-  auto time_of = [&](int64_t b, int64_t rows) {
+  auto time_of = [&](int64_t b, int64_t rows, const char* key) {
     for (const nlohmann::json& cell : costs) {
-      if (cell["batch"] == b && cell["rows_per_sequence"] == rows) return cell["seconds"].get<double>();
+      if (cell["batch"] == b && cell["rows_per_sequence"] == rows) return cell[key].get<double>();
     }
     return 0.0;
   };
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     const int64_t b = batches[bi];
-    const double d = draft["draft_steps"][bi]["seconds"].get<double>();
-    const double x = draft["draft_steps"][bi]["extend_seconds"].get<double>();  // X(B)
-    const double plain = static_cast<double>(b) / time_of(b, 1);
-    for (int64_t k = 0; k <= max_k; ++k) {
-      const double cycle = time_of(b, k + 1) + (k == 0 ? 0.0 : k * d + x);
-      const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
-      predicted.push_back({{"batch", b}, {"k", k}, {"tokens_per_second", tps}, {"speedup", tps / plain}});
+    const nlohmann::json& step = draft["draft_steps"][bi];
+    for (int64_t k = 0; k <= max_k; ++k) predicted.push_back({{"batch", b}, {"k", k}});
+    for (const bool at_union : {false, true}) {
+      const char* t_key = at_union ? "seconds_at_union" : "seconds";
+      const double d = step[t_key].get<double>();                                              // D(B)
+      const double x = step[at_union ? "extend_seconds_at_union" : "extend_seconds"].get<double>();  // X(B)
+      const double plain = static_cast<double>(b) / time_of(b, 1, t_key);
+      for (int64_t k = 0; k <= max_k; ++k) {
+        const double cycle = time_of(b, k + 1, t_key) + (k == 0 ? 0.0 : k * d + x);
+        const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
+        nlohmann::json& p = predicted[predicted.size() - 1 - (max_k - k)];
+        p[at_union ? "tokens_per_second_at_union" : "tokens_per_second"] = tps;
+        p[at_union ? "speedup_at_union" : "speedup"] = tps / plain;
+      }
     }
   }
   return predicted;
@@ -262,13 +353,14 @@ nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft,
 // plain decoding and every k in turn (so the k interleave and a slow minute of the machine falls on
 // all of them); tokens/s of a k is its decoded tokens over its decode seconds summed over the
 // repetitions, and its statistics are those of its first repetition. Each repetition first measures
-// this B's costs again (T(B, L), D(B), X(B), once each) and records the speedups they predict
+// this B's costs again (T(B, L), D(B), X(B), the median of cost_reps samples each) and records the speedups they predict
 // ("paired_predicted_speedup"), so each repetition's measured speedups can be set against a
 // prediction made in the same minute: this machine's memory reads at about 35 or 60 GB/s by turns,
 // which moves a memory-bound plain step more than a verify of several rows.
 absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                            int64_t max_k, int64_t new_tokens, const std::vector<double>& rates,
-                                           int64_t reps, uint64_t seed, double bandwidth, double mac_rate) {
+                                           int64_t reps, int64_t cost_reps, uint64_t seed, double bandwidth,
+                                           double mac_rate, const UnionCosting& u) {
   const int64_t b_max = *std::max_element(batches.begin(), batches.end());
   const int64_t capacity = n + new_tokens + kMaxDraftTokens + 2;
   std::vector<std::unique_ptr<PrefixCachedTarget>> targets;
@@ -282,6 +374,7 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
     RETURN_IF_ERROR(target->FillRandom(prompts.back(), seed + static_cast<uint64_t>(s)));
     targets.push_back(std::move(target));
     ASSIGN_OR_RETURN(auto drafter, MtpDrafter::Create(model, capacity, mtp_options));
+    FillPromptRandomly(*drafter, seed + 500 + static_cast<uint64_t>(s));  // as the target's prompt: random rows
     drafters.push_back(std::move(drafter));
   }
   ModelBatchVerifier verifier(model);
@@ -293,9 +386,9 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
     std::vector<nlohmann::json> cells(max_k + 2);  // [k]: the first repetition's run, then the sums
     std::vector<std::vector<double>> paired(max_k + 2);  // [k][rep] the speedup this repetition's costs predict
     for (int64_t rep = 0; rep < reps; ++rep) {
-      ASSIGN_OR_RETURN(const nlohmann::json costs, MeasureCosts(model, n, {b}, max_k + 1, 1, seed, bandwidth, mac_rate));
+      ASSIGN_OR_RETURN(const nlohmann::json costs, MeasureCosts(model, n, {b}, max_k + 1, cost_reps, seed, bandwidth, mac_rate, u));
       ASSIGN_OR_RETURN(const nlohmann::json draft,
-                       MeasureDraftCosts(model, n, {b}, AcceptanceLength(rates, max_k) - 1, 1, seed));
+                       MeasureDraftCosts(model, n, {b}, AcceptanceLength(rates, max_k) - 1, cost_reps, seed, u));
       const nlohmann::json predicted = Predict(costs, draft, {b}, rates, max_k);
       for (int64_t k = 0; k <= max_k; ++k) paired[k].push_back(predicted[k]["speedup"].get<double>());
     for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
@@ -370,8 +463,8 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
 
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
-                                                {"model-dir", "contexts", "batches", "max-k", "reps", "rates",
-                                                 "e2e-contexts", "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json"},
+                                                {"model-dir", "model", "union-experts", "prefix-layers", "contexts", "batches", "max-k", "reps", "rates",
+                                                 "e2e-contexts", "new-tokens", "e2e-reps", "e2e-cost-reps", "stream-mib", "threads", "seed", "json"},
                                                 {"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -387,16 +480,17 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 5));
   ASSIGN_OR_RETURN(const int64_t new_tokens, args.GetInt("new-tokens", 24));
   ASSIGN_OR_RETURN(const int64_t e2e_reps, args.GetInt("e2e-reps", 1));
+  ASSIGN_OR_RETURN(const int64_t e2e_cost_reps, args.GetInt("e2e-cost-reps", 1));
   ASSIGN_OR_RETURN(const uint64_t seed, args.GetUint64("seed", 7));
   ASSIGN_OR_RETURN(const std::vector<double> rates, ParseDoubleList("rates", args.Get("rates", kTrainedRates)));
   std::vector<int64_t> e2e_contexts;
   if (!args.Get("e2e-contexts", "512").empty()) {
     ASSIGN_OR_RETURN(e2e_contexts, ParseIntList("e2e-contexts", args.Get("e2e-contexts", "512")));
   }
-  if (batches.empty() || max_k < 0 || max_k > kMaxDraftTokens || reps < 1 || e2e_reps < 1 || new_tokens < 2 ||
+  if (batches.empty() || max_k < 0 || max_k > kMaxDraftTokens || reps < 1 || e2e_reps < 1 || e2e_cost_reps < 1 || new_tokens < 2 ||
       rates.empty()) {
     return absl::InvalidArgumentError(
-        "--batches non-empty, --max-k in [0, 15], --reps >= 1, --e2e-reps >= 1, --new-tokens >= 2, --rates");
+        "--batches non-empty, --max-k in [0, 15], --reps, --e2e-reps, --e2e-cost-reps >= 1, --new-tokens >= 2, --rates");
   }
   for (int64_t b : batches) {
     if (b < 1) return absl::InvalidArgumentError(absl::StrCat("--batches: every B must be >= 1, got ", b));
@@ -405,9 +499,32 @@ absl::Status Run(int argc, char** argv) {
     if (!(r >= 0 && r <= 1)) return absl::InvalidArgumentError("--rates must be in [0, 1]");
   }
 
-  const std::string dir = args.Get("model-dir", DefaultBenchModelDir());
-  RETURN_IF_ERROR(EnsureBenchModel(dir, nullptr));
+  if (args.Has("model") && args.Has("model-dir")) {
+    return absl::InvalidArgumentError("--model and --model-dir: give one (--model-dir is the bench model's)");
+  }
+  const bool bench_model = !args.Has("model");
+  const std::string dir = bench_model ? args.Get("model-dir", DefaultBenchModelDir()) : args.Get("model");
+  if (bench_model) RETURN_IF_ERROR(EnsureBenchModel(dir, nullptr));
   ASSIGN_OR_RETURN(auto model, Model::Load(dir));
+  // A checkpoint cut from a release (`mtpspec make-checkpoint`) records the release's expert count.
+  int64_t release_experts = model->config().n_routed_experts;
+  {
+    ASSIGN_OR_RETURN(const nlohmann::json config, ReadJsonFile(dir + "/config.json"));
+    const nlohmann::json cut = config.value("mtpspec_cut_from", nlohmann::json::object());
+    if (cut.contains("n_routed_experts") && cut["n_routed_experts"].is_number_integer()) {
+      release_experts = cut["n_routed_experts"].get<int64_t>();
+    }
+  }
+  ASSIGN_OR_RETURN(const int64_t union_experts, args.GetInt("union-experts", release_experts));
+  ASSIGN_OR_RETURN(const int64_t prefix_layers, args.GetInt("prefix-layers", 0));
+  if (prefix_layers < 0 || prefix_layers >= model->config().num_hidden_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("--prefix-layers must be in [0, ", model->config().num_hidden_layers,
+                                                   "), the model's trunk layers; got ", prefix_layers));
+  }
+  if (union_experts < std::max<int64_t>(1, model->config().num_experts_per_tok)) {
+    return absl::InvalidArgumentError(absl::StrCat("--union-experts must be at least the experts per token (",
+                                                   model->config().num_experts_per_tok, "), got ", union_experts));
+  }
   ASSIGN_OR_RETURN(const int64_t stream_mib, args.GetInt("stream-mib", 512));
   const nlohmann::json bandwidth = MeasureReadBandwidth(stream_mib, 5);
   const nlohmann::json mac_rate = MeasureMacRate(5);
@@ -420,16 +537,25 @@ absl::Status Run(int argc, char** argv) {
   for (int64_t k = 0; k <= max_k; ++k) al.push_back(AcceptanceLength(rates, k));
   out["acceptance_length"] = al;
   ASSIGN_OR_RETURN(out["model_config"], ReadJsonFile(dir + "/config.json"));
+  const UnionCosting u = MakeUnionCosting(*model, union_experts, bw);
+  out["model"] = {{"bench_model", bench_model},
+                  {"name", std::filesystem::path(dir).lexically_normal().filename().string()},
+                  {"weight_bytes", model->weights().weight_bytes},
+                  {"expert_bytes", u.expert_bytes},
+                  {"moe_layers", u.moe_layers},
+                  {"mtp_moe", u.mtp_moe},
+                  {"union_experts", u.experts},
+                  {"prefix_layers", prefix_layers}};
 
   nlohmann::json points = nlohmann::json::array();
   for (int64_t n : contexts) {
-    ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs));
+    ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs, u, prefix_layers));
     ASSIGN_OR_RETURN(nlohmann::json draft,
-                     MeasureDraftCosts(*model, n, batches, al.back().get<double>() - 1, reps, seed));
+                     MeasureDraftCosts(*model, n, batches, al.back().get<double>() - 1, reps, seed, u));
     const nlohmann::json predicted = Predict(costs, draft, batches, rates, max_k);
     nlohmann::json point = {{"context", n}, {"costs", costs}, {"draft", draft}, {"predicted", predicted}};
     if (std::find(e2e_contexts.begin(), e2e_contexts.end(), n) != e2e_contexts.end()) {
-      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, seed, bw, macs));
+      ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, e2e_cost_reps, seed, bw, macs, u));
     }
     std::fprintf(stderr, "batch: N=%lld done (%.0f s so far)\n", static_cast<long long>(n), NowSeconds() - start);
     points.push_back(std::move(point));

@@ -8,11 +8,15 @@
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
-#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~20 min)
+#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~35 min)
+#   docs/results/batch-real.md  batch_bench on the 7-layer GLM-5.2 cut (real dimensions, FP8) and a
+#                               projection of the full release per batch size (~25 min; the cut as
+#                               real-scale writes it)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|soak ...]   (default: all)
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|soak|tree|batch|batch-real ...]
+#        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh release
@@ -20,7 +24,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak tree batch)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak tree batch batch-real)
 bench=build/release/bench
 
 heldout() {
@@ -89,15 +93,24 @@ for target in "${targets[@]}"; do
       "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
     batch)
       $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
-        --new-tokens 48 --e2e-reps 3 --json build/results/batch.json
+        --new-tokens 48 --e2e-reps 5 --e2e-cost-reps 3 --json build/results/batch.json
       "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
+    batch-real)
+      mkdir -p build/rs
+      [ -f build/rs/glm7/model.safetensors.index.json ] || \
+        build/release/cli/mtpspec make-checkpoint build/rs/glm7 --like glm-5.2 --layers 7 --experts 32
+      $bench/batch_bench --model build/rs/glm7 --prefix-layers 3 --rates 0.88,0.75,0.58 --contexts 512,4096 \
+        --batches 1,2,4,8,16 --max-k 4 --reps 3 --e2e-contexts 512,4096 --new-tokens 12 --e2e-reps 1 \
+        --json build/results/batch_glm7.json
+      "$python" bench/report/batch_report.py --json build/results/batch_glm7.json --page batch-real --out docs/results \
+        --rates-label "the published GLM-5.2 conditional rates (mlx-lm #1419)" ;;
     tree)
       heldout
       $bench/tree_bench --contexts 512,2048,8192 --json build/results/tree_costs.json
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak, tree, batch)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak, tree, batch, batch-real)" >&2
       exit 2 ;;
   esac
 done

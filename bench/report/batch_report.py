@@ -2,6 +2,11 @@
 """Writes docs/results/batch.md (and batch-data/) from a batch_bench run.
 
   build/pyenv/bin/python bench/report/batch_report.py [--json build/results/batch.json] [--out docs/results]
+      [--page batch] [--rates-label TEXT]
+
+A run on a checkpoint cut from a release (batch_bench --model, `mtpspec make-checkpoint`) adds each
+cost at the release's expert union and, when it timed its prefix forwards (--prefix-layers), a
+PROJECTION of the full release per batch size.
 
 The page: the batched verify's measured cost against its bound with the expert union counted, the
 cost model's predicted tokens/s and speedup per batch size B and draft length k, the measured ones
@@ -57,6 +62,40 @@ def measured_over_predicted(e2e: List[Dict[str, Any]], r: Dict[str, Any], predic
     return r["speedup"] / predicted["speedup"]
 
 
+def union(experts: int, per_token: int, rows: int) -> float:
+    """Expected distinct experts of `rows` rows each routing to `per_token` of `experts` independently."""
+    return experts * (1.0 - (1.0 - per_token / experts) ** rows)
+
+
+def model_info(data: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's model block (runs before it was recorded: the bench model)."""
+    return data.get("model", {"bench_model": True, "union_experts": data["model_config"].get("n_routed_experts")})
+
+
+def at_union(data: Dict[str, Any]) -> bool:
+    """Whether the run priced its forwards at another expert count than the checkpoint's own."""
+    return model_info(data).get("union_experts") not in (None, data["model_config"].get("n_routed_experts"))
+
+
+def describe_model(data: Dict[str, Any]) -> str:
+    m, cfg = model_info(data), data["model_config"]
+    if m.get("bench_model", True):
+        gb = m.get("weight_bytes", 1.15e9) / 1e9
+        return (f"The bench model (`bench/bench_model.cc`, {gb:.2f} GB of bf16 weights, {cfg['num_hidden_layers']} layers, "
+                f"{cfg['n_routed_experts']} experts top-{cfg['num_experts_per_tok']})")
+    cut = cfg.get("mtpspec_cut_from", {})
+    text = f"`{m['name']}`, {m['weight_bytes'] / 1e9:.1f} GB of weights as used ("
+    if cut:
+        text = (f"A checkpoint at the real dimensions of {cut['release']}, written by `mtpspec make-checkpoint "
+                f"--like {cut['release']} --layers {cfg['num_hidden_layers']} --experts {cfg['n_routed_experts']}` "
+                f"(random weights in the release's FP8 format, used as stored, {m['weight_bytes'] / 1e9:.1f} GB: "
+                f"{cfg['num_hidden_layers']} of its {cut['num_hidden_layers']} layers, {m['moe_layers']} of them MoE "
+                f"with {cfg['n_routed_experts']} of its {cut['n_routed_experts']} experts, top-"
+                f"{cfg['num_experts_per_tok']}, its MTP layer and head)")
+        return text
+    return text + f"{cfg['num_hidden_layers']} layers)"
+
+
 def findings(data: Dict[str, Any]) -> List[str]:
     lines = ["## Findings\n"]
     for point in data["points"]:
@@ -93,6 +132,16 @@ def findings(data: Dict[str, Any]) -> List[str]:
                      f"{ratios_one} at B = 1 and {ratios} at B = {b_top}, against acceptance lengths AL(L - 1) = "
                      f"{', '.join(f'{x:.2f}' for x in al[1:])}: the extra rows are paid in multiply-adds and in "
                      "experts that a single row would not read.")
+        if at_union(data):
+            experts = model_info(data)["union_experts"]
+            widest_u = widest.get("experts_at_union", float("nan"))
+            parts_u = []
+            for b in batches:
+                k, s_u = best_k(predicted, b, "speedup_at_union")
+                parts_u.append(f"B = {b}: k = {k} ({s_u:.2f}x)")
+            lines.append(f"  With the union of {experts} experts (each forward also reads the experts a {experts}-expert "
+                         f"router would add: {widest_u:.0f} instead of {widest['experts_read']} at {widest['rows']} rows; "
+                         f"a lower bound on the cost): best k per batch {'; '.join(parts_u)}.")
         if "e2e" in point:
             measured = measured_speedups(point["e2e"])
             ratios = []
@@ -116,6 +165,7 @@ def findings(data: Dict[str, Any]) -> List[str]:
                 lines.append("  k = auto (the batch's draft-length controller): " + "; ".join(
                     f"B = {r['batch']}: {r['speedup']:.2f}x, mean k {r['mean_k']:.2f}" for r in auto)
                     + f" (worst {worst['speedup']:.2f}x of plain at B = {worst['batch']}).")
+    lines += projection_findings(data)
     point = data["points"][0]
     steps = point["draft"]["draft_steps"]
     plain = {c["batch"]: c["seconds"] for c in point["costs"] if c["rows_per_sequence"] == 1}
@@ -126,6 +176,76 @@ def findings(data: Dict[str, Any]) -> List[str]:
                  f"and {extend_share(steps[-1], plain):.2f} at B = {steps[-1]['batch']} (one forward for all "
                  f"requests; one request's extend alone is {point['draft']['extend_seconds'] / plain[1]:.2f} of a "
                  "plain single-request step).")
+    return lines
+
+
+def projection(data: Dict[str, Any], point: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """A PROJECTION of the full release from a cut checkpoint's cost table, or None when the run
+    cannot give one. The run timed each forward whole and through its first P trunk layers (the
+    release's dense layers) and the head; the rest, over the cut's MoE layers, is one MoE layer's
+    cost (the median over the repetitions of whole minus prefix, paired). The release's forward is
+    the prefix plus that many MoE layers, each also reading the experts a router over all of the
+    release's experts would add (union(E, k_e, rows) per layer, less those the cut read, at the
+    read bandwidth: a lower bound). The drafts and extends are the cut's MTP layer and head with the
+    same addition (batch_bench's *_at_union)."""
+    m, cfg = model_info(data), data["model_config"]
+    cut = cfg.get("mtpspec_cut_from")
+    prefix = m.get("prefix_layers", 0)
+    if not cut or prefix <= 0 or "prefix_samples" not in point["costs"][0]:
+        return None
+    dense_first = cfg.get("first_k_dense_replace", 0)
+    kinds = cfg.get("mlp_layer_types") or ["dense" if l < dense_first else "sparse" for l in range(cfg["num_hidden_layers"])]
+    if prefix != dense_first or any(k != "dense" for k in kinds[:prefix]) or any(k == "dense" for k in kinds[prefix:]):
+        return None  # the prefix must be exactly the dense layers
+    moe_cut, moe_full = cfg["num_hidden_layers"] - prefix, cut["num_hidden_layers"] - prefix
+    experts, per_token = m["union_experts"], cfg["num_experts_per_tok"]
+    bandwidth = data["read_bandwidth"]["bytes_per_second"]
+    times = {}
+    for c in point["costs"]:
+        layer = median([w - p for w, p in zip(c["samples"], c["prefix_samples"])]) / moe_cut
+        extra = max(0.0, union(experts, per_token, c["rows"]) - c["experts_read"] / moe_cut) * m["expert_bytes"] / bandwidth
+        times[(c["batch"], c["rows_per_sequence"])] = c["prefix_seconds"] + moe_full * (layer + extra)
+    al = data["acceptance_length"]
+    rows = []
+    for step in point["draft"]["draft_steps"]:
+        b = step["batch"]
+        d, x = step["seconds_at_union"], step["extend_seconds_at_union"]
+        t_plain = times[(b, 1)]
+        for k in range(len(al)):
+            if (b, k + 1) not in times:
+                continue
+            cycle = times[(b, k + 1)] + (0.0 if k == 0 else k * d + x)
+            tps = b * al[k] / cycle
+            rows.append({"batch": b, "k": k, "t_plain": t_plain, "r": times[(b, k + 1)] / t_plain, "c": d / t_plain,
+                         "x": x / t_plain, "tokens_per_second": tps, "speedup": tps * t_plain / b})
+    return {"rows": rows, "moe_cut": moe_cut, "moe_full": moe_full, "layers_full": cut["num_hidden_layers"],
+            "release": cut["release"], "experts": experts, "prefix": prefix}
+
+
+def projection_findings(data: Dict[str, Any]) -> List[str]:
+    lines = []
+    for point in data["points"]:
+        proj = projection(data, point)
+        if proj is None:
+            continue
+        rows = proj["rows"]
+        batches = sorted({r["batch"] for r in rows})
+        best = []
+        for b in batches:
+            k, sp = best_k(rows, b, "speedup")
+            best.append(f"B = {b}: k = {k} ({sp:.2f}x)")
+        one = cell(rows, batch=batches[0], k=0)
+        top = cell(rows, batch=batches[-1], k=0)
+        k2 = ", ".join(f"{cell(rows, batch=b, k=2)['speedup']:.2f}" for b in batches if cell(rows, batch=b, k=2))
+        paying = [b for b in batches if best_k(rows, b, "speedup")[0] > 0 and best_k(rows, b, "speedup")[1] > 1.0]
+        stop = (f"speculation pays up to B = {max(paying)} and not beyond" if paying and max(paying) < max(batches)
+                else "speculation pays at every B" if paying and len(paying) == len(batches)
+                else "no k > 0 beats plain batched decoding at any B")
+        lines.append(f"- **PROJECTION of the full {proj['release']}** ({proj['layers_full']} layers, {proj['experts']} "
+                     f"experts) at N = {point['context']}: a plain step takes {one['t_plain']:.2f} s at B = "
+                     f"{batches[0]} and {top['t_plain']:.2f} s at B = {batches[-1]} ({top['tokens_per_second'] / one['tokens_per_second']:.1f}x "
+                     f"the tokens/s); best k per batch {'; '.join(best)}; {stop}. k = 2 projects to {k2} for "
+                     f"B = {', '.join(str(b) for b in batches)}.")
     return lines
 
 
@@ -167,20 +287,72 @@ def plot(data: Dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write(data: Dict[str, Any], out: Path, source: Path) -> None:
-    folder = out / "batch-data"
+def projection_section(data: Dict[str, Any], folder: Path, page: str) -> List[str]:
+    """The full release's projected batch costs and speedups, with a plot; empty without a projection."""
+    projected = [(point["context"], projection(data, point)) for point in data["points"]]
+    projected = [(n, p) for n, p in projected if p is not None]
+    if not projected:
+        return []
+    first = projected[0][1]
+    lines = [f"\n## PROJECTION: the full {first['release']} per batch size\n",
+             f"Each forward of the cut model ran whole and through its first {first['prefix']} layers (the release's "
+             f"dense layers) and the head. Whole minus prefix over the cut's {first['moe_cut']} MoE layers is one MoE "
+             f"layer (the median over the repetitions, paired); the release is the prefix plus {first['moe_full']} such "
+             f"layers, each also reading the experts a {first['experts']}-expert router adds for the batch's rows "
+             "(independent routing, at the run's read bandwidth: a lower bound; trained routers pick correlated "
+             "experts, so real unions are smaller). The cut's MoE layers mix full and shared indexer layers about as "
+             "the release does. The draft step D(B) and extend X(B) are the cut's MTP layer and head, with the same "
+             "expert addition. Every number in this section is a PROJECTION.\n"]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(projected), figsize=(5.5 * len(projected), 4), squeeze=False)
+        for ax, (n, proj) in zip(axes[0], projected):
+            batches = sorted({r["batch"] for r in proj["rows"]})
+            for k in sorted({r["k"] for r in proj["rows"] if r["k"] > 0}):
+                ax.plot(batches, [cell(proj["rows"], batch=b, k=k)["speedup"] for b in batches], "-o", label=f"k = {k}")
+            ax.axhline(1.0, color="gray", lw=0.8)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(batches, [str(b) for b in batches])
+            ax.set_xlabel("batch size B")
+            ax.set_ylabel("speedup over plain batched decoding")
+            ax.set_title(f"{proj['release']} PROJECTION, N = {n}")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(folder / "projection_speedup_vs_batch.png", dpi=110)
+        lines.append(f"![projected speedup against B for each k]({page}-data/projection_speedup_vs_batch.png)\n")
+    except ImportError:
+        pass
+    for n, proj in projected:
+        lines.append(f"### N = {n} (PROJECTION)\n")
+        lines.append("| B | k | plain batched step (s) | r = T(B, k + 1) / T(B, 1) | D(B) / T(B, 1) | X(B) / T(B, 1) | "
+                     "tokens/s | speedup over plain |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for r in proj["rows"]:
+            lines.append(f"| {r['batch']} | {r['k']} | {r['t_plain']:.2f} | {r['r']:.2f} | {r['c']:.3f} | {r['x']:.3f} | "
+                         f"{r['tokens_per_second']:.2f} | {r['speedup']:.3f} |")
+        lines.append("")
+    return lines
+
+
+def write(data: Dict[str, Any], out: Path, source: Path, page: str, rates_label: str, report_command: str) -> None:
+    folder = out / f"{page}-data"
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, folder / "batch.json")
+    shutil.copyfile(source, folder / f"{page}.json")
     run = data["run"]
     al = data["acceptance_length"]
-    lines = ["# Batches: batched verify cost and what MTP buys per batch size\n",
-             f"Made by `{run['command']}` then `build/pyenv/bin/python bench/report/batch_report.py` on "
-             f"{run['date_utc'][:10]} ({run['cpu_model']}, {run['threads']} threads). Data: `batch-data/batch.json`.\n",
-             "The bench model (`bench/bench_model.cc`, 1.15 GB of bf16 weights, 10 layers, 32 experts top-4) with "
+    bench_model = model_info(data).get("bench_model", True)
+    title = ("# Batches: batched verify cost and what MTP buys per batch size\n" if bench_model else
+             "# Batches at real dimensions: batched verify cost and what MTP buys per batch size\n")
+    lines = [title,
+             f"Made by `{run['command']}` then `{report_command}` on "
+             f"{run['date_utc'][:10]} ({run['cpu_model']}, {run['threads']} threads). Data: `{page}-data/{page}.json`.\n",
+             f"{describe_model(data)} with "
              "B caches filled to the context N with random rows. Read bandwidth "
              f"{data['read_bandwidth']['bytes_per_second'] / 1e9:.1f} GB/s and {data['mac_rate']['macs_per_second'] / 1e9:.0f} "
-             "GMAC/s (the project's Linear on 8 rows), both measured in the run. Acceptance: the trained head's "
-             f"conditional rates {', '.join(f'{r:.3f}' for r in data['rates'])}, so AL(k) = "
+             f"GMAC/s (the project's Linear on 8 rows), both measured in the run. Acceptance: {rates_label} "
+             f"{', '.join(f'{r:.3f}' for r in data['rates'])}, so AL(k) = "
              f"{', '.join(f'{x:.2f}' for x in al)} for k = 0..{len(al) - 1}; the end-to-end runs impose them "
              "(SYNTHETIC acceptance), each request with its own seed at T = 1.\n",
              "Cost model: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)), with T(B, L) the measured "
@@ -190,19 +362,24 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
              "measured at N; plain batched decoding is B / T(B, 1).\n"]
     lines += findings(data)
     if plot(data, folder / "speedup_vs_batch.png"):
-        lines.append("\n![speedup against B for each k, predicted and measured](batch-data/speedup_vs_batch.png)\n")
+        lines.append(f"\n![speedup against B for each k, predicted and measured]({page}-data/speedup_vs_batch.png)\n")
+    lines += projection_section(data, folder, page)
     for point in data["points"]:
         n = point["context"]
         lines.append(f"\n## N = {n}\n")
         lines.append("### Batched verify: measured cost against its bound\n")
         lines.append("Bound = max(bytes / bandwidth, multiply-adds / MAC rate); bytes = the weights once, the routed "
                      "experts of the union, each sequence's attended cache rows (at least min(N + L, K) per layer).\n")
-        lines.append("| B | L | rows | ms | experts read / routing choices | bytes bound ms | compute bound ms | measured / bound |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        union_cols = at_union(data)
+        experts = model_info(data).get("union_experts")
+        lines.append("| B | L | rows | ms | experts read / routing choices | bytes bound ms | compute bound ms | measured / bound |"
+                     + (f" experts at a {experts}-expert union | ms at that union (at least) |" if union_cols else ""))
+        lines.append("|---|---|---|---|---|---|---|---|" + ("---|---|" if union_cols else ""))
         for c in point["costs"]:
             lines.append(f"| {c['batch']} | {c['rows_per_sequence']} | {c['rows']} | {c['seconds'] * 1e3:.2f} | "
                          f"{c['experts_read']} / {c['expert_choices']} | {c['bytes_seconds'] * 1e3:.2f} | "
-                         f"{c['compute_seconds'] * 1e3:.2f} | {c['measured_over_bound']:.2f} |")
+                         f"{c['compute_seconds'] * 1e3:.2f} | {c['measured_over_bound']:.2f} |"
+                         + (f" {c['experts_at_union']:.0f} | {c['seconds_at_union'] * 1e3:.2f} |" if union_cols else ""))
         d = point["draft"]
         steps = ", ".join(f"D({x['batch']}) = {x['seconds'] * 1e3:.2f}" for x in d["draft_steps"])
         extends = ", ".join(f"X({x['batch']}) = {x['extend_seconds'] * 1e3:.2f}" for x in d["draft_steps"]
@@ -213,19 +390,22 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
                      f"{cell(point['costs'], batch=1, rows_per_sequence=1)['seconds'] * 1e3:.2f} ms.\n")
         lines.append("### Tokens/s and speedup over plain batched decoding\n")
         e2e = measured_speedups(point["e2e"]) if "e2e" in point else []
+        union_head = f" predicted speedup at the {experts}-expert union |" if union_cols else ""
         if e2e:
-            lines.append("| B | k | predicted tokens/s | predicted speedup | measured tokens/s | measured speedup | "
-                         "measured / predicted | mean request seconds |")
-            lines.append("|---|---|---|---|---|---|---|---|")
+            lines.append("| B | k | predicted tokens/s | predicted speedup |" + union_head + " measured tokens/s | "
+                         "measured speedup | measured / predicted | mean request seconds |")
+            lines.append("|---|---|---|---|---|---|---|---|" + ("---|" if union_cols else ""))
         else:
-            lines.append("| B | k | predicted tokens/s | predicted speedup |")
-            lines.append("|---|---|---|---|")
+            lines.append("| B | k | predicted tokens/s | predicted speedup |" + union_head)
+            lines.append("|---|---|---|---|" + ("---|" if union_cols else ""))
         for p in point["predicted"]:
-            row = f"| {p['batch']} | {p['k']} | {p['tokens_per_second']:.1f} | {p['speedup']:.3f} |"
+            row = f"| {p['batch']} | {p['k']} | {p['tokens_per_second']:.2f} | {p['speedup']:.3f} |"
+            if union_cols:
+                row += f" {p['speedup_at_union']:.3f} |"
             m = cell(e2e, batch=p["batch"], k=p["k"]) if e2e else None
             if m is not None:
                 ratio = measured_over_predicted(e2e, m, p)
-                row += (f" {m['decode_tokens_per_second']:.1f} | {m['speedup']:.3f} | {ratio:.3f} | "
+                row += (f" {m['decode_tokens_per_second']:.2f} | {m['speedup']:.3f} | {ratio:.3f} | "
                         f"{m['mean_request_seconds']:.2f} |")
             lines.append(row)
         auto = [r for r in e2e if r["k"] == "auto"]
@@ -253,16 +433,25 @@ def write(data: Dict[str, Any], out: Path, source: Path) -> None:
                                         f"{max(r['run_tokens_per_second']):.1f}" for r in e2e
                                         if r["batch"] == max(x["batch"] for x in e2e))
                             + ")." if reps > 1 else ""))
-    (out / "batch.md").write_text("\n".join(lines) + "\n")
+    (out / f"{page}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, default=REPO / "build" / "results" / "batch.json")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results")
+    parser.add_argument("--page", default="batch", help="the page's name: PAGE.md and PAGE-data/")
+    parser.add_argument("--rates-label", default="the trained head's conditional rates",
+                        help="where the run's --rates come from, for the page")
     args = parser.parse_args()
     data = json.loads(args.json.read_text())
-    write(data, args.out, args.json)
+    command = "build/pyenv/bin/python bench/report/batch_report.py" + "".join(
+        f" {flag} {value}" for flag, value, default in
+        [("--json", args.json, REPO / "build" / "results" / "batch.json"), ("--page", args.page, "batch")]
+        if value != default and not (flag == "--json" and Path(value).resolve() == default))
+    if args.rates_label != "the trained head's conditional rates":
+        command += f" --rates-label '{args.rates_label}'"
+    write(data, args.out, args.json, args.page, args.rates_label, command)
     return 0
 
 
