@@ -35,6 +35,21 @@ def best_k(rows: List[Dict[str, Any]], batch: int, key: str) -> Tuple[int, float
     return best["k"], best[key]
 
 
+def crossover_text(rows: List[Dict[str, Any]], batches: List[int]) -> str:
+    """Where speculation stops paying: the largest B whose best k > 0 beats plain."""
+    paying = [b for b in batches if best_k(rows, b, "speedup")[0] > 0 and best_k(rows, b, "speedup")[1] > 1.0]
+    if paying and max(paying) < max(batches):
+        return f"speculation pays up to B = {max(paying)} and not beyond"
+    if paying and len(paying) == len(batches):
+        return "speculation pays at every B measured"
+    return "no k > 0 beats plain batched decoding at any B"
+
+
+def best_k_text(rows: List[Dict[str, Any]], batches: List[int], key: str) -> str:
+    """'B = 1: k = 1 (1.03x); B = 2: ...', the best k of each batch size by `key`."""
+    return "; ".join(f"B = {b}: k = {best_k(rows, b, key)[0]} ({best_k(rows, b, key)[1]:.2f}x)" for b in batches)
+
+
 def measured_speedups(e2e: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     out = []
     for r in e2e:
@@ -102,15 +117,8 @@ def findings(data: Dict[str, Any]) -> List[str]:
         n = point["context"]
         predicted = point["predicted"]
         batches = sorted({r["batch"] for r in predicted})
-        parts = []
-        for b in batches:
-            k, s = best_k(predicted, b, "speedup")
-            parts.append(f"B = {b}: k = {k} ({s:.2f}x)")
-        paying = [b for b in batches if best_k(predicted, b, "speedup")[0] > 0 and best_k(predicted, b, "speedup")[1] > 1.0]
-        stop = (f"speculation pays up to B = {max(paying)} and not beyond" if paying and max(paying) < max(batches)
-                else "speculation pays at every B measured" if paying and len(paying) == len(batches)
-                else "no k > 0 beats plain batched decoding at any B")
-        lines.append(f"- N = {n}, predicted best k per batch: {'; '.join(parts)}; {stop}.")
+        lines.append(f"- N = {n}, predicted best k per batch: {best_k_text(predicted, batches, 'speedup')}; "
+                     f"{crossover_text(predicted, batches)}.")
         costs = point["costs"]
         ones = [c for c in costs if c["rows_per_sequence"] == 1]
         widest = max(costs, key=lambda c: c["rows"])
@@ -135,13 +143,9 @@ def findings(data: Dict[str, Any]) -> List[str]:
         if at_union(data):
             experts = model_info(data)["union_experts"]
             widest_u = widest.get("experts_at_union", float("nan"))
-            parts_u = []
-            for b in batches:
-                k, s_u = best_k(predicted, b, "speedup_at_union")
-                parts_u.append(f"B = {b}: k = {k} ({s_u:.2f}x)")
             lines.append(f"  With the union of {experts} experts (each forward also reads the experts a {experts}-expert "
                          f"router would add: {widest_u:.0f} instead of {widest['experts_read']} at {widest['rows']} rows; "
-                         f"a lower bound on the cost): best k per batch {'; '.join(parts_u)}.")
+                         f"a lower bound on the cost): best k per batch {best_k_text(predicted, batches, 'speedup_at_union')}.")
         if "e2e" in point:
             measured = measured_speedups(point["e2e"])
             ratios = []
@@ -152,11 +156,8 @@ def findings(data: Dict[str, Any]) -> List[str]:
                 ratios.append(measured_over_predicted(measured, r, p))
             passing = sum(1 for x in ratios if x >= 0.9)
             fixed = [r for r in measured if r["k"] != "auto"]
-            parts = []
-            for b in batches:
-                k, s = best_k(fixed, b, "speedup")
-                parts.append(f"B = {b}: k = {k} ({s:.2f}x)")
-            lines.append(f"  Measured end to end: best k per batch {'; '.join(parts)}. Measured / predicted speedup "
+            lines.append(f"  Measured end to end: best k per batch {best_k_text(fixed, batches, 'speedup')}. "
+                         "Measured / predicted speedup "
                          f"{min(ratios):.2f} to {max(ratios):.2f} ({passing} of {len(ratios)} points at >= 0.9, the "
                          "goal).")
             misses = [r for r in measured if r["k"] not in (0, "auto") and
@@ -238,21 +239,14 @@ def projection_findings(data: Dict[str, Any]) -> List[str]:
             continue
         rows = proj["rows"]
         batches = sorted({r["batch"] for r in rows})
-        best = []
-        for b in batches:
-            k, sp = best_k(rows, b, "speedup")
-            best.append(f"B = {b}: k = {k} ({sp:.2f}x)")
         one = cell(rows, batch=batches[0], k=0)
         top = cell(rows, batch=batches[-1], k=0)
         k2 = ", ".join(f"{cell(rows, batch=b, k=2)['speedup']:.2f}" for b in batches if cell(rows, batch=b, k=2))
-        paying = [b for b in batches if best_k(rows, b, "speedup")[0] > 0 and best_k(rows, b, "speedup")[1] > 1.0]
-        stop = (f"speculation pays up to B = {max(paying)} and not beyond" if paying and max(paying) < max(batches)
-                else "speculation pays at every B" if paying and len(paying) == len(batches)
-                else "no k > 0 beats plain batched decoding at any B")
         lines.append(f"- **PROJECTION of the full {proj['release']}** ({proj['layers_full']} layers, {proj['experts']} "
                      f"experts) at N = {point['context']}: a plain step takes {one['t_plain']:.2f} s at B = "
                      f"{batches[0]} and {top['t_plain']:.2f} s at B = {batches[-1]} ({top['tokens_per_second'] / one['tokens_per_second']:.1f}x "
-                     f"the tokens/s); best k per batch {'; '.join(best)}; {stop}. k = 2 projects to {k2} for "
+                     f"the tokens/s); best k per batch {best_k_text(rows, batches, 'speedup')}; {crossover_text(rows, batches)}. "
+                     f"k = 2 projects to {k2} for "
                      f"B = {', '.join(str(b) for b in batches)}.")
     return lines
 
@@ -270,6 +264,17 @@ def tail_text(r: Dict[str, Any], al: float) -> str:
 def extend_share(step: Dict[str, Any], plain: Dict[int, float]) -> float:
     """X(B), the batched extend of one cycle, over the plain batched step T(B, 1)."""
     return step.get("extend_seconds", float("nan")) / plain[step["batch"]]
+
+
+def style_speedup_axes(ax: Any, batches: List[int], title: str) -> None:
+    """Speedup over plain batched decoding against B (log 2), with the line at 1."""
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch size B")
+    ax.set_ylabel("speedup over plain batched decoding")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
 
 
 def plot(data: Dict[str, Any], path: Path) -> bool:
@@ -293,13 +298,7 @@ def plot(data: Dict[str, Any], path: Path) -> bool:
                 measured = measured_speedups(point["e2e"])
                 ax.plot(batches, [cell(measured, batch=b, k=k)["speedup"] for b in batches], "--x", color=color,
                         label=f"k = {k} measured")
-        ax.axhline(1.0, color="gray", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(batches, [str(b) for b in batches])
-        ax.set_xlabel("batch size B")
-        ax.set_ylabel("speedup over plain batched decoding")
-        ax.set_title(f"N = {point['context']}")
-        ax.legend(fontsize=7)
+        style_speedup_axes(ax, batches, f"N = {point['context']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
@@ -330,13 +329,7 @@ def projection_section(data: Dict[str, Any], folder: Path, page: str) -> List[st
             batches = sorted({r["batch"] for r in proj["rows"]})
             for k in sorted({r["k"] for r in proj["rows"] if r["k"] > 0}):
                 ax.plot(batches, [cell(proj["rows"], batch=b, k=k)["speedup"] for b in batches], "-o", label=f"k = {k}")
-            ax.axhline(1.0, color="gray", lw=0.8)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(batches, [str(b) for b in batches])
-            ax.set_xlabel("batch size B")
-            ax.set_ylabel("speedup over plain batched decoding")
-            ax.set_title(f"{proj['release']} PROJECTION, N = {n}")
-            ax.legend(fontsize=7)
+            style_speedup_axes(ax, batches, f"{proj['release']} PROJECTION, N = {n}")
         fig.tight_layout()
         fig.savefig(folder / "projection_speedup_vs_batch.png", dpi=110)
         lines.append(f"![projected speedup against B for each k]({page}-data/projection_speedup_vs_batch.png)\n")
