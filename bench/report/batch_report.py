@@ -95,8 +95,8 @@ def at_union(data: Dict[str, Any]) -> bool:
 def describe_model(data: Dict[str, Any]) -> str:
     m, cfg = model_info(data), data["model_config"]
     if m.get("bench_model", True):
-        gb = m.get("weight_bytes", 1.15e9) / 1e9
-        return (f"The bench model (`bench/bench_model.cc`, {gb:.2f} GB of bf16 weights, {cfg['num_hidden_layers']} layers, "
+        size = f"{m['weight_bytes'] / 1e9:.2f} GB of bf16 weights as used" if "weight_bytes" in m else "bf16 weights"
+        return (f"The bench model (`bench/bench_model.cc`, {size}, {cfg['num_hidden_layers']} layers, "
                 f"{cfg['n_routed_experts']} experts top-{cfg['num_experts_per_tok']})")
     cut = cfg.get("mtpspec_cut_from", {})
     text = f"`{m['name']}`, {m['weight_bytes'] / 1e9:.1f} GB of weights as used ("
