@@ -116,6 +116,15 @@ std::string DefaultBenchModelDir() {
   return MTPSPEC_BENCH_MODEL_DIR_DEFAULT;
 }
 
+std::string PathForReport(const std::string& path) {
+  std::error_code error;
+  const fs::path here = fs::current_path(error);
+  if (error || !fs::path(path).is_absolute()) return path;
+  const fs::path relative = fs::path(path).lexically_normal().lexically_relative(here);
+  if (relative.empty() || *relative.begin() == "..") return path;
+  return relative.string();
+}
+
 absl::Status EnsureBenchModel(const std::string& dir, bool* generated) {
   if (generated != nullptr) *generated = false;
   fs::path target = fs::path(dir).lexically_normal();

@@ -20,6 +20,10 @@ nlohmann::json BenchModelConfig();
 // MTPSPEC_BENCH_MODEL_DIR environment variable.
 std::string DefaultBenchModelDir();
 
+// `path` as a report should record it: relative to the working directory when it lies below it
+// (DefaultBenchModelDir is an absolute path fixed at build time), else as given.
+std::string PathForReport(const std::string& path);
+
 // Makes sure `dir` holds the benchmark checkpoint. A directory whose config.json equals
 // BenchModelConfig() and that carries the completion marker is reused; otherwise the model is
 // written to a sibling temporary directory (bf16, sharded) and renamed into place, replacing a

@@ -324,7 +324,7 @@ int Main(int argc, char** argv) {
   s.cache = std::move(*cache);
   std::fprintf(stderr, "decode_bench: loaded %s in %.1f s\n", s.model_dir.c_str(), Elapsed(start));
 
-  benchmark::AddCustomContext("bench_model", s.model_dir);
+  benchmark::AddCustomContext("bench_model", PathForReport(s.model_dir));
   benchmark::AddCustomContext("weights", weights);
   benchmark::AddCustomContext("trunk_weight_GB", absl::StrCat(static_cast<double>(TrunkWeightBytes(*s.model)) / 1e9));
   benchmark::AddCustomContext("pool_threads", absl::StrCat(DefaultThreadPool().num_threads()));
