@@ -353,9 +353,9 @@ nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft,
 // plain decoding and every k in turn (so the k interleave and a slow minute of the machine falls on
 // all of them); tokens/s of a k is its decoded tokens over its decode seconds summed over the
 // repetitions, and its statistics are those of its first repetition. Each repetition first measures
-// this B's costs again (T(B, L), D(B), X(B), the median of cost_reps samples each) and records the speedups they predict
-// ("paired_predicted_speedup"), so each repetition's measured speedups can be set against a
-// prediction made in the same minute: this machine's memory reads at about 35 or 60 GB/s by turns,
+// this B's costs again (T(B, L), D(B), X(B), the median of cost_reps samples each) and records the
+// speedups they predict ("paired_predicted_speedup"), so each repetition's measured speedups can be
+// set against a prediction made in the same minute: this machine's memory reads at about 35 or 60 GB/s by turns,
 // which moves a memory-bound plain step more than a verify of several rows.
 absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                            int64_t max_k, int64_t new_tokens, const std::vector<double>& rates,
@@ -386,68 +386,69 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
     std::vector<nlohmann::json> cells(max_k + 2);  // [k]: the first repetition's run, then the sums
     std::vector<std::vector<double>> paired(max_k + 2);  // [k][rep] the speedup this repetition's costs predict
     for (int64_t rep = 0; rep < reps; ++rep) {
-      ASSIGN_OR_RETURN(const nlohmann::json costs, MeasureCosts(model, n, {b}, max_k + 1, cost_reps, seed, bandwidth, mac_rate, u));
+      ASSIGN_OR_RETURN(const nlohmann::json costs,
+                       MeasureCosts(model, n, {b}, max_k + 1, cost_reps, seed, bandwidth, mac_rate, u));
       ASSIGN_OR_RETURN(const nlohmann::json draft,
                        MeasureDraftCosts(model, n, {b}, AcceptanceLength(rates, max_k) - 1, cost_reps, seed, u));
       const nlohmann::json predicted = Predict(costs, draft, {b}, rates, max_k);
       for (int64_t k = 0; k <= max_k; ++k) paired[k].push_back(predicted[k]["speedup"].get<double>());
-    for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
-      const bool automatic = k == max_k + 1;
-      std::vector<BatchRequest> requests;
-      for (int64_t s = 0; s < b; ++s) {
-        BatchRequest& r = requests.emplace_back();
-        r.prompt = prompts[s];
-        r.options.max_new_tokens = new_tokens;
-        r.options.k = automatic ? max_k : k;
-        r.options.adaptive_k = automatic;
-        r.options.stop_at_eos = false;
-        r.options.accept.rule = AcceptRule::kSynthetic;
-        r.options.accept.synthetic_rates = rates;
-        r.options.accept.sampling.temperature = 1.0;  // varied tokens, as in real text
-        r.options.accept.sampling.seed = seed + static_cast<uint64_t>(s);
-      }
-      BatchOptions options;
-      options.verifier = &verifier;
-      options.drafter = &batch_drafter;
-      ASSIGN_OR_RETURN(BatchResult result, GenerateBatch(slots, requests, options));
-      for (const BatchRequestResult& r : result.requests) RETURN_IF_ERROR(r.status);
-      const BatchStats& st = result.stats;
-      const double decode_seconds = st.total_seconds - st.prefill_seconds;
-      const int64_t decoded = st.generated_tokens - b;  // the prefill draws each request's first token
-      int64_t drafted = 0, accepted = 0, with_drafts = 0;
-      for (const BatchRequestResult& r : result.requests) {
-        drafted += r.result.stats.num_draft_tokens;
-        accepted += r.result.stats.num_accepted_tokens;
-        with_drafts += r.result.stats.num_drafts;
-      }
-      double latency = 0;
-      for (const BatchRequestResult& r : result.requests) latency += r.latency_seconds - r.queued_seconds;
-      int64_t k_used = 0, cycles = 0;  // the mean k the requests drafted (k = auto)
-      for (const BatchRequestResult& r : result.requests) {
-        const std::vector<int64_t>& decisions = r.result.stats.k_decisions;
-        for (size_t j = 0; j < decisions.size(); ++j) {
-          k_used += static_cast<int64_t>(j) * decisions[j];
-          cycles += decisions[j];
+      for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
+        const bool automatic = k == max_k + 1;
+        std::vector<BatchRequest> requests;
+        for (int64_t s = 0; s < b; ++s) {
+          BatchRequest& r = requests.emplace_back();
+          r.prompt = prompts[s];
+          r.options.max_new_tokens = new_tokens;
+          r.options.k = automatic ? max_k : k;
+          r.options.adaptive_k = automatic;
+          r.options.stop_at_eos = false;
+          r.options.accept.rule = AcceptRule::kSynthetic;
+          r.options.accept.synthetic_rates = rates;
+          r.options.accept.sampling.temperature = 1.0;  // varied tokens, as in real text
+          r.options.accept.sampling.seed = seed + static_cast<uint64_t>(s);
         }
+        BatchOptions options;
+        options.verifier = &verifier;
+        options.drafter = &batch_drafter;
+        ASSIGN_OR_RETURN(BatchResult result, GenerateBatch(slots, requests, options));
+        for (const BatchRequestResult& r : result.requests) RETURN_IF_ERROR(r.status);
+        const BatchStats& st = result.stats;
+        const double decode_seconds = st.total_seconds - st.prefill_seconds;
+        const int64_t decoded = st.generated_tokens - b;  // the prefill draws each request's first token
+        int64_t drafted = 0, accepted = 0, with_drafts = 0;
+        for (const BatchRequestResult& r : result.requests) {
+          drafted += r.result.stats.num_draft_tokens;
+          accepted += r.result.stats.num_accepted_tokens;
+          with_drafts += r.result.stats.num_drafts;
+        }
+        double latency = 0;
+        for (const BatchRequestResult& r : result.requests) latency += r.latency_seconds - r.queued_seconds;
+        int64_t k_used = 0, cycles = 0;  // the mean k the requests drafted (k = auto)
+        for (const BatchRequestResult& r : result.requests) {
+          const std::vector<int64_t>& decisions = r.result.stats.k_decisions;
+          for (size_t j = 0; j < decisions.size(); ++j) {
+            k_used += static_cast<int64_t>(j) * decisions[j];
+            cycles += decisions[j];
+          }
+        }
+        const double latency_mean = latency / b;
+        nlohmann::json& c = cells[k];
+        if (rep == 0) {
+          c = {{"batch", b}, {"k", automatic ? nlohmann::json("auto") : nlohmann::json(k)},
+               {"mean_k", cycles > 0 ? static_cast<double>(k_used) / cycles : 0.0},
+               {"decoded", 0}, {"decode_seconds", 0.0}, {"run_tokens_per_second", nlohmann::json::array()},
+               {"run_request_seconds", nlohmann::json::array()},
+               {"acceptance_length", with_drafts > 0 ? 1.0 + static_cast<double>(accepted) / with_drafts : 1.0},
+               {"drafted", drafted}, {"stats", st.ToJson()}};
+        }
+        c["decoded"] = c["decoded"].get<int64_t>() + decoded;
+        c["decode_seconds"] = c["decode_seconds"].get<double>() + decode_seconds;
+        c["run_tokens_per_second"].push_back(decoded / decode_seconds);
+        c["run_request_seconds"].push_back(latency_mean);
+        std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%s rep %lld: %.1f tokens/s\n", static_cast<long long>(n),
+                     static_cast<long long>(b), automatic ? "auto" : std::to_string(k).c_str(),
+                     static_cast<long long>(rep), decoded / decode_seconds);
       }
-      const double latency_mean = latency / b;
-      nlohmann::json& c = cells[k];
-      if (rep == 0) {
-        c = {{"batch", b}, {"k", automatic ? nlohmann::json("auto") : nlohmann::json(k)},
-             {"mean_k", cycles > 0 ? static_cast<double>(k_used) / cycles : 0.0},
-             {"decoded", 0}, {"decode_seconds", 0.0}, {"run_tokens_per_second", nlohmann::json::array()},
-             {"run_request_seconds", nlohmann::json::array()},
-             {"acceptance_length", with_drafts > 0 ? 1.0 + static_cast<double>(accepted) / with_drafts : 1.0},
-             {"drafted", drafted}, {"stats", st.ToJson()}};
-      }
-      c["decoded"] = c["decoded"].get<int64_t>() + decoded;
-      c["decode_seconds"] = c["decode_seconds"].get<double>() + decode_seconds;
-      c["run_tokens_per_second"].push_back(decoded / decode_seconds);
-      c["run_request_seconds"].push_back(latency_mean);
-      std::fprintf(stderr, "batch: e2e N=%lld B=%lld k=%s rep %lld: %.1f tokens/s\n", static_cast<long long>(n),
-                   static_cast<long long>(b), automatic ? "auto" : std::to_string(k).c_str(),
-                   static_cast<long long>(rep), decoded / decode_seconds);
-    }
     }
     for (int64_t k = 0; k <= max_k; ++k) cells[k]["paired_predicted_speedup"] = paired[k];
     for (nlohmann::json& c : cells) {
@@ -506,14 +507,12 @@ absl::Status Run(int argc, char** argv) {
   const std::string dir = bench_model ? args.Get("model-dir", DefaultBenchModelDir()) : args.Get("model");
   if (bench_model) RETURN_IF_ERROR(EnsureBenchModel(dir, nullptr));
   ASSIGN_OR_RETURN(auto model, Model::Load(dir));
+  ASSIGN_OR_RETURN(out["model_config"], ReadJsonFile(dir + "/config.json"));
   // A checkpoint cut from a release (`mtpspec make-checkpoint`) records the release's expert count.
   int64_t release_experts = model->config().n_routed_experts;
-  {
-    ASSIGN_OR_RETURN(const nlohmann::json config, ReadJsonFile(dir + "/config.json"));
-    const nlohmann::json cut = config.value("mtpspec_cut_from", nlohmann::json::object());
-    if (cut.contains("n_routed_experts") && cut["n_routed_experts"].is_number_integer()) {
-      release_experts = cut["n_routed_experts"].get<int64_t>();
-    }
+  const nlohmann::json cut = out["model_config"].value("mtpspec_cut_from", nlohmann::json::object());
+  if (cut.contains("n_routed_experts") && cut["n_routed_experts"].is_number_integer()) {
+    release_experts = cut["n_routed_experts"].get<int64_t>();
   }
   ASSIGN_OR_RETURN(const int64_t union_experts, args.GetInt("union-experts", release_experts));
   ASSIGN_OR_RETURN(const int64_t prefix_layers, args.GetInt("prefix-layers", 0));
@@ -536,7 +535,6 @@ absl::Status Run(int argc, char** argv) {
   nlohmann::json al = nlohmann::json::array();
   for (int64_t k = 0; k <= max_k; ++k) al.push_back(AcceptanceLength(rates, k));
   out["acceptance_length"] = al;
-  ASSIGN_OR_RETURN(out["model_config"], ReadJsonFile(dir + "/config.json"));
   const UnionCosting u = MakeUnionCosting(*model, union_experts, bw);
   out["model"] = {{"bench_model", bench_model},
                   {"name", std::filesystem::path(dir).lexically_normal().filename().string()},
