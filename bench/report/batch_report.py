@@ -99,16 +99,14 @@ def describe_model(data: Dict[str, Any]) -> str:
         return (f"The bench model (`bench/bench_model.cc`, {size}, {cfg['num_hidden_layers']} layers, "
                 f"{cfg['n_routed_experts']} experts top-{cfg['num_experts_per_tok']})")
     cut = cfg.get("mtpspec_cut_from", {})
-    text = f"`{m['name']}`, {m['weight_bytes'] / 1e9:.1f} GB of weights as used ("
-    if cut:
-        text = (f"A checkpoint at the real dimensions of {cut['release']}, written by `mtpspec make-checkpoint "
-                f"--like {cut['release']} --layers {cfg['num_hidden_layers']} --experts {cfg['n_routed_experts']}` "
-                f"(random weights in the release's FP8 format, used as stored, {m['weight_bytes'] / 1e9:.1f} GB: "
-                f"{cfg['num_hidden_layers']} of its {cut['num_hidden_layers']} layers, {m['moe_layers']} of them MoE "
-                f"with {cfg['n_routed_experts']} of its {cut['n_routed_experts']} experts, top-"
-                f"{cfg['num_experts_per_tok']}, its MTP layer and head)")
-        return text
-    return text + f"{cfg['num_hidden_layers']} layers)"
+    if not cut:
+        return f"`{m['name']}` ({m['weight_bytes'] / 1e9:.1f} GB of weights as used, {cfg['num_hidden_layers']} layers)"
+    return (f"A checkpoint at the real dimensions of {cut['release']}, written by `mtpspec make-checkpoint "
+            f"--like {cut['release']} --layers {cfg['num_hidden_layers']} --experts {cfg['n_routed_experts']}` "
+            f"(random weights in the release's FP8 format, used as stored, {m['weight_bytes'] / 1e9:.1f} GB: "
+            f"{cfg['num_hidden_layers']} of its {cut['num_hidden_layers']} layers, {m['moe_layers']} of them MoE "
+            f"with {cfg['n_routed_experts']} of its {cut['n_routed_experts']} experts, top-"
+            f"{cfg['num_experts_per_tok']}, its MTP layer and head)")
 
 
 def findings(data: Dict[str, Any]) -> List[str]:
