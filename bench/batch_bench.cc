@@ -14,6 +14,10 @@
 // Cost model (the drafters and their extends run together, as GenerateBatch runs them):
 //   tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)),  k ≥ 1;   B / T(B, 1) for k = 0
 //   AL(k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j  from the conditional acceptance rates a_j (--rates).
+// That is the steady state. A run of G = --new-tokens per request also ends in cycles with fewer
+// requests and shorter drafts (each request stops at its own G-th token); the prediction for such a
+// run prices the cycles of simulated runs, and each end-to-end run is also priced over the cycles it
+// went through, from its cycle log (bench/batch_schedule.h).
 //
 // End to end, at --e2e-contexts: GenerateBatch with B requests in B slots (prefix-replaying targets
 // over random caches, real MTP drafters drafting together, one batched verify forward per cycle) and SYNTHETIC
@@ -39,6 +43,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "bench/batch_schedule.h"
 #include "bench/bench_model.h"
 #include "mtp/mtp_chain.h"
 #include "bench/prefix_target.h"
@@ -315,34 +320,64 @@ absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, 
                         {"extend_rows", extend_rows}};
 }
 
-// The cost model's tokens/s and speedup over plain batched decoding for every B in `batches` and
-// k = 0 … max_k, from a cost table (MeasureCosts) and draft costs (MeasureDraftCosts) of those B:
-// tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)), plain B / T(B, 1); and the same
-// from the costs at the --union-experts union ("…_at_union").
-nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft, const std::vector<int64_t>& batches,
-                       const std::vector<double>& rates, int64_t max_k) {
-  nlohmann::json predicted = nlohmann::json::array();
-  auto time_of = [&](int64_t b, int64_t rows, const char* key) {
+// The cost table (bench/batch_schedule.h) of a MeasureCosts table and its MeasureDraftCosts, with
+// their own costs or those at the --union-experts union.
+BatchCostTable CostTable(const nlohmann::json& costs, const nlohmann::json& draft, bool at_union) {
+  const char* t_key = at_union ? "seconds_at_union" : "seconds";
+  BatchCostTable table;
+  for (const nlohmann::json& step : draft["draft_steps"]) table.batches.push_back(step["batch"].get<int64_t>());
+  std::sort(table.batches.begin(), table.batches.end());
+  for (int64_t b : table.batches) {
+    std::vector<std::pair<int64_t, double>> by_rows;  // (L, T(B, L))
     for (const nlohmann::json& cell : costs) {
-      if (cell["batch"] == b && cell["rows_per_sequence"] == rows) return cell[key].get<double>();
+      if (cell["batch"] == b) by_rows.push_back({cell["rows_per_sequence"].get<int64_t>(), cell[t_key].get<double>()});
     }
-    return 0.0;
-  };
-  for (size_t bi = 0; bi < batches.size(); ++bi) {
-    const int64_t b = batches[bi];
-    const nlohmann::json& step = draft["draft_steps"][bi];
-    for (int64_t k = 0; k <= max_k; ++k) predicted.push_back({{"batch", b}, {"k", k}});
-    for (const bool at_union : {false, true}) {
-      const char* t_key = at_union ? "seconds_at_union" : "seconds";
-      const double d = step[t_key].get<double>();                                              // D(B)
-      const double x = step[at_union ? "extend_seconds_at_union" : "extend_seconds"].get<double>();  // X(B)
-      const double plain = static_cast<double>(b) / time_of(b, 1, t_key);
+    std::sort(by_rows.begin(), by_rows.end());
+    std::vector<double>& row = table.verify.emplace_back();
+    for (const auto& [rows, seconds] : by_rows) row.push_back(seconds);
+    for (const nlohmann::json& step : draft["draft_steps"]) {
+      if (step["batch"] != b) continue;
+      table.draft_step.push_back(step[t_key].get<double>());
+      table.extend.push_back(step[at_union ? "extend_seconds_at_union" : "extend_seconds"].get<double>());
+    }
+  }
+  return table;
+}
+
+// Simulated runs behind each "…_for_run" prediction (their mean seconds; the spread of the mean is
+// well under 1%).
+constexpr int64_t kSimulatedRuns = 2000;
+
+// The cost model's tokens/s and speedup over plain batched decoding for every B in `batches` and
+// k = 0 … max_k, from a cost table (MeasureCosts) and draft costs (MeasureDraftCosts) holding those B:
+//  - the steady state, every cycle B requests at k: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B)
+//    + X(B)), plain B / T(B, 1) ("speedup");
+//  - a run of `new_tokens` per request ("speedup_for_run"): the mean seconds of simulated runs, each
+//    cycle priced as it runs (ExpectedBatchRun: requests finish apart, the last drafts are capped);
+// and both from the costs at the --union-experts union ("…_at_union").
+nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft, const std::vector<int64_t>& batches,
+                       const std::vector<double>& rates, int64_t max_k, int64_t new_tokens, uint64_t seed) {
+  nlohmann::json predicted = nlohmann::json::array();
+  for (const bool at_union : {false, true}) {
+    const BatchCostTable table = CostTable(costs, draft, at_union);
+    const std::string suffix = at_union ? "_at_union" : "";
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      const int64_t b = batches[bi];
+      const double plain_cycle = table.Verify(static_cast<double>(b), 1.0);
+      double plain_run = 0;
       for (int64_t k = 0; k <= max_k; ++k) {
-        const double cycle = time_of(b, k + 1, t_key) + (k == 0 ? 0.0 : k * d + x);
+        if (!at_union) predicted.push_back({{"batch", b}, {"k", k}});
+        nlohmann::json& p = predicted[bi * (max_k + 1) + k];
+        const double cycle = table.Verify(static_cast<double>(b), static_cast<double>(k + 1)) +
+                             (k == 0 ? 0.0 : k * table.DraftStep(static_cast<double>(b)) + table.Extend(static_cast<double>(b)));
         const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
-        nlohmann::json& p = predicted[predicted.size() - 1 - (max_k - k)];
-        p[at_union ? "tokens_per_second_at_union" : "tokens_per_second"] = tps;
-        p[at_union ? "speedup_at_union" : "speedup"] = tps / plain;
+        p["tokens_per_second" + suffix] = tps;
+        p["speedup" + suffix] = tps * plain_cycle / static_cast<double>(b);
+        const SimulatedRuns run = ExpectedBatchRun(table, b, new_tokens, k, rates, kSimulatedRuns, seed + 17 * k);
+        if (k == 0) plain_run = run.seconds;
+        p["tokens_per_second_for_run" + suffix] = static_cast<double>(b * (new_tokens - 1)) / run.seconds;
+        p["speedup_for_run" + suffix] = plain_run / run.seconds;
+        if (!at_union) p["cycles_for_run"] = run.cycles;
       }
     }
   }
@@ -384,14 +419,26 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
     std::vector<BatchSlot> slots;
     for (int64_t s = 0; s < b; ++s) slots.push_back({targets[s].get(), drafters[s].get()});
     std::vector<nlohmann::json> cells(max_k + 2);  // [k]: the first repetition's run, then the sums
-    std::vector<std::vector<double>> paired(max_k + 2);  // [k][rep] the speedup this repetition's costs predict
+    // [k][rep] the speedup this repetition's costs predict: in the steady state, for a run of this
+    // length (simulated), and for the cycles the run went through (its cycle log, priced).
+    std::vector<std::vector<double>> paired(max_k + 2), paired_run(max_k + 2), paired_cycles(max_k + 2);
+    // The batch sizes up to B, whose costs price the cycles that requests finishing apart leave smaller.
+    std::vector<int64_t> up_to_b;
+    for (int64_t other : batches) {
+      if (other <= b) up_to_b.push_back(other);
+    }
     for (int64_t rep = 0; rep < reps; ++rep) {
       ASSIGN_OR_RETURN(const nlohmann::json costs,
-                       MeasureCosts(model, n, {b}, max_k + 1, cost_reps, seed, bandwidth, mac_rate, u));
+                       MeasureCosts(model, n, up_to_b, max_k + 1, cost_reps, seed, bandwidth, mac_rate, u));
       ASSIGN_OR_RETURN(const nlohmann::json draft,
-                       MeasureDraftCosts(model, n, {b}, AcceptanceLength(rates, max_k) - 1, cost_reps, seed, u));
-      const nlohmann::json predicted = Predict(costs, draft, {b}, rates, max_k);
-      for (int64_t k = 0; k <= max_k; ++k) paired[k].push_back(predicted[k]["speedup"].get<double>());
+                       MeasureDraftCosts(model, n, up_to_b, AcceptanceLength(rates, max_k) - 1, cost_reps, seed, u));
+      const nlohmann::json predicted = Predict(costs, draft, {b}, rates, max_k, new_tokens, seed);
+      const BatchCostTable table = CostTable(costs, draft, /*at_union=*/false);
+      for (int64_t k = 0; k <= max_k; ++k) {
+        paired[k].push_back(predicted[k]["speedup"].get<double>());
+        paired_run[k].push_back(predicted[k]["speedup_for_run"].get<double>());
+      }
+      double plain_priced = 0;  // this repetition's plain run, priced over its cycles
       for (int64_t k = 0; k <= max_k + 1; ++k) {  // k = max_k + 1: k = auto up to max_k (the batch's controller)
         const bool automatic = k == max_k + 1;
         std::vector<BatchRequest> requests;
@@ -414,6 +461,9 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
         for (const BatchRequestResult& r : result.requests) RETURN_IF_ERROR(r.status);
         const BatchStats& st = result.stats;
         const double decode_seconds = st.total_seconds - st.prefill_seconds;
+        const double priced = PriceCycles(table, st.cycle_log);
+        if (k == 0) plain_priced = priced;
+        if (!automatic) paired_cycles[k].push_back(plain_priced / priced);
         const int64_t decoded = st.generated_tokens - b;  // the prefill draws each request's first token
         int64_t drafted = 0, accepted = 0, with_drafts = 0;
         for (const BatchRequestResult& r : result.requests) {
@@ -450,7 +500,11 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
                      static_cast<long long>(rep), decoded / decode_seconds);
       }
     }
-    for (int64_t k = 0; k <= max_k; ++k) cells[k]["paired_predicted_speedup"] = paired[k];
+    for (int64_t k = 0; k <= max_k; ++k) {
+      cells[k]["paired_predicted_speedup"] = paired[k];
+      cells[k]["paired_run_predicted_speedup"] = paired_run[k];
+      cells[k]["paired_cycles_predicted_speedup"] = paired_cycles[k];
+    }
     for (nlohmann::json& c : cells) {
       c["decode_tokens_per_second"] = c["decoded"].get<int64_t>() / c["decode_seconds"].get<double>();
       double latency_sum = 0;
@@ -532,6 +586,7 @@ absl::Status Run(int argc, char** argv) {
   out["read_bandwidth"] = bandwidth;
   out["mac_rate"] = mac_rate;
   out["rates"] = rates;
+  out["new_tokens"] = new_tokens;
   nlohmann::json al = nlohmann::json::array();
   for (int64_t k = 0; k <= max_k; ++k) al.push_back(AcceptanceLength(rates, k));
   out["acceptance_length"] = al;
@@ -550,7 +605,7 @@ absl::Status Run(int argc, char** argv) {
     ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs, u, prefix_layers));
     ASSIGN_OR_RETURN(nlohmann::json draft,
                      MeasureDraftCosts(*model, n, batches, al.back().get<double>() - 1, reps, seed, u));
-    const nlohmann::json predicted = Predict(costs, draft, batches, rates, max_k);
+    const nlohmann::json predicted = Predict(costs, draft, batches, rates, max_k, new_tokens, seed);
     nlohmann::json point = {{"context", n}, {"costs", costs}, {"draft", draft}, {"predicted", predicted}};
     if (std::find(e2e_contexts.begin(), e2e_contexts.end(), n) != e2e_contexts.end()) {
       ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, e2e_cost_reps, seed, bw, macs, u));

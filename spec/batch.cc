@@ -79,6 +79,11 @@ double BatchStats::mean_batch() const {
   return cycles > 0 ? static_cast<double>(weighted) / cycles : 0.0;
 }
 
+nlohmann::json BatchCycle::ToJson() const {
+  return {{"requests", requests}, {"draft_lengths", draft_lengths}, {"verify_rows", verify_rows},
+          {"experts_read", experts_read}, {"draft_seconds", draft_seconds}, {"verify_seconds", verify_seconds}};
+}
+
 nlohmann::json BatchStats::ToJson() const {
   nlohmann::json j;
   j["slots"] = slots;
@@ -100,6 +105,8 @@ nlohmann::json BatchStats::ToJson() const {
   j["seconds"] = {{"prefill", prefill_seconds}, {"draft", draft_seconds}, {"verify", verify_seconds},
                   {"accept_commit", accept_commit_seconds}, {"tree_drafts", tree_draft_seconds},
                   {"draft_extends", draft_extend_seconds}, {"total", total_seconds}};
+  j["cycle_log"] = nlohmann::json::array();
+  for (const BatchCycle& c : cycle_log) j["cycle_log"].push_back(c.ToJson());
   return j;
 }
 
@@ -264,6 +271,8 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     }
     ++stats.cycles;
     ++stats.batch_histogram[active.size()];
+    BatchCycle& logged = stats.cycle_log.emplace_back();
+    logged.requests = static_cast<int64_t>(active.size());
     const std::optional<int64_t> scheduled =
         options.k_schedule.empty() ? std::nullopt
                                    : std::optional<int64_t>(ScheduledK(options.k_schedule, static_cast<int64_t>(active.size())));
@@ -295,6 +304,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       }
       const int64_t k = lengths.at(s);
       depth = std::max(depth, k);
+      logged.draft_lengths.push_back(k);
       Drafter* drafter = slots[s].drafter;
       if (options.drafter != nullptr && drafter != nullptr && k > 0 && options.drafter->CanBatch(*drafter)) {
         together.push_back({s, k});
@@ -340,6 +350,8 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     stats.tree_draft_seconds += tree_seconds;
     int64_t cycle_rows = 0;
     for (const std::vector<int32_t>& block : blocks) cycle_rows += static_cast<int64_t>(block.size());
+    logged.verify_rows = cycle_rows;
+    logged.draft_seconds = draft_phase_seconds;
 
     // One forward for the blocks the verifier can batch; the rest (and a batch that fails, so that
     // its error lands on the request at fault) verify alone.
@@ -376,6 +388,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         stats.max_rows = std::max(stats.max_rows, verified->rows);
         stats.experts_read += verified->experts_read;
         stats.expert_choices += verified->expert_choices;
+        logged.experts_read += verified->experts_read;
         for (size_t j = 0; j < batched.size(); ++j) {
           verify_status[batched[j]] =
               seats[to_verify[batched[j]]].running->SetVerified(std::move(verified->steps[j]), seconds);
@@ -393,6 +406,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     }
     const double cycle_verify_seconds = Since(t);
     stats.verify_seconds += cycle_verify_seconds;
+    logged.verify_seconds = cycle_verify_seconds;
 
     // Acceptance, commit and rollback, per request.
     t = Clock::now();

@@ -57,6 +57,19 @@ struct BatchOptions {
   std::vector<BatchKStep> k_schedule;
 };
 
+// One batch cycle as it ran: the requests in it, the draft length each chain request drafted, the
+// rows of the cycle's verify forwards, the routed experts those forwards read (summed over MoE
+// layers), and the cycle's draft and verify seconds. A cost model prices a run from these
+// (bench/batch_schedule.h), and a notebook reads the expert union and rows per forward from them.
+struct BatchCycle {
+  int64_t requests = 0;
+  std::vector<int64_t> draft_lengths;  // [chain requests] k' each drafted (0: a plain step)
+  int64_t verify_rows = 0;
+  int64_t experts_read = 0;
+  double draft_seconds = 0, verify_seconds = 0;
+  nlohmann::json ToJson() const;
+};
+
 // How the batch ran, over all its cycles.
 struct BatchStats {
   int64_t slots = 0;
@@ -83,6 +96,7 @@ struct BatchStats {
   // MTP drafters extend together there, one forward for all of them).
   double draft_extend_seconds = 0;
   double total_seconds = 0;
+  std::vector<BatchCycle> cycle_log;  // [cycles] each cycle, in order
 
   double tokens_per_second() const { return total_seconds > 0 ? generated_tokens / total_seconds : 0.0; }
   double rows_per_forward() const { return forwards > 0 ? static_cast<double>(verify_rows) / forwards : 0.0; }

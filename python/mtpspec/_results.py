@@ -180,7 +180,9 @@ class BatchStats:
     one forward per row would read. ``seconds`` splits the wall time: prefill, draft, verify,
     accept_commit (acceptance, commit, rollback and the extends of drafters not batched), tree_drafts
     (tree requests drafting their own trees), draft_extends (of draft: the batched MTP drafters'
-    extends of committed rows, one forward for all of them), total.
+    extends of committed rows, one forward for all of them), total. ``cycle_log`` holds each cycle in
+    order: ``requests`` in it, ``draft_lengths`` (the k each chain request drafted), ``verify_rows``,
+    ``experts_read`` (summed over MoE layers), ``draft_seconds`` and ``verify_seconds``.
     """
 
     slots: int
@@ -200,6 +202,7 @@ class BatchStats:
     expert_choices: int
     tokens_per_second: float
     seconds: Dict[str, float]
+    cycle_log: List[Dict[str, Any]]
 
     @classmethod
     def _from_json(cls, d: Dict[str, Any]) -> "BatchStats":

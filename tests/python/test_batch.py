@@ -43,6 +43,8 @@ def test_each_request_of_a_batch_equals_itself_run_alone(trained: mtpspec.Model,
     assert s.verify_rows == sum(r.stats.verify_steps + r.stats.num_draft_tokens for r in results)
     assert s.forwards == s.cycles == s.batched_forwards and sum(s.batch_histogram) == s.cycles
     assert 0 < s.experts_read <= s.expert_choices
+    assert len(s.cycle_log) == s.cycles and sum(c["verify_rows"] for c in s.cycle_log) == s.verify_rows
+    assert sum(c["experts_read"] for c in s.cycle_log) == s.experts_read
     assert s.mean_batch <= batch and (batch == 1 or s.mean_batch > 1)
     assert sorted({t["slot"] for t in results.timing}) == list(range(batch))
     assert all(t["latency_seconds"] >= t["queued_seconds"] >= 0 for t in results.timing)

@@ -140,6 +140,28 @@ TEST(BatchTest, EveryRequestEqualsItselfRunAloneForBatchSizesOneToEight) {
     for (int64_t n : stats.batch_histogram) cycles += n;
     EXPECT_EQ(cycles, stats.cycles);
     EXPECT_EQ(stats.batch_histogram.size(), static_cast<size_t>(b + 1));
+    // The cycle log adds up to the totals and to what the requests recorded on their own.
+    ASSERT_EQ(stats.cycle_log.size(), static_cast<size_t>(stats.cycles));
+    std::vector<int64_t> histogram(b + 1, 0);
+    int64_t logged_rows = 0, logged_drafts = 0, requests_drafts = 0;
+    for (const BatchCycle& c : stats.cycle_log) {
+      ++histogram[c.requests];
+      ASSERT_EQ(c.draft_lengths.size(), static_cast<size_t>(c.requests)) << "every request drafts a chain";
+      int64_t rows = 0;
+      for (int64_t k : c.draft_lengths) {
+        EXPECT_GE(k, 0);
+        EXPECT_LE(k, 4);
+        rows += k + 1;
+        logged_drafts += k;
+      }
+      EXPECT_EQ(c.verify_rows, rows) << "a chain verifies its pending token and its drafts";
+      EXPECT_GE(c.verify_seconds, 0.0);
+      logged_rows += c.verify_rows;
+    }
+    for (const BatchRequestResult& r : result->requests) requests_drafts += r.result.stats.num_draft_tokens;
+    EXPECT_EQ(histogram, stats.batch_histogram);
+    EXPECT_EQ(logged_rows, stats.verify_rows);
+    EXPECT_EQ(logged_drafts, requests_drafts);
     for (const auto& fake_target : fake.targets) EXPECT_THAT(fake_target->violations(), ::testing::IsEmpty());
   }
 }
@@ -341,6 +363,9 @@ TEST(BatchTest, StatisticsReachTheJsonAndTheSummary) {
   EXPECT_DOUBLE_EQ(j["rows_per_forward"].get<double>(),
                    static_cast<double>(result->stats.verify_rows) / result->stats.forwards);
   EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0);
+  ASSERT_EQ(j["cycle_log"].size(), static_cast<size_t>(result->stats.cycles));
+  EXPECT_EQ(j["cycle_log"][0]["verify_rows"], result->stats.cycle_log[0].verify_rows);
+  EXPECT_EQ(j["cycle_log"][0]["draft_lengths"].size(), result->stats.cycle_log[0].draft_lengths.size());
   EXPECT_THAT(result->stats.Summary(), HasSubstr("3 requests (0 failed) over 2 slots"));
   for (const BatchRequestResult& r : result->requests) EXPECT_GT(r.tokens_per_second(), 0.0);
 }
