@@ -388,9 +388,11 @@ nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft,
 // plain decoding and every k in turn (so the k interleave and a slow minute of the machine falls on
 // all of them); tokens/s of a k is its decoded tokens over its decode seconds summed over the
 // repetitions, and its statistics are those of its first repetition. Each repetition first measures
-// this B's costs again (T(B, L), D(B), X(B), the median of cost_reps samples each) and records the
-// speedups they predict ("paired_predicted_speedup"), so each repetition's measured speedups can be
-// set against a prediction made in the same minute: this machine's memory reads at about 35 or 60 GB/s by turns,
+// the costs again for B and the batch sizes below it (T, D, X, the median of cost_reps samples each)
+// and records the speedups they predict: the steady state ("paired_predicted_speedup"), a run of
+// this length ("paired_run_predicted_speedup") and the cycles each run went through, priced from its
+// log ("paired_cycles_predicted_speedup"). So each repetition's measured speedups can be set against
+// predictions made in the same minute: this machine's memory reads at about 35 or 60 GB/s by turns,
 // which moves a memory-bound plain step more than a verify of several rows.
 absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const std::vector<int64_t>& batches,
                                            int64_t max_k, int64_t new_tokens, const std::vector<double>& rates,
@@ -452,7 +454,9 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
           r.options.accept.rule = AcceptRule::kSynthetic;
           r.options.accept.synthetic_rates = rates;
           r.options.accept.sampling.temperature = 1.0;  // varied tokens, as in real text
-          r.options.accept.sampling.seed = seed + static_cast<uint64_t>(s);
+          // Each repetition draws its own acceptance (the synthetic draws follow the seed and the
+          // position), so the repetitions average over them as the run-length prediction does.
+          r.options.accept.sampling.seed = seed + static_cast<uint64_t>(s) + 7919 * static_cast<uint64_t>(rep);
         }
         BatchOptions options;
         options.verifier = &verifier;

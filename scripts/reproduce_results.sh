@@ -8,7 +8,7 @@
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
-#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~35 min)
+#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
 #   docs/results/batch-real.md  batch_bench on the 7-layer GLM-5.2 cut (real dimensions, FP8) and a
 #                               projection of the full release per batch size (~30 min; the cut as
 #                               real-scale writes it)
@@ -100,7 +100,7 @@ for target in "${targets[@]}"; do
       [ -f build/rs/glm7/model.safetensors.index.json ] || \
         build/release/cli/mtpspec make-checkpoint build/rs/glm7 --like glm-5.2 --layers 7 --experts 32
       $bench/batch_bench --model build/rs/glm7 --prefix-layers 3 --rates 0.88,0.75,0.58 --contexts 512,4096 \
-        --batches 1,2,4,8,16 --max-k 4 --reps 3 --e2e-contexts 512,4096 --new-tokens 12 --e2e-reps 1 \
+        --batches 1,2,4,8,16 --max-k 4 --reps 3 --e2e-contexts 512,4096 --new-tokens 12 --e2e-reps 2 \
         --json build/results/batch_glm7.json
       "$python" bench/report/batch_report.py --json build/results/batch_glm7.json --page batch-real --out docs/results \
         --rates-label "the published GLM-5.2 conditional rates (mlx-lm #1419)" ;;

@@ -189,7 +189,7 @@ def findings(data: Dict[str, Any]) -> List[str]:
                 if not values:
                     continue
                 passing = sum(1 for x in values if x >= 0.9)
-                misses = [f"B = {b}, k = {k}: {x:.2f}" for (b, k), x in ratios.items() if x is not None and x < 0.9]
+                misses = [f"B = {b}, k = {k}: {x:.3f}" for (b, k), x in ratios.items() if x is not None and x < 0.9]
                 lines.append(f"  Measured / predicted speedup against {COMPARISONS[comparison][2]}: {min(values):.2f} "
                              f"to {max(values):.2f} ({passing} of {len(values)} points at >= 0.9, the goal"
                              + (f"; below: {', '.join(misses)}" if misses else "") + ").")
