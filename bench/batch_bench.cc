@@ -1,15 +1,10 @@
 // Batch benchmark: what MTP speculative decoding buys per batch size B, on the bench model or on
 // any checkpoint (--model: e.g. a real-dimension cut written by `mtpspec make-checkpoint`).
 //
-// Costs, for each context N: B caches filled to N with random rows (a forward's cost does not
-// depend on their values), and for B in --batches and L = 1 … k_max + 1 rows per sequence the
-// time of one Model::ForwardBatch over all B·L rows (median of --reps, interleaved), with the
-// routed-expert union it read. Its bound: max(bytes / read bandwidth, multiply-adds / MAC rate),
-// both measured in this run; bytes = the weights once, the experts of the union, every sequence's
-// attended cache rows (at least min(N + L, K) per layer: a lower bound). One batched MTP draft
-// step D(B) (B chains' steps and heads in one forward) and one batched extend X(B) of every
-// request's committed rows (AL(k_max) rows each, in one forward) are timed on B MTP caches at N, as
-// MtpBatchDrafter runs them; x, one request's extend alone, is timed too.
+// Costs, for each context N (bench/batch_costs.h): the batched verify forwards T(B, L) of B sequences
+// of L = 1 … k_max + 1 rows against their bytes-plus-compute bound, with the routed-expert union they
+// read, and the batched MTP draft step D(B) and extend X(B), as MtpBatchDrafter runs them. A checkpoint
+// cut to fewer experts than its release also gets each cost at the release's expert union.
 //
 // Cost model (the drafters and their extends run together, as GenerateBatch runs them):
 //   tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B) + X(B)),  k ≥ 1;   B / T(B, 1) for k = 0
@@ -29,31 +24,21 @@
 // The end-to-end runs add k = auto (up to --max-k), chosen per cycle by the batch's draft-length
 // controller (spec/batch_k.h).
 //
-// A checkpoint cut to fewer experts than its release (--union-experts E, the release's count): each
-// cost also comes at the expert union E experts would give. Rows routing independently touch
-// U_E(R) = E·(1 − (1 − k_e/E)^R) experts per MoE layer; the multiply-adds do not change with E, so
-// the verify costs at least its measured time plus the bytes of the experts it would touch beyond
-// those it read, at the read bandwidth: T_E = T + max(0, moe_layers·U_E(R) − experts read)·expert
-// bytes / bandwidth (a lower bound). D(B) and X(B) get the same for the MTP layer's experts.
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "bench/batch_costs.h"
 #include "bench/batch_schedule.h"
 #include "bench/bench_model.h"
-#include "mtp/mtp_chain.h"
 #include "bench/prefix_target.h"
 #include "bench/run_info.h"
 #include "bench/token_source.h"
 #include "bench/verify_cost.h"
 #include "cli/cli_args.h"
 #include "core/parallel.h"
-#include "kernels/linear.h"
-#include "mtp/mtp_module.h"
 #include "spec/batch.h"
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
@@ -90,294 +75,39 @@ double AcceptanceLength(const std::vector<double>& rates, int64_t k) {
   return al;
 }
 
-// What a forward would cost at another routed-expert count (--union-experts): see the header.
-struct UnionCosting {
-  int64_t experts = 0;        // E, the release's routed experts
-  int64_t own_experts = 0;    // the checkpoint's
-  int64_t per_row = 0;        // k_e, experts each row routes to
-  int64_t moe_layers = 0;     // trunk MoE layers
-  bool mtp_moe = false;       // whether the MTP layer routes too
-  double expert_bytes = 0;    // one routed expert's gate + up + down
-  double bandwidth = 0;       // bytes/s, the read bandwidth of the run
-
-  static double Union(int64_t experts, int64_t per_row, int64_t rows) {  // U_E(R), one layer
-    const double e = static_cast<double>(experts);
-    return e * (1.0 - std::pow(1.0 - static_cast<double>(per_row) / e, static_cast<double>(rows)));
-  }
-  // Seconds the experts beyond `read` (summed over layers) add when `layers` MoE layers route R rows.
-  double ExtraSeconds(int64_t layers, int64_t rows, double read) const {
-    if (experts == own_experts || per_row == 0) return 0.0;  // the measured union is the answer
-    const double at_union = static_cast<double>(layers) * Union(experts, per_row, rows);
-    return std::max(0.0, at_union - read) * expert_bytes / bandwidth;
-  }
-  // The MTP layer's extra seconds for R rows (its union at its own expert count as the measured one).
-  double MtpExtraSeconds(int64_t rows) const {
-    return mtp_moe ? ExtraSeconds(1, rows, Union(own_experts, per_row, rows)) : 0.0;
-  }
-};
-
-UnionCosting MakeUnionCosting(const Model& model, int64_t union_experts, double bandwidth) {
-  const ModelConfig& c = model.config();
-  UnionCosting u;
-  u.own_experts = c.n_routed_experts;
-  u.experts = union_experts > 0 ? union_experts : c.n_routed_experts;
-  u.per_row = c.num_experts_per_tok;
-  u.moe_layers = MoeLayerCount(model);
-  u.mtp_moe = !model.weights().mtp.empty() && !model.weights().mtp.front().block.dense_mlp;
-  u.expert_bytes = static_cast<double>(ExpertBytes(model));
-  u.bandwidth = bandwidth;
-  return u;
-}
-
-struct Cell {
-  int64_t batch = 0, rows_per_sequence = 0;
-  std::vector<double> seconds;         // [reps]
-  std::vector<double> prefix_seconds;  // [reps] the first prefix_layers trunk layers and the head
-  int64_t experts_read = 0, expert_choices = 0;
-};
-
-// The cost table at context n: T(B, L) for every B and L, interleaved over the repetitions; with
-// prefix_layers > 0, also the forward of the same rows through only that many trunk layers and the
-// head (so the rest, divided by their count, is one later layer's cost: a full-model projection).
-absl::StatusOr<nlohmann::json> MeasureCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
-                                            int64_t max_rows, int64_t reps, uint64_t seed, double bandwidth,
-                                            double mac_rate, const UnionCosting& u, int64_t prefix_layers = 0) {
-  const ModelConfig& c = model.config();
-  const int64_t b_max = *std::max_element(batches.begin(), batches.end());
-  std::vector<std::unique_ptr<KvCache>> caches;  // [b_max]
-  for (int64_t s = 0; s < b_max; ++s) {
-    ASSIGN_OR_RETURN(auto cache, model.NewCache(n + max_rows + 1));
-    FillCacheRandom(*cache, n, seed + static_cast<uint64_t>(s));
-    caches.push_back(std::move(cache));
-  }
-  const std::vector<int32_t> tokens = RandomTokenCorpus(b_max * max_rows, c.vocab_size, seed + 99).ids;
-  std::vector<int64_t> positions;  // [max_rows] n … n + max_rows − 1
-  for (int64_t r = 0; r < max_rows; ++r) positions.push_back(n + r);
-  std::vector<Cell> cells;
-  for (int64_t b : batches) {
-    for (int64_t rows = 1; rows <= max_rows; ++rows) {
-      Cell cell;
-      cell.batch = b;
-      cell.rows_per_sequence = rows;
-      cells.push_back(cell);
-    }
-  }
-  for (int64_t rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
-    for (Cell& cell : cells) {
-      std::vector<BatchSequence> sequences;
-      for (int64_t s = 0; s < cell.batch; ++s) {
-        sequences.push_back({caches[s].get(),
-                             std::span<const int32_t>(tokens.data() + s * max_rows, cell.rows_per_sequence),
-                             std::span<const int64_t>(positions.data(), cell.rows_per_sequence)});
-      }
-      // The prefix forward (the first prefix_layers trunk layers and the head) runs before or
-      // after the whole one by turns, so a drift of the machine's speed favours neither.
-      double prefix_seconds = 0;
-      auto run_prefix = [&]() -> absl::Status {
-        if (prefix_layers <= 0) return absl::OkStatus();
-        ForwardOptions options;
-        options.trunk_layers = prefix_layers;
-        const double start = NowSeconds();
-        RETURN_IF_ERROR(model.ForwardBatch(sequences, options).status());
-        prefix_seconds = NowSeconds() - start;
-        for (int64_t s = 0; s < cell.batch; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n));
-        return absl::OkStatus();
-      };
-      if (rep % 2 == 1) RETURN_IF_ERROR(run_prefix());
-      const double start = NowSeconds();
-      ASSIGN_OR_RETURN(BatchForwardOutput out, model.ForwardBatch(sequences));
-      const double seconds = NowSeconds() - start;
-      for (int64_t s = 0; s < cell.batch; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n));
-      if (rep % 2 == 0) RETURN_IF_ERROR(run_prefix());
-      if (rep == 0) continue;
-      cell.seconds.push_back(seconds);
-      if (prefix_layers > 0) cell.prefix_seconds.push_back(prefix_seconds);
-      cell.experts_read = cell.expert_choices = 0;
-      for (int64_t used : out.experts_used) {
-        if (used == 0) continue;
-        cell.experts_read += used;
-        cell.expert_choices += out.rows * c.num_experts_per_tok;
-      }
-    }
-  }
-  const bool scoring = n + 1 > c.index_topk;
-  nlohmann::json table = nlohmann::json::array();
-  for (const Cell& cell : cells) {
-    const int64_t rows = cell.batch * cell.rows_per_sequence;
-    const int64_t attended = c.num_hidden_layers * std::min(n + cell.rows_per_sequence, c.index_topk);
-    const VerifyBytes weights = ComputeVerifyBytes(model, n, rows, scoring, attended, cell.experts_read);
-    const VerifyBytes one = ComputeVerifyBytes(model, n, cell.rows_per_sequence, scoring, attended, -1);
-    const double bytes = static_cast<double>(weights.dense_weights + weights.routed_actual) +
-                         static_cast<double>(cell.batch) * static_cast<double>(one.kv_latent + one.kv_indexer);
-    const double macs = static_cast<double>(rows) * VerifyRowMacs(model, n, scoring);
-    const double bound = std::max(bytes / bandwidth, macs / mac_rate);
-    const double seconds = Median(cell.seconds);
-    table.push_back({{"batch", cell.batch}, {"rows_per_sequence", cell.rows_per_sequence}, {"rows", rows},
-                     {"seconds", seconds}, {"samples", cell.seconds}, {"experts_read", cell.experts_read},
-                     {"expert_choices", cell.expert_choices}, {"bytes", bytes}, {"macs", macs},
-                     {"bytes_seconds", bytes / bandwidth}, {"compute_seconds", macs / mac_rate},
-                     {"bound_seconds", bound}, {"measured_over_bound", seconds / bound},
-                     {"experts_at_union", static_cast<double>(u.moe_layers) * UnionCosting::Union(u.experts, u.per_row, rows)},
-                     {"seconds_at_union",
-                      seconds + u.ExtraSeconds(u.moe_layers, rows, static_cast<double>(cell.experts_read))}});
-    if (prefix_layers > 0) {
-      table.back()["prefix_seconds"] = Median(cell.prefix_seconds);
-      table.back()["prefix_samples"] = cell.prefix_seconds;
-    }
-  }
-  return table;
-}
-
-// The drafters' costs at context n: one batched MTP draft step D(B) (one chained step and its head for
-// each of B chains, in one forward as MtpBatchDrafter runs them) and one batched extend X(B) of
-// `accepted + 1` committed rows per chain (as MtpDraftChain::ProposeBatch runs the due extends) for
-// every B, and one request's extend x of those rows alone.
-absl::StatusOr<nlohmann::json> MeasureDraftCosts(const Model& model, int64_t n, const std::vector<int64_t>& batches,
-                                                 double accepted, int64_t reps, uint64_t seed, const UnionCosting& u) {
-  const int64_t H = model.config().hidden_size;
-  ASSIGN_OR_RETURN(std::unique_ptr<MtpModule> mtp, MtpModule::Create(model));
-  const std::vector<int32_t> prompt = RandomTokenCorpus(n, model.config().vocab_size, seed).ids;
-  std::vector<float> hidden(n * H);  // [n, H]
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> unit(0.0f, 1.0f);
-  for (float& v : hidden) v = unit(rng);
-  MtpOptions options;
-  options.attention = LongContextAttention();
-
-  // The extend, on one cache filled by the module itself.
-  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> filled, mtp->NewCache(n + 8));
-  RETURN_IF_ERROR(FillMtpCache(*mtp, *filled, hidden.data(), prompt, n, 512, options));
-  const int64_t extend_rows = std::max<int64_t>(1, static_cast<int64_t>(std::lround(accepted + 1)));
-  CostSamples extend, head;
-  for (int64_t rep = 0; rep <= reps; ++rep) {
-    RETURN_IF_ERROR(TimedMtpExtend(*mtp, *filled, hidden.data(), prompt, prompt[n - 1], n, extend_rows, options,
-                                   &extend, &head));
-  }
-  extend.seconds.erase(extend.seconds.begin());  // the warm-up
-
-  // D(B): B caches of n − 1 random pairs (the step's cost does not depend on their values).
-  const int64_t b_max = *std::max_element(batches.begin(), batches.end());
-  std::vector<std::unique_ptr<KvCache>> caches;
-  for (int64_t s = 0; s < b_max; ++s) {
-    ASSIGN_OR_RETURN(auto cache, mtp->NewCache(n + 8));
-    FillCacheRandom(*cache, n - 1, seed + 50 + static_cast<uint64_t>(s));
-    caches.push_back(std::move(cache));
-  }
-  const int64_t position = n - 1;
-  std::vector<std::vector<double>> samples(batches.size()), extend_samples(batches.size());
-  std::vector<int64_t> extend_positions(extend_rows);  // [extend_rows] from n − 1 on
-  for (int64_t r = 0; r < extend_rows; ++r) extend_positions[r] = n - 1 + r;
-  for (int64_t rep = 0; rep <= reps; ++rep) {
-    for (size_t bi = 0; bi < batches.size(); ++bi) {
-      // X(B): every chain's committed rows in one forward.
-      std::vector<MtpSegment> extends(batches[bi]);
-      for (int64_t s = 0; s < batches[bi]; ++s) {
-        extends[s].cache = caches[s].get();
-        extends[s].hidden = hidden.data() + s * H;  // [extend_rows, H]
-        extends[s].tokens = std::span<const int32_t>(prompt.data() + s, extend_rows);
-        extends[s].positions = extend_positions;
-      }
-      MtpOptions extend_options = options;  // as MtpDraftChain runs an extend chunk
-      extend_options.attention = ExtendAttentionOptions(options);
-      const double extend_start = NowSeconds();
-      {
-        const RowInvariantScope row_invariant;
-        ASSIGN_OR_RETURN(std::vector<MtpStepOutput> out, mtp->ExtendBatch(extends, extend_options));
-      }
-      const double extend_seconds = NowSeconds() - extend_start;
-      for (int64_t s = 0; s < batches[bi]; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n - 1));
-      if (rep > 0) extend_samples[bi].push_back(extend_seconds);
-
-      std::vector<MtpSegment> segments(batches[bi]);
-      for (int64_t s = 0; s < batches[bi]; ++s) {
-        segments[s].cache = caches[s].get();
-        segments[s].hidden = hidden.data() + s * H;
-        segments[s].tokens = std::span<const int32_t>(prompt.data() + s, 1);
-        segments[s].positions = std::span<const int64_t>(&position, 1);
-      }
-      const double start = NowSeconds();
-      {
-        const RowInvariantScope row_invariant;
-        ASSIGN_OR_RETURN(std::vector<MtpStepOutput> out, mtp->ExtendBatch(segments, options));
-        std::vector<float> normed(batches[bi] * H);  // [B, H]
-        for (int64_t s = 0; s < batches[bi]; ++s) std::copy_n(out[s].normed.data<float>(), H, normed.data() + s * H);
-        const Tensor logits = mtp->Logits(normed.data(), batches[bi]);  // [B, V]
-      }
-      const double seconds = NowSeconds() - start;
-      for (int64_t s = 0; s < batches[bi]; ++s) RETURN_IF_ERROR(caches[s]->Truncate(n - 1));
-      if (rep > 0) samples[bi].push_back(seconds);
-    }
-  }
-  nlohmann::json steps = nlohmann::json::array();
-  for (size_t bi = 0; bi < batches.size(); ++bi) {
-    const double step = Median(samples[bi]), extend_b = Median(extend_samples[bi]);
-    steps.push_back({{"batch", batches[bi]}, {"seconds", step}, {"samples", samples[bi]},
-                     {"extend_seconds", extend_b}, {"extend_samples", extend_samples[bi]},
-                     {"seconds_at_union", step + u.MtpExtraSeconds(batches[bi])},
-                     {"extend_seconds_at_union", extend_b + u.MtpExtraSeconds(batches[bi] * extend_rows)}});
-  }
-  return nlohmann::json{{"draft_steps", steps}, {"extend_seconds", extend.MedianSeconds()},
-                        {"extend_rows", extend_rows}};
-}
-
-// The cost table (bench/batch_schedule.h) of a MeasureCosts table and its MeasureDraftCosts, with
-// their own costs or those at the --union-experts union.
-BatchCostTable CostTable(const nlohmann::json& costs, const nlohmann::json& draft, bool at_union) {
-  const char* t_key = at_union ? "seconds_at_union" : "seconds";
-  BatchCostTable table;
-  for (const nlohmann::json& step : draft["draft_steps"]) table.batches.push_back(step["batch"].get<int64_t>());
-  std::sort(table.batches.begin(), table.batches.end());
-  for (int64_t b : table.batches) {
-    std::vector<std::pair<int64_t, double>> by_rows;  // (L, T(B, L))
-    for (const nlohmann::json& cell : costs) {
-      if (cell["batch"] == b) by_rows.push_back({cell["rows_per_sequence"].get<int64_t>(), cell[t_key].get<double>()});
-    }
-    std::sort(by_rows.begin(), by_rows.end());
-    std::vector<double>& row = table.verify.emplace_back();
-    for (const auto& [rows, seconds] : by_rows) row.push_back(seconds);
-    for (const nlohmann::json& step : draft["draft_steps"]) {
-      if (step["batch"] != b) continue;
-      table.draft_step.push_back(step[t_key].get<double>());
-      table.extend.push_back(step[at_union ? "extend_seconds_at_union" : "extend_seconds"].get<double>());
-    }
-  }
-  return table;
-}
-
 // Simulated runs behind each "…_for_run" prediction (their mean seconds; the spread of the mean is
 // well under 1%).
 constexpr int64_t kSimulatedRuns = 2000;
 
 // The cost model's tokens/s and speedup over plain batched decoding for every B in `batches` and
-// k = 0 … max_k, from a cost table (MeasureCosts) and draft costs (MeasureDraftCosts) holding those B:
+// k = 0 … max_k, from cost tables (CostTable) holding those B:
 //  - the steady state, every cycle B requests at k: tokens/s(B, k) = B · AL(k) / (T(B, k + 1) + k · D(B)
 //    + X(B)), plain B / T(B, 1) ("speedup");
 //  - a run of `new_tokens` per request ("speedup_for_run"): the mean seconds of simulated runs, each
 //    cycle priced as it runs (ExpectedBatchRun: requests finish apart, the last drafts are capped);
-// and both from the costs at the --union-experts union ("…_at_union").
-nlohmann::json Predict(const nlohmann::json& costs, const nlohmann::json& draft, const std::vector<int64_t>& batches,
+// both from the table of the model's own costs and from that at the --union-experts union ("…_at_union").
+nlohmann::json Predict(const BatchCostTable& own, const BatchCostTable& at_union, const std::vector<int64_t>& batches,
                        const std::vector<double>& rates, int64_t max_k, int64_t new_tokens, uint64_t seed) {
   nlohmann::json predicted = nlohmann::json::array();
-  for (const bool at_union : {false, true}) {
-    const BatchCostTable table = CostTable(costs, draft, at_union);
-    const std::string suffix = at_union ? "_at_union" : "";
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    for (int64_t k = 0; k <= max_k; ++k) predicted.push_back({{"batch", batches[bi]}, {"k", k}});
+  }
+  for (const BatchCostTable* table : {&own, &at_union}) {
+    const std::string suffix = table == &at_union ? "_at_union" : "";
     for (size_t bi = 0; bi < batches.size(); ++bi) {
       const int64_t b = batches[bi];
-      const double plain_cycle = table.Verify(static_cast<double>(b), 1.0);
+      const double plain_cycle = PriceCycle(*table, SteadyCycle(b, 0));
       double plain_run = 0;
       for (int64_t k = 0; k <= max_k; ++k) {
-        if (!at_union) predicted.push_back({{"batch", b}, {"k", k}});
         nlohmann::json& p = predicted[bi * (max_k + 1) + k];
-        const double cycle = table.Verify(static_cast<double>(b), static_cast<double>(k + 1)) +
-                             (k == 0 ? 0.0 : k * table.DraftStep(static_cast<double>(b)) + table.Extend(static_cast<double>(b)));
-        const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / cycle;
+        const double tps = static_cast<double>(b) * AcceptanceLength(rates, k) / PriceCycle(*table, SteadyCycle(b, k));
         p["tokens_per_second" + suffix] = tps;
         p["speedup" + suffix] = tps * plain_cycle / static_cast<double>(b);
-        const SimulatedRuns run = ExpectedBatchRun(table, b, new_tokens, k, rates, kSimulatedRuns, seed + 17 * k);
+        const SimulatedRuns run = ExpectedBatchRun(*table, b, new_tokens, k, rates, kSimulatedRuns, seed + 17 * k);
         if (k == 0) plain_run = run.seconds;
         p["tokens_per_second_for_run" + suffix] = static_cast<double>(b * (new_tokens - 1)) / run.seconds;
         p["speedup_for_run" + suffix] = plain_run / run.seconds;
-        if (!at_union) p["cycles_for_run"] = run.cycles;
+        if (suffix.empty()) p["cycles_for_run"] = run.cycles;
       }
     }
   }
@@ -434,8 +164,9 @@ absl::StatusOr<nlohmann::json> RunEndToEnd(const Model& model, int64_t n, const 
                        MeasureCosts(model, n, up_to_b, max_k + 1, cost_reps, seed, bandwidth, mac_rate, u));
       ASSIGN_OR_RETURN(const nlohmann::json draft,
                        MeasureDraftCosts(model, n, up_to_b, AcceptanceLength(rates, max_k) - 1, cost_reps, seed, u));
-      const nlohmann::json predicted = Predict(costs, draft, {b}, rates, max_k, new_tokens, seed);
       const BatchCostTable table = CostTable(costs, draft, /*at_union=*/false);
+      const nlohmann::json predicted =
+          Predict(table, CostTable(costs, draft, /*at_union=*/true), {b}, rates, max_k, new_tokens, seed);
       for (int64_t k = 0; k <= max_k; ++k) {
         paired[k].push_back(predicted[k]["speedup"].get<double>());
         paired_run[k].push_back(predicted[k]["speedup_for_run"].get<double>());
@@ -609,7 +340,9 @@ absl::Status Run(int argc, char** argv) {
     ASSIGN_OR_RETURN(nlohmann::json costs, MeasureCosts(*model, n, batches, max_k + 1, reps, seed, bw, macs, u, prefix_layers));
     ASSIGN_OR_RETURN(nlohmann::json draft,
                      MeasureDraftCosts(*model, n, batches, al.back().get<double>() - 1, reps, seed, u));
-    const nlohmann::json predicted = Predict(costs, draft, batches, rates, max_k, new_tokens, seed);
+    const nlohmann::json predicted = Predict(CostTable(costs, draft, /*at_union=*/false),
+                                             CostTable(costs, draft, /*at_union=*/true), batches, rates, max_k,
+                                             new_tokens, seed);
     nlohmann::json point = {{"context", n}, {"costs", costs}, {"draft", draft}, {"predicted", predicted}};
     if (std::find(e2e_contexts.begin(), e2e_contexts.end(), n) != e2e_contexts.end()) {
       ASSIGN_OR_RETURN(point["e2e"], RunEndToEnd(*model, n, batches, max_k, new_tokens, rates, e2e_reps, e2e_cost_reps, seed, bw, macs, u));

@@ -62,6 +62,14 @@ double PriceCycle(const BatchCostTable& costs, const BatchCycle& cycle) {
   return seconds;
 }
 
+BatchCycle SteadyCycle(int64_t requests, int64_t k) {
+  BatchCycle cycle;
+  cycle.requests = requests;
+  cycle.draft_lengths.assign(requests, k);
+  cycle.verify_rows = requests * (k + 1);
+  return cycle;
+}
+
 double PriceCycles(const BatchCostTable& costs, const std::vector<BatchCycle>& cycles) {
   double seconds = 0;
   for (const BatchCycle& c : cycles) seconds += PriceCycle(costs, c);

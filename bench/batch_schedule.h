@@ -41,6 +41,8 @@ struct BatchCostTable {
 // Seconds of one cycle: T(A, rows / A) + Σ_j D(chains drafting at depth j) + X(chains that drafted),
 // A the cycle's requests. With every chain at k this is the steady state's T(A, k + 1) + k · D(A) + X(A).
 double PriceCycle(const BatchCostTable& costs, const BatchCycle& cycle);
+// A cycle of the steady state: `requests` chains, each drafting k.
+BatchCycle SteadyCycle(int64_t requests, int64_t k);
 double PriceCycles(const BatchCostTable& costs, const std::vector<BatchCycle>& cycles);
 
 // The cycles of one run of requests with these token budgets (max_new_tokens each, the first drawn by

@@ -140,6 +140,38 @@ def describe_model(data: Dict[str, Any]) -> str:
             f"{cfg['num_experts_per_tok']}, its MTP layer and head)")
 
 
+def comparison_lines(data: Dict[str, Any], measured: List[Dict[str, Any]], predicted: List[Dict[str, Any]]) -> List[str]:
+    """The findings' lines on measured / predicted speedup, one per prediction the run carries, and
+    where the steady state misses, the cycles the batch ran against requests finishing together."""
+    lines = []
+    shown = comparisons_present(measured)
+    for comparison in shown:
+        ratios = {}  # (B, k) -> measured / predicted, where the run recorded it
+        for r in measured:
+            if r["k"] in (0, "auto"):
+                continue
+            x = measured_over_predicted(measured, r, cell(predicted, batch=r["batch"], k=r["k"]), comparison)
+            if x is not None:
+                ratios[(r["batch"], r["k"])] = x
+        if not ratios:
+            continue
+        values = list(ratios.values())
+        passing = sum(1 for x in values if x >= 0.9)
+        misses = [f"B = {b}, k = {k}: {x:.3f}" for (b, k), x in ratios.items() if x < 0.9]
+        lines.append(f"  Measured / predicted speedup against {COMPARISONS[comparison][2]}: {min(values):.2f} "
+                     f"to {max(values):.2f} ({passing} of {len(values)} points at >= 0.9, the goal"
+                     + (f"; below: {', '.join(misses)}" if misses else "") + ").")
+        if comparison == "steady" and misses:
+            below = [r for r in measured if ratios.get((r["batch"], r["k"]), 1.0) < 0.9]
+            lines.append("  Where the steady state is above the measured speedup, the batch ran more cycles "
+                         "than requests finishing together would: "
+                         + "; ".join(tail_text(r, data["acceptance_length"][r["k"]]) for r in below)
+                         + ". Each request stops at its own last token, so the batch's last cycles run "
+                         "fewer requests, and a request near its budget drafts fewer tokens"
+                         + ("; the predictions below price those cycles." if len(shown) > 1 else "."))
+    return lines
+
+
 def findings(data: Dict[str, Any]) -> List[str]:
     lines = ["## Findings\n"]
     for point in data["points"]:
@@ -179,30 +211,7 @@ def findings(data: Dict[str, Any]) -> List[str]:
             measured = measured_speedups(point["e2e"])
             fixed = [r for r in measured if r["k"] != "auto"]
             lines.append(f"  Measured end to end: best k per batch {best_k_text(fixed, batches, 'speedup')}.")
-            for comparison in comparisons_present(measured):
-                ratios = {}
-                for r in measured:
-                    if r["k"] not in (0, "auto"):
-                        ratios[(r["batch"], r["k"])] = measured_over_predicted(
-                            measured, r, cell(predicted, batch=r["batch"], k=r["k"]), comparison)
-                values = [x for x in ratios.values() if x is not None]
-                if not values:
-                    continue
-                passing = sum(1 for x in values if x >= 0.9)
-                misses = [f"B = {b}, k = {k}: {x:.3f}" for (b, k), x in ratios.items() if x is not None and x < 0.9]
-                lines.append(f"  Measured / predicted speedup against {COMPARISONS[comparison][2]}: {min(values):.2f} "
-                             f"to {max(values):.2f} ({passing} of {len(values)} points at >= 0.9, the goal"
-                             + (f"; below: {', '.join(misses)}" if misses else "") + ").")
-                if comparison == "steady" and misses:
-                    lines.append("  Where the steady state is above the measured speedup, the batch ran more cycles "
-                                 "than requests finishing together would: "
-                                 + "; ".join(tail_text(r, data["acceptance_length"][r["k"]]) for r in measured
-                                             if ratios.get((r["batch"], r["k"]), 1.0) is not None
-                                             and ratios.get((r["batch"], r["k"]), 1.0) < 0.9)
-                                 + ". Each request stops at its own last token, so the batch's last cycles run "
-                                 "fewer requests, and a request near its budget drafts fewer tokens"
-                                 + ("; the predictions below price those cycles." if len(comparisons_present(measured)) > 1
-                                    else "."))
+            lines += comparison_lines(data, measured, predicted)
             auto = [r for r in measured if r["k"] == "auto"]
             if auto:
                 worst = min(auto, key=lambda r: r["speedup"])
