@@ -100,6 +100,46 @@ inline __m512 Fp8DirectBytes(__m128i bytes) {
 inline __m512 Fp8Direct(const uint8_t* p) { return Fp8DirectBytes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline __m512 Fp8Direct(const uint8_t* p, __mmask16 lanes) { return Fp8DirectBytes(_mm_maskz_loadu_epi8(lanes, p)); }
 
+// A 64-byte line of FP8 weights as Fp8Direct's four vectors (the same bits, in index order), with
+// GFNI: a dword permutation lays the line out so that the in-lane unpacks below end in index order,
+// one affine bit-matrix product each (vgf2p8affineqb) moves the sign, exponent and mantissa bits of
+// every byte to where f32 keeps them in its top two bytes, and two rounds of unpacks put those two
+// bytes above a zero low half. That is 9 shuffles and bit-matrix products per 64 weights against
+// Fp8Direct's 12 (sign extension, shift, mask per 16), and a one-row FP8 GEMV is bound by exactly
+// that work here (bench/linear_bench). Several rows share each widened vector and are bound by the
+// multiply-adds instead, which the bit-matrix products compete with, so only one-row tiles take it.
+#if defined(__GFNI__)
+inline constexpr bool kFp8GfniLines = true;
+struct Fp8Line {
+  // Lane q of low_words: the top halves of weights 4q … 4q + 3 of vectors 0 and 1, as 16-bit words;
+  // of high_words: of vectors 2 and 3.
+  __m512i low_words, high_words;
+  Fp8Line() = default;
+  explicit Fp8Line(const uint8_t* p) {
+    // Dword 4q + j of the permuted line is dword 4j + q of the line: the 16 bytes of lane q then hold
+    // weights 4q … 4q + 3 of each vector j, which is where the unpacks leave them.
+    const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    // Matrix row i (byte 7 − i of the qword) selects the source bits of output bit i. f32 bits 31-24:
+    // bit 7 ← the sign (bit 7), bits 2-0 ← exponent bits 6-4; f32 bits 23-16: bits 7-4 ← bits 3-0.
+    const __m512i top_byte = _mm512_set1_epi64(0x1020400000000080LL);
+    const __m512i next_byte = _mm512_set1_epi64(0x0000000001020408LL);
+    const __m512i bytes = _mm512_permutexvar_epi32(transpose, _mm512_loadu_si512(p));
+    const __m512i top = _mm512_gf2p8affine_epi64_epi8(bytes, top_byte, 0);
+    const __m512i next = _mm512_gf2p8affine_epi64_epi8(bytes, next_byte, 0);
+    low_words = _mm512_unpacklo_epi8(next, top);
+    high_words = _mm512_unpackhi_epi8(next, top);
+  }
+  // Weights 16j … 16j + 15 of the line, as Fp8Direct(p + 16j) gives them.
+  __m512 Vector(int j) const {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i words = j < 2 ? low_words : high_words;
+    return _mm512_castsi512_ps((j & 1) == 0 ? _mm512_unpacklo_epi16(zero, words) : _mm512_unpackhi_epi16(zero, words));
+  }
+};
+#else
+inline constexpr bool kFp8GfniLines = false;
+#endif
+
 // DotTile for FP8 weight rows: out[r][k] = Σ_b scale[k][b] · Σ_{i in block b} x[r][i] · w[k][i].
 // Each weight vector is widened once and used for every row. The block scale multiplies the 16
 // lane sums of each 128-wide block once, not every weight vector: the widening, not the memory,
@@ -108,10 +148,11 @@ inline __m512 Fp8Direct(const uint8_t* p, __mmask16 lanes) { return Fp8DirectByt
 // sums block b's products with i ≡ l mod 16 in order, adds that sum times the scale to its running
 // total, and one reduction over the lanes ends it.
 //
-// kNanFree (rows without NaN encodings): every weight goes through Fp8Direct, and x must hold the
-// rows scaled by 2^112. Otherwise x is as given, and a 64-byte line of weights goes through the fp16
-// route (Fp8Fast) unless it holds a NaN encoding (checked per line, which costs a fraction of
-// checking per vector), so NaN weights still give NaN. Both give the same bits for the same rows.
+// kNanFree (rows without NaN encodings): every weight goes through Fp8Direct (one-row tiles with
+// GFNI through Fp8Line, the same values in the same lanes), and x must hold the rows scaled by 2^112.
+// Otherwise x is as given, and a 64-byte line of weights goes through the fp16 route (Fp8Fast) unless
+// it holds a NaN encoding (checked per line, which costs a fraction of checking per vector), so NaN
+// weights still give NaN. All give the same bits for the same rows.
 template <int NR, int NK, bool kNanFree = false>
 inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const float* const* scale, int64_t n,
                        const uintptr_t* prefetch, float (*out)[kMaxTile]) {
@@ -157,7 +198,18 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
         step(wv, i + c, 0xFFFF);
       }
     };
-    if constexpr (kNanFree) {
+    if constexpr (kNanFree && NR == 1 && kFp8GfniLines) {
+      Fp8Line lines[NK];
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) lines[k] = Fp8Line(w[k] + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512 wv[NK];
+#pragma GCC unroll 4
+        for (int k = 0; k < NK; ++k) wv[k] = lines[k].Vector(j);
+        step(wv, i + 16 * j, 0xFFFF);
+      }
+    } else if constexpr (kNanFree) {
       line([](const uint8_t* p) __attribute__((always_inline)) { return Fp8Direct(p); });
     } else {
       bool nan = false;
