@@ -104,9 +104,10 @@ inline __m512 Fp8Direct(const uint8_t* p, __mmask16 lanes) { return Fp8DirectByt
 // GFNI: a dword permutation lays the line out so that the in-lane unpacks below end in index order,
 // one affine bit-matrix product each (vgf2p8affineqb) moves the sign, exponent and mantissa bits of
 // every byte to where f32 keeps them in its top two bytes, and two rounds of unpacks put those two
-// bytes above a zero low half. That is 9 shuffles and bit-matrix products per 64 weights against
-// Fp8Direct's 12 (sign extension, shift, mask per 16), and a one-row FP8 GEMV is bound by exactly
-// that work here (bench/linear_bench). Several rows share each widened vector and are bound by the
+// bytes above a zero low half. That is 9 vector operations per 64 weights against Fp8Direct's 12
+// (sign extension, shift, mask per 16), and a one-row FP8 GEMV is bound by exactly that work here
+// (bench/linear_bench; byte permutes with vpermi2b and shifts in place of the word unpacks measured
+// slower on this CPU). Several rows share each widened vector and are bound by the
 // multiply-adds instead, which the bit-matrix products compete with, so only one-row tiles take it.
 #if defined(__GFNI__)
 inline constexpr bool kFp8GfniLines = true;
