@@ -110,7 +110,6 @@ inline __m512 Fp8Direct(const uint8_t* p, __mmask16 lanes) { return Fp8DirectByt
 // slower on this CPU). Several rows share each widened vector and are bound by the
 // multiply-adds instead, which the bit-matrix products compete with, so only one-row tiles take it.
 #if defined(__GFNI__)
-inline constexpr bool kFp8GfniLines = true;
 struct Fp8Line {
   // Lane q of low_words: the top halves of weights 4q … 4q + 3 of vectors 0 and 1, as 16-bit words;
   // of high_words: of vectors 2 and 3.
@@ -138,7 +137,13 @@ struct Fp8Line {
   }
 };
 #else
-inline constexpr bool kFp8GfniLines = false;
+// Without GFNI: the line as four Fp8Direct vectors.
+struct Fp8Line {
+  const uint8_t* p = nullptr;
+  Fp8Line() = default;
+  explicit Fp8Line(const uint8_t* bytes) : p(bytes) {}
+  __m512 Vector(int j) const { return Fp8Direct(p + 16 * j); }
+};
 #endif
 
 // DotTile for FP8 weight rows: out[r][k] = Σ_b scale[k][b] · Σ_{i in block b} x[r][i] · w[k][i].
@@ -199,7 +204,7 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
         step(wv, i + c, 0xFFFF);
       }
     };
-    if constexpr (kNanFree && NR == 1 && kFp8GfniLines) {
+    if constexpr (kNanFree && NR == 1) {
       Fp8Line lines[NK];
 #pragma GCC unroll 4
       for (int k = 0; k < NK; ++k) lines[k] = Fp8Line(w[k] + i);
