@@ -1,6 +1,7 @@
 // Linear with FP8 weights (kernels/linear.h): against a float64 reference of dequant(W8) · x, every
-// byte through each path, and the two tile routes (the NaN-checked fp16 route and the direct one
-// that rows free of NaN encodings take) against each other.
+// byte through each path (the one-row tiles' line widening on its own too), and the two tile routes
+// (the NaN-checked fp16 route and the direct one that rows free of NaN encodings take) against each
+// other.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/linear.h"
 #include "kernels/row_kernels.h"
+#include "kernels/simd_tiles.h"
 #include "tests/kernels/linear_test_util.h"
 
 namespace mtpspec {
@@ -95,6 +97,34 @@ TEST(LinearFp8Test, WidenFp8RowIsTheScaledValueOfEveryByte) {
     }
   }
 }
+
+#if defined(MTPSPEC_FP8_SIMD)
+// The one-row tiles' line widening (Fp8Line: with GFNI a dword transpose, two bit-matrix products and
+// unpacks) gives, for every byte at every position of a 64-byte line, the bits of the per-16
+// widening (Fp8Direct) in the same lane, and those are the byte's value times 2^-120 exactly (the
+// NaN encodings aside, which only rows free of them reach).
+TEST(LinearFp8Test, LineWideningIsTheDirectWideningOfEveryByteAtEveryPosition) {
+  for (int shift = 0; shift < 256; ++shift) {
+    alignas(64) uint8_t line[64];
+    for (int i = 0; i < 64; ++i) line[i] = static_cast<uint8_t>((i * 5 + shift) % 256);  // each byte, each position
+    const tiles::Fp8Line widened(line);
+    for (int j = 0; j < 4; ++j) {
+      alignas(64) float got[16], direct[16];
+      _mm512_store_ps(got, widened.Vector(j));
+      _mm512_store_ps(direct, tiles::Fp8Direct(line + 16 * j));
+      for (int l = 0; l < 16; ++l) {
+        const uint8_t byte = line[16 * j + l];
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[l]), std::bit_cast<uint32_t>(direct[l]))
+            << "byte 0x" << std::hex << int{byte} << std::dec << " at position " << 16 * j + l;
+        if ((byte & 0x7F) != 0x7F) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[l]), std::bit_cast<uint32_t>(F8E4M3ToF32(byte) * 0x1p-120f))
+              << "byte 0x" << std::hex << int{byte};
+        }
+      }
+    }
+  }
+}
+#endif
 
 // Every FP8 byte through the kernel: row o of a [256, 300] matrix holds byte o at column c_o and
 // zeros elsewhere (columns in different scale blocks), so output o is x[c_o] · value(o) · scale,
