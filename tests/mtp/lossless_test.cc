@@ -19,10 +19,12 @@ using testing_util::ScopedTempDir;
 using testing_util::TestTokens;
 
 // "tiny_fp8": a random checkpoint in the FP8 releases' layout (F8_E4M3 matrices with 128 x 128
-// block scales, used in place), with dimensions that leave partial scale blocks.
+// block scales, used in place), with dimensions that leave partial scale blocks. Written once per
+// process into a directory of its own (ctest runs these tests in parallel processes).
 std::string WriteFp8Model() {
+  static ScopedTempDir scratch;
   static const std::string dir = [] {
-    const std::string d = ::testing::TempDir() + "lossless_tiny_fp8";
+    const std::string d = scratch.File("tiny_fp8");
     RandomCheckpointOptions options;
     options.dtype = DType::kF8E4M3;
     options.seed = 5;

@@ -14,6 +14,7 @@
 #include "model/weight_check.h"
 #include "spec/generator.h"
 #include "testing/random_checkpoint.h"
+#include "tests/util/test_util.h"
 
 namespace mtpspec {
 namespace {
@@ -104,14 +105,17 @@ TEST(RequestTest, PointlessCombinationsWarn) {
 
 class RequestModelTest : public ::testing::Test {
  protected:
+  // Each test has its own scratch directory: ctest runs the tests of this fixture in parallel
+  // processes, and a shared path let one read a checkpoint another was writing.
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "request_test_model";
+    dir_ = scratch_.File("model");
     RandomCheckpointOptions options;
     ASSERT_TRUE(WriteRandomCheckpoint(dir_, TinyGlmConfig(), options).ok());
     auto model = Model::Load(dir_);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
   }
+  testing_util::ScopedTempDir scratch_;
   std::string dir_;
   std::unique_ptr<Model> model_;
 };
@@ -156,7 +160,7 @@ TEST_F(RequestModelTest, BuildsEachDrafterAndRefusesAMissingBackend) {
 // A checkpoint with NaN in a matmul weight loads (only the cheap tensors are checked at load), is
 // found by the full scan, and every request on it stops with DataLoss instead of emitting token 0.
 TEST_F(RequestModelTest, NanWeightsAreFoundAndStopGeneration) {
-  const std::string bad_dir = ::testing::TempDir() + "request_test_nan_model";
+  const std::string bad_dir = scratch_.File("nan_model");
   const std::string target = "model.layers.0.self_attn.o_proj.weight";
   {
     std::filesystem::create_directories(bad_dir);
