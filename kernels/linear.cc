@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <new>
 #include <vector>
 
 #include "Eigen/Core"
@@ -79,6 +81,9 @@ struct DenseRows {
   const W* w;
   int64_t stride;  // elements between rows
   int64_t row_bytes(int64_t in) const { return in * static_cast<int64_t>(sizeof(W)); }
+  // Weight rows per tile of NR input rows.
+  template <int NR>
+  static constexpr int kTileWeights = kWeightBlock;
   // out[r][k] for rows x[0 … NR) and weight rows o … o + NK − 1; prefetches kPrefetchTiles tiles ahead.
   template <int NR, int NK>
   void Dot(const float* const* x, int64_t in, int64_t o, float (*out)[kRowBlock]) const {
@@ -103,6 +108,12 @@ struct Fp8Rows {
   int64_t scale_stride;
   bool nan_free = false;
   int64_t row_bytes(int64_t in) const { return in; }
+  // Weight rows per tile of NR input rows. An FP8 tile keeps two accumulators per (row, weight row),
+  // the running total and the current block's sum: 4 × 4 would need all 32 vector registers and
+  // spill, so 4 input rows take 3 weight rows a tile (1.17x the multiply-adds per second of 4 × 4 in
+  // bench/linear_bench).
+  template <int NR>
+  static constexpr int kTileWeights = NR == 4 ? 3 : kWeightBlock;
   const float* ScaleRow(int64_t o) const { return scale + (o / kFp8Block) * scale_stride; }
   template <int NR, int NK>
   void Dot(const float* const* x, int64_t in, int64_t o, float (*out)[kRowBlock]) const {
@@ -133,7 +144,25 @@ struct Fp8Rows {
 // 2^(126 − e) instead (e = ⌊log2 max |x[r]|⌋, which keeps every value below 2^127), and its outputs
 // are multiplied by unscale[r] = 2^(e − 14) afterwards. Powers of two, so exact but for underflow
 // of that row's tiniest products; each row's factor comes from that row alone.
-void ScaleRowsForFp8Direct(const float* x, int64_t rows, int64_t in, std::vector<float>& scaled,
+//
+// `scaled` starts on a 64-byte line (LineAligned), and so does each row when `in` is a multiple of 16.
+// A tile of several rows loads x once per row and 16 weights; a vector that straddles two lines
+// costs two line reads, and with the buffer wherever the heap put it, 3- and 4-row FP8 tiles ran at
+// 0.7x in bench/linear_bench, from one build or allocation pattern to the next.
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
+  template <typename U>
+  bool operator==(const LineAligned<U>&) const { return true; }
+};
+using LineAlignedFloats = std::vector<float, LineAligned<float>>;
+
+void ScaleRowsForFp8Direct(const float* x, int64_t rows, int64_t in, LineAlignedFloats& scaled,
                            std::vector<float>& unscale) {
   scaled.resize(rows * in);  // [rows, in]
   unscale.assign(rows, 1.0f);  // [rows]
@@ -165,11 +194,12 @@ void LinearRowGroup(const float* x, int64_t in, const Rows& w, int64_t o_begin, 
   const float* xr[NR];
   for (int r = 0; r < NR; ++r) xr[r] = x + r * in;
   float out[kRowBlock][kWeightBlock];
+  constexpr int kTile = Rows::template kTileWeights<NR>;
   int64_t o = o_begin;
-  for (; o + kWeightBlock <= o_end; o += kWeightBlock) {
-    w.template Dot<NR, kWeightBlock>(xr, in, o, out);
+  for (; o + kTile <= o_end; o += kTile) {
+    w.template Dot<NR, kTile>(xr, in, o, out);
     for (int r = 0; r < NR; ++r) {
-      for (int k = 0; k < kWeightBlock; ++k) y[r * y_stride + (o + k - y_col0)] = out[r][k];
+      for (int k = 0; k < kTile; ++k) y[r * y_stride + (o + k - y_col0)] = out[r][k];
     }
   }
   for (; o < o_end; ++o) {
@@ -204,8 +234,8 @@ void LinearSmallRows(const float* x, int64_t rows, const Rows& w, int64_t in, in
   // run every row group over a chunk before the next, so a matrix is read from DRAM once rather
   // than once per group. Only the order of the tiles changes, so every row's result keeps its bits.
   const int64_t row_bytes = std::max<int64_t>(w.row_bytes(in), 1);
-  const int64_t chunk =
-      std::max<int64_t>(kWeightBlock, kReuseChunkBytes / row_bytes / kWeightBlock * kWeightBlock);
+  constexpr int64_t kAlign = 12;  // a multiple of every tile's weight rows (3 and 4)
+  const int64_t chunk = std::max<int64_t>(kAlign, kReuseChunkBytes / row_bytes / kAlign * kAlign);
   for (int64_t c0 = o_begin; c0 < o_end; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, o_end);
     for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
@@ -260,7 +290,7 @@ void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, 
       Fp8Rows fp8{w.as<uint8_t>(), w.stride[0], w.block_scale, w.scale_stride};
 #if defined(MTPSPEC_FP8_SIMD)
       if (w.fp8_nan_free && !gemm) {
-        thread_local std::vector<float> scaled;   // [rows, in]
+        thread_local LineAlignedFloats scaled;    // [rows, in]
         thread_local std::vector<float> unscale;  // [rows]
         ScaleRowsForFp8Direct(x, rows, in, scaled, unscale);
         fp8.nan_free = true;
