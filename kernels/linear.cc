@@ -26,6 +26,21 @@ constexpr int kRowBlock = tiles::kMaxTile;
 constexpr int kWeightBlock = tiles::kMaxTile;
 constexpr int kPrefetchTiles = 2;
 
+// A vector whose data starts on a 64-byte line. A tile of several rows loads its rows of x again for
+// every 16 weights, and a vector that straddles two lines costs two line reads.
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
+  template <typename U>
+  bool operator==(const LineAligned<U>&) const { return true; }
+};
+using LineAlignedFloats = std::vector<float, LineAligned<float>>;
+
 using tiles::DotTile;
 
 #if defined(__AVX512F__)
@@ -146,22 +161,8 @@ struct Fp8Rows {
 // of that row's tiniest products; each row's factor comes from that row alone.
 //
 // `scaled` starts on a 64-byte line (LineAligned), and so does each row when `in` is a multiple of 16.
-// A tile of several rows loads x once per row and 16 weights; a vector that straddles two lines
-// costs two line reads, and with the buffer wherever the heap put it, 3- and 4-row FP8 tiles ran at
-// 0.7x in bench/linear_bench, from one build or allocation pattern to the next.
-template <typename T>
-struct LineAligned {
-  using value_type = T;
-  LineAligned() = default;
-  template <typename U>
-  LineAligned(const LineAligned<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
-  template <typename U>
-  bool operator==(const LineAligned<U>&) const { return true; }
-};
-using LineAlignedFloats = std::vector<float, LineAligned<float>>;
-
+// With the buffer wherever the heap put it, 3- and 4-row FP8 tiles ran at 0.7x in bench/linear_bench,
+// from one build or allocation pattern to the next.
 void ScaleRowsForFp8Direct(const float* x, int64_t rows, int64_t in, LineAlignedFloats& scaled,
                            std::vector<float>& unscale) {
   scaled.resize(rows * in);  // [rows, in]
@@ -270,6 +271,13 @@ bool UseGemm(int64_t rows) { return rows >= kLinearGemmRows && !row_invariant; }
 template <typename Rows>
 void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t ob, int64_t oe, float* y,
                    int64_t y_stride, int64_t y_col0, bool gemm) {
+  // Several rows off a line boundary are copied to one (each row then starts on a line when `in` is
+  // a multiple of 16): a 3-row bf16 tile streamed at 0.76x with x 16 bytes off (bench/linear_bench).
+  if (!gemm && rows > 1 && in % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 64 != 0) {
+    thread_local LineAlignedFloats aligned;  // [rows, in]
+    aligned.assign(x, x + rows * in);
+    x = aligned.data();
+  }
   if (gemm) {
     LinearManyRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
   } else {

@@ -287,11 +287,12 @@ template <int NR, int NK, typename Row>
 inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintptr_t* prefetch,
                     float (*out)[kMaxTile]) {
   constexpr int64_t kElementsPerLine = 64 / kRowElementBytes<Row>;
-  // Which vectors InRegister holds: f32 weights (bf16 ones are widened in registers anyway), and x
-  // when several rows share each weight vector. A one-row tile keeps x folded into its multiply-adds:
-  // held, it streamed a bf16 matrix from memory at 0.85x (bench/linear_bench).
+  // f32 weight rows (attention's cache rows, the indexer's keys) hold both vectors in registers:
+  // folded, a 4 × 4 tile was bound by its loads. bf16 rows are widened in registers anyway, and keep x
+  // folded into their multiply-adds: held, x made the bf16 GEMV stream from memory at 0.85x (one row)
+  // and 0.83x (3 rows, x on a line boundary) in bench/linear_bench.
   constexpr bool kHoldWeights = std::is_same_v<Row, const float*>;
-  constexpr bool kHoldX = NR > 1;
+  constexpr bool kHoldX = kHoldWeights && NR > 1;
   __m512 acc[NR][NK];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) {
