@@ -1,5 +1,5 @@
 // What bounds a decode GEMV: the Linear kernel on synthetic [out, 6144] weight matrices (GLM-5.2's
-// hidden width) in bf16 and in FP8 with 128 × 128 block scales, for 1 and 3 input rows, on 1 and 2
+// hidden width) in bf16 and in FP8 with 128 × 128 block scales, for 1, 3 and 4 input rows, on 1 and 2
 // threads, once with the matrix resident in L2 (1.5 MiB per thread, called over and over) and once
 // streamed from memory (512 MiB, each call reads it once), next to the STREAM-style read bandwidth
 // measured in the same run. The resident rate is the kernel's compute ceiling: a streamed GEMV
@@ -11,6 +11,7 @@
 //
 // Counters: GB/s (weight bytes per second), Gw/s (weights per second), of_read (GB/s ÷ the read
 // bandwidth of BM_StreamRead/1024 with the same thread count; 0 when it did not run first).
+// BM_AttentionRows times the row kernels of the absorbed attention (G multiply-adds per second).
 // See bench/README.md for recorded results.
 #include <chrono>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "kernels/linear.h"
+#include "kernels/row_kernels.h"
 
 namespace mtpspec::bench {
 namespace {
@@ -136,13 +138,50 @@ void BM_Linear(benchmark::State& state) {
   state.counters["of_read"] = bw == ReadBandwidth().end() ? 0.0 : bytes_per_s / bw->second;
 }
 
+// The row kernels of the absorbed attention, one thread, at GLM-5.2's shape for one query row and
+// half its heads (what one of two threads takes): 32 heads' latent queries [32, 512] against the
+// 2048 selected cache rows [2048, 512] f32, scattered over a 16384-row cache: DotRows forms the
+// scores, CombineRows the softmax-weighted latents. Counter: G multiply-adds per second.
+// Arg: 0 = DotRows, 1 = CombineRows.
+void BM_AttentionRows(benchmark::State& state) {
+  constexpr int64_t kHeads = 32, kKeys = 2048, kLatent = 512, kCacheRows = 16384;
+  static const std::vector<float> cache = [] {
+    std::vector<float> c(kCacheRows * kLatent);  // [kCacheRows, kLatent]
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (float& v : c) v = value(rng);
+    return c;
+  }();
+  std::mt19937 rng(12);
+  std::vector<const float*> keys(kKeys);  // [kKeys] the selected rows
+  for (const float*& k : keys) k = cache.data() + static_cast<int64_t>(rng() % kCacheRows) * kLatent;
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> queries(kHeads * kLatent), weights(kHeads * kKeys);  // [kHeads, kLatent], [kHeads, kKeys]
+  for (float& v : queries) v = value(rng);
+  for (float& v : weights) v = value(rng) / kKeys;
+  std::vector<float> scores(kHeads * kKeys), latents(kHeads * kLatent);  // [kHeads, kKeys], [kHeads, kLatent]
+  const bool combine = state.range(0) == 1;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    if (combine) {
+      CombineRows(weights.data(), kHeads, kKeys, keys.data(), kKeys, kLatent, latents.data(), kLatent);
+      benchmark::DoNotOptimize(latents.data());
+    } else {
+      DotRows(queries.data(), kHeads, kLatent, keys.data(), kKeys, kLatent, scores.data(), kKeys);
+      benchmark::DoNotOptimize(scores.data());
+    }
+  }
+  state.counters["GMAC/s"] = static_cast<double>(kHeads * kKeys * kLatent) * state.iterations() / Elapsed(start) / 1e9;
+}
+
 BENCHMARK(BM_StreamRead)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Linear)
     ->ArgNames({"fp8", "rows", "threads", "resident"})
-    ->ArgsProduct({{0, 1, 2}, {1, 3}, {1, 2}, {1, 0}})
+    ->ArgsProduct({{0, 1, 2}, {1, 3, 4}, {1, 2}, {1, 0}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(1.0);
+BENCHMARK(BM_AttentionRows)->ArgName("combine")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 }  // namespace mtpspec::bench

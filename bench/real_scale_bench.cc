@@ -22,7 +22,7 @@
 // bench/report/real_scale_report.py turns the JSON into the projection of the full model.
 //
 //   build/release/bench/real_scale_bench --model DIR [--contexts 4096,16384,65536,131072]
-//       [--max-rows 8] [--reps 5] [--e2e 4096,16384 --rates 0.88,0.75,0.58] [--json PATH]
+//       [--max-rows 8] [--reps 5] [--check-reps 0] [--e2e 4096,16384 --rates 0.88,0.75,0.58] [--json PATH]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -58,6 +58,9 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
   --new-tokens G      tokens per end-to-end run (default 32)   --e2e-reps R (default 3)
   --prefix-layers LIST  also time the model truncated to its first n layers, for each n < its layers
                       (default 2,3,4)
+  --check-reps R      repetitions of L = 1, 3, 5 for the projection check alone, each timing the
+                      parts and the forwards twice, parts first and last (default 0: the check
+                      uses the --reps repetitions)
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
   --json PATH         (default build/results/real_scale.json)
 )";
@@ -122,13 +125,40 @@ double MeanOf(const std::vector<double>& v) {
   return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
 }
 
+// One pass of the parts (every trunk layer on its own, the head, the MTP layer) and one pass of the
+// forwards (whole, then truncated to each prefix) over the same tokens.
+struct PartsPass {
+  std::vector<double> layer_seconds;       // [layers]
+  std::vector<ForwardProfile> profiles;    // [layers]
+  std::vector<double> experts_used;        // [layers] routed experts the rows chose (MoE layers)
+  double head = 0, mtp_extend = 0, mtp_step = 0;
+};
+struct ForwardsPass {
+  double whole = 0;
+  std::vector<double> prefix;  // [prefixes]
+};
+
+// The L = 1, 3, 5 rows the projection check reports (those up to max_rows).
+std::vector<int64_t> CheckRows(int64_t max_rows) {
+  std::vector<int64_t> rows;
+  for (int64_t L : {1, 3, 5}) {
+    if (L <= max_rows) rows.push_back(L);
+  }
+  return rows;
+}
+
 // Each repetition draws L random tokens, runs them through every trunk layer on its own (timed one
 // by one, from the embedding, exactly the calls Model::Forward makes), the head, the MTP layer, then
 // Model::Forward of the same tokens whole and truncated (the forwards first in odd repetitions):
 // the parts and the forwards of one repetition route the same experts, so repetition by repetition
 // the sum of the parts is a paired prediction of the forwards ("paired" in the JSON).
+// Then check_reps repetitions of L = 1, 3, 5 serve the projection check alone ("check" in the JSON):
+// each times the parts, the forwards, the forwards again and the parts again (the MTP layer left
+// out), and keeps the mean of each side's two passes, so a drift of the machine's speed within the
+// repetition cancels to first order.
 absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModule* mtp, int64_t N, int64_t max_rows,
-                                              int64_t reps, uint64_t seed, const std::vector<int64_t>& prefixes) {
+                                              int64_t reps, int64_t check_reps, uint64_t seed,
+                                              const std::vector<int64_t>& prefixes) {
   const ModelConfig& c = model.config();
   const int64_t H = c.hidden_size, layers = c.num_hidden_layers, capacity = N + max_rows + 1;
   ASSIGN_OR_RETURN(auto cache, model.NewCache(capacity));
@@ -138,6 +168,83 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
     ASSIGN_OR_RETURN(mtp_cache, mtp->NewCache(capacity));
     FillCacheRandom(*mtp_cache, N, seed + 1);
   }
+  std::mt19937_64 rng(seed);
+  const LayerContext& ctx = model.layer_context();
+  // The parts over L rows at positions N …; with_mtp adds the MTP layer's extend (and at L = 1 a
+  // draft step). Each layer runs from the embedding exactly as Model::Forward calls it.
+  auto run_parts = [&](const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
+                       const std::vector<int64_t>& positions, bool with_mtp) -> absl::StatusOr<PartsPass> {
+    const int64_t L = static_cast<int64_t>(tokens.size());
+    PartsPass pass;
+    std::vector<float> h(L * H);  // [L, H] the residual stream
+    model.Embed(model.weights().embed, tokens, h.data());
+    TopK topk;
+    for (int64_t l = 0; l < layers; ++l) {
+      ForwardProfile profile;
+      AttentionOptions options;
+      options.profile = &profile;
+      AttentionPath path;
+      int64_t experts_used = 0;
+      const double t = NowSeconds();
+      RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
+                                          cache->layer(l), capacity, options, &topk, &path, &experts_used));
+      pass.layer_seconds.push_back(NowSeconds() - t);
+      pass.profiles.push_back(profile);
+      pass.experts_used.push_back(static_cast<double>(experts_used));
+    }
+    std::vector<float> normed(L * H), logits(L * c.vocab_size);  // [L, H], [L, V]
+    double t = NowSeconds();
+    for (int64_t r = 0; r < L; ++r) {
+      RmsNorm(h.data() + r * H, model.weights().final_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
+    }
+    model.ApplyHead(model.weights().lm_head, normed.data(), L, logits.data());
+    pass.head = NowSeconds() - t;
+    if (with_mtp && mtp != nullptr) {
+      MtpOptions mtp_options;
+      t = NowSeconds();
+      RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), next, positions, mtp_options).status());
+      pass.mtp_extend = NowSeconds() - t;
+      if (L == 1) {
+        t = NowSeconds();
+        RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), next, positions, mtp_options).status());
+        pass.mtp_step = NowSeconds() - t;
+      }
+    }
+    RETURN_IF_ERROR(cache->Truncate(N));
+    return pass;
+  };
+  // The forwards of the same tokens: whole, then truncated to each prefix.
+  auto run_forwards = [&](const std::vector<int32_t>& tokens,
+                          const std::vector<int64_t>& positions) -> absl::StatusOr<ForwardsPass> {
+    ForwardsPass pass;
+    double t = NowSeconds();
+    RETURN_IF_ERROR(model.Forward(*cache, tokens, positions).status());
+    pass.whole = NowSeconds() - t;
+    RETURN_IF_ERROR(cache->Truncate(N));
+    for (int64_t prefix : prefixes) {
+      ForwardOptions truncated;
+      truncated.trunk_layers = prefix;
+      t = NowSeconds();
+      RETURN_IF_ERROR(model.Forward(*cache, tokens, positions, truncated).status());
+      pass.prefix.push_back(NowSeconds() - t);
+      RETURN_IF_ERROR(cache->Truncate(N));
+    }
+    return pass;
+  };
+  auto draw = [&](int64_t L, std::vector<int32_t>* tokens, std::vector<int32_t>* next, std::vector<int64_t>* positions) {
+    tokens->resize(L);
+    for (int32_t& id : *tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+    next->resize(L);  // the pairs' tokens x_{t+1}, for the MTP layer
+    for (int32_t& id : *next) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
+    positions->resize(L);
+    for (int64_t r = 0; r < L; ++r) (*positions)[r] = N + r;
+  };
+  // One repetition's pair, as the JSON's "paired" and "check" entries hold it.
+  auto pair_json = [&](const PartsPass& parts, const ForwardsPass& forwards) {
+    return nlohmann::json{{"layers", parts.layer_seconds}, {"head", parts.head}, {"whole", forwards.whole},
+                          {"prefix", forwards.prefix}};
+  };
+
   ContextSamples s;
   s.layers.assign(max_rows + 1, std::vector<Samples>(layers));
   s.experts_used.assign(max_rows + 1, std::vector<std::vector<double>>(layers));
@@ -145,86 +252,56 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
   s.mtp_extend.resize(max_rows + 1);
   s.whole.resize(max_rows + 1);
   s.prefix.assign(max_rows + 1, std::vector<Samples>(prefixes.size()));
-  std::mt19937_64 rng(seed);
-  const LayerContext& ctx = model.layer_context();
-  AttentionOptions attention;
+  std::vector<nlohmann::json> paired(max_rows + 1, nlohmann::json::array());  // [L] one entry per repetition
   std::vector<double> read_bandwidth;  // [reps] bytes/s measured just before each repetition
+  std::vector<int32_t> tokens, next;
+  std::vector<int64_t> positions;
   for (int64_t rep = -1; rep < reps; ++rep) {  // rep -1 warms up
     // The memory's speed moves from minute to minute on a shared machine: each repetition's decode
     // (L = 1) is compared with the read bandwidth measured next to it.
     if (rep >= 0) read_bandwidth.push_back(MeasureReadBandwidth(512, 3)["bytes_per_second"].get<double>());
     for (int64_t L = 1; L <= max_rows; ++L) {
-      std::vector<int32_t> tokens(L);
-      for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
-      std::vector<int64_t> positions(L);
-      for (int64_t r = 0; r < L; ++r) positions[r] = N + r;
-      std::vector<int32_t> next(L);  // the pairs' tokens x_{t+1}, for the MTP layer
-      for (int32_t& id : next) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.vocab_size));
-      // The parts: every trunk layer on its own, the head, the MTP layer.
-      auto run_parts = [&]() -> absl::Status {
-        std::vector<float> h(L * H);  // [L, H] the residual stream
-        model.Embed(model.weights().embed, tokens, h.data());
-        TopK topk;
-        for (int64_t l = 0; l < layers; ++l) {
-          ForwardProfile profile;
-          AttentionOptions options = attention;
-          options.profile = &profile;
-          AttentionPath path;
-          int64_t experts_used = 0;
-          const double t = NowSeconds();
-          RETURN_IF_ERROR(DecoderLayerForward(model.weights().layers[l], ctx, h.data(), L, positions.data(),
-                                              cache->layer(l), capacity, options, &topk, &path, &experts_used));
-          if (rep >= 0) {
-            s.layers[L][l].seconds.push_back(NowSeconds() - t);
-            s.layers[L][l].profiles.push_back(profile);
-            s.experts_used[L][l].push_back(static_cast<double>(experts_used));
-          }
-        }
-        std::vector<float> normed(L * H), logits(L * c.vocab_size);  // [L, H], [L, V]
-        double t = NowSeconds();
-        for (int64_t r = 0; r < L; ++r) {
-          RmsNorm(h.data() + r * H, model.weights().final_norm.data<float>(), H, c.rms_norm_eps, normed.data() + r * H);
-        }
-        model.ApplyHead(model.weights().lm_head, normed.data(), L, logits.data());
-        if (rep >= 0) s.head[L].seconds.push_back(NowSeconds() - t);
-        if (mtp != nullptr) {
-          MtpOptions mtp_options;
-          t = NowSeconds();
-          RETURN_IF_ERROR(mtp->Extend(*mtp_cache, normed.data(), next, positions, mtp_options).status());
-          if (rep >= 0) s.mtp_extend[L].seconds.push_back(NowSeconds() - t);
-          if (L == 1) {
-            t = NowSeconds();
-            RETURN_IF_ERROR(mtp->Forward(*mtp_cache, normed.data(), next, positions, mtp_options).status());
-            if (rep >= 0) s.mtp_step.seconds.push_back(NowSeconds() - t);
-          }
-        }
-        return cache->Truncate(N);
-      };
-      // The forwards of the same tokens: whole, then truncated to each prefix.
-      auto run_forwards = [&]() -> absl::Status {
-        double t = NowSeconds();
-        RETURN_IF_ERROR(model.Forward(*cache, tokens, positions).status());
-        if (rep >= 0) s.whole[L].seconds.push_back(NowSeconds() - t);
-        RETURN_IF_ERROR(cache->Truncate(N));
-        for (size_t i = 0; i < prefixes.size(); ++i) {
-          ForwardOptions truncated;
-          truncated.trunk_layers = prefixes[i];
-          t = NowSeconds();
-          RETURN_IF_ERROR(model.Forward(*cache, tokens, positions, truncated).status());
-          if (rep >= 0) s.prefix[L][i].seconds.push_back(NowSeconds() - t);
-          RETURN_IF_ERROR(cache->Truncate(N));
-        }
-        return absl::OkStatus();
-      };
+      draw(L, &tokens, &next, &positions);
       // Which runs first alternates between repetitions, so a drift of the machine's speed during
       // one repetition (its memory bandwidth moves from minute to minute) favours neither side.
+      PartsPass parts;
+      ForwardsPass forwards;
       if (rep % 2 == 0) {
-        RETURN_IF_ERROR(run_parts());
-        RETURN_IF_ERROR(run_forwards());
+        ASSIGN_OR_RETURN(parts, run_parts(tokens, next, positions, /*with_mtp=*/true));
+        ASSIGN_OR_RETURN(forwards, run_forwards(tokens, positions));
       } else {
-        RETURN_IF_ERROR(run_forwards());
-        RETURN_IF_ERROR(run_parts());
+        ASSIGN_OR_RETURN(forwards, run_forwards(tokens, positions));
+        ASSIGN_OR_RETURN(parts, run_parts(tokens, next, positions, /*with_mtp=*/true));
       }
+      if (rep < 0) continue;
+      for (int64_t l = 0; l < layers; ++l) {
+        s.layers[L][l].seconds.push_back(parts.layer_seconds[l]);
+        s.layers[L][l].profiles.push_back(parts.profiles[l]);
+        s.experts_used[L][l].push_back(parts.experts_used[l]);
+      }
+      s.head[L].seconds.push_back(parts.head);
+      if (mtp != nullptr) {
+        s.mtp_extend[L].seconds.push_back(parts.mtp_extend);
+        if (L == 1) s.mtp_step.seconds.push_back(parts.mtp_step);
+      }
+      s.whole[L].seconds.push_back(forwards.whole);
+      for (size_t i = 0; i < prefixes.size(); ++i) s.prefix[L][i].seconds.push_back(forwards.prefix[i]);
+      paired[L].push_back(pair_json(parts, forwards));
+    }
+  }
+  std::vector<nlohmann::json> check(max_rows + 1, nlohmann::json::array());  // [L] one entry per check repetition
+  for (int64_t rep = 0; rep < check_reps; ++rep) {
+    for (int64_t L : CheckRows(max_rows)) {
+      draw(L, &tokens, &next, &positions);
+      ASSIGN_OR_RETURN(PartsPass parts, run_parts(tokens, next, positions, /*with_mtp=*/false));
+      ASSIGN_OR_RETURN(ForwardsPass forwards, run_forwards(tokens, positions));
+      ASSIGN_OR_RETURN(ForwardsPass forwards_again, run_forwards(tokens, positions));
+      ASSIGN_OR_RETURN(PartsPass parts_again, run_parts(tokens, next, positions, /*with_mtp=*/false));
+      for (int64_t l = 0; l < layers; ++l) parts.layer_seconds[l] = (parts.layer_seconds[l] + parts_again.layer_seconds[l]) / 2;
+      parts.head = (parts.head + parts_again.head) / 2;
+      forwards.whole = (forwards.whole + forwards_again.whole) / 2;
+      for (size_t i = 0; i < prefixes.size(); ++i) forwards.prefix[i] = (forwards.prefix[i] + forwards_again.prefix[i]) / 2;
+      check[L].push_back(pair_json(parts, forwards));
     }
   }
   nlohmann::json j = {{"context", N}, {"rows", nlohmann::json::array()}};
@@ -244,14 +321,8 @@ absl::StatusOr<nlohmann::json> MeasureContext(const Model& model, const MtpModul
     }
     if (mtp != nullptr) row["mtp_extend_seconds"] = MedianOf(s.mtp_extend[L]);
     // Repetition by repetition: each layer's seconds, the head's, and the forwards of the same tokens.
-    row["paired"] = nlohmann::json::array();
-    for (int64_t rep = 0; rep < reps; ++rep) {
-      nlohmann::json one = {{"layers", nlohmann::json::array()}, {"head", s.head[L].seconds[rep]},
-                            {"whole", s.whole[L].seconds[rep]}, {"prefix", nlohmann::json::array()}};
-      for (int64_t l = 0; l < layers; ++l) one["layers"].push_back(s.layers[L][l].seconds[rep]);
-      for (size_t i = 0; i < prefixes.size(); ++i) one["prefix"].push_back(s.prefix[L][i].seconds[rep]);
-      row["paired"].push_back(one);
-    }
+    row["paired"] = paired[L];
+    if (!check[L].empty()) row["check"] = check[L];
     j["rows"].push_back(row);
   }
   if (mtp != nullptr) j["mtp_step_seconds"] = MedianOf(s.mtp_step);
@@ -299,7 +370,7 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
 absl::Status Run(int argc, char** argv) {
   const std::set<std::string> names = {"model",      "contexts", "max-rows",   "reps",    "e2e",  "rates",
                                        "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json",
-                                       "prefix-layers"};
+                                       "prefix-layers", "check-reps"};
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, names, std::set<std::string>{"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -309,6 +380,7 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(std::vector<int64_t> contexts, ParseIntList("contexts", args.Get("contexts", "4096,16384,65536,131072")));
   ASSIGN_OR_RETURN(const int64_t max_rows, args.GetInt("max-rows", 8));
   ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 5));
+  ASSIGN_OR_RETURN(const int64_t check_reps, args.GetInt("check-reps", 0));
   std::vector<int64_t> e2e;
   if (args.Has("e2e")) {
     ASSIGN_OR_RETURN(e2e, ParseIntList("e2e", args.Get("e2e")));
@@ -318,8 +390,9 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t e2e_reps, args.GetInt("e2e-reps", 3));
   ASSIGN_OR_RETURN(const int64_t stream_mib, args.GetInt("stream-mib", 1024));
   ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 7));
-  if (max_rows < 1 || max_rows > kMaxVerifyRows || reps < 1 || new_tokens < 2 || e2e_reps < 1) {
-    return absl::InvalidArgumentError("--max-rows must be in [1, 16], --reps, --e2e-reps >= 1, --new-tokens >= 2");
+  if (max_rows < 1 || max_rows > kMaxVerifyRows || reps < 1 || check_reps < 0 || new_tokens < 2 || e2e_reps < 1) {
+    return absl::InvalidArgumentError(
+        "--max-rows must be in [1, 16], --reps, --e2e-reps >= 1, --check-reps >= 0, --new-tokens >= 2");
   }
   for (int64_t n : e2e) {
     if (n < 2) return absl::InvalidArgumentError(absl::StrCat("--e2e: a context of ", n, " tokens; give N >= 2"));
@@ -354,7 +427,8 @@ absl::Status Run(int argc, char** argv) {
   j["contexts"] = nlohmann::json::array();
   for (int64_t N : contexts) {
     std::fprintf(stderr, "real_scale_bench: N = %lld\n", static_cast<long long>(N));
-    ASSIGN_OR_RETURN(nlohmann::json point, MeasureContext(*model, mtp.get(), N, max_rows, reps, static_cast<uint64_t>(seed), prefixes));
+    ASSIGN_OR_RETURN(nlohmann::json point, MeasureContext(*model, mtp.get(), N, max_rows, reps, check_reps,
+                                                                     static_cast<uint64_t>(seed), prefixes));
     j["contexts"].push_back(point);
   }
   if (!e2e.empty() && mtp) {

@@ -79,8 +79,8 @@ for target in "${targets[@]}"; do
       $bench/memory_bench --model build/rs/glm7 --json build/results/memory_glm7_huge.json
       $bench/memory_bench --model build/rs/glm7 --file-memory mapped --json build/results/memory_glm7_mapped.json
       $bench/memory_bench --model build/rs/glm2 --weights bf16 --json build/results/memory_glm2_bf16.json
-      $bench/real_scale_bench --model build/rs/glm7 --reps 9 --e2e 4096,16384 --json build/results/real_scale_glm7.json
-      $bench/real_scale_bench --model build/rs/dsv4 --reps 9 --e2e 4096,16384 --json build/results/real_scale_dsv4.json
+      $bench/real_scale_bench --model build/rs/glm7 --reps 9 --check-reps 16 --e2e 4096,16384 --json build/results/real_scale_glm7.json
+      $bench/real_scale_bench --model build/rs/dsv4 --reps 9 --check-reps 16 --e2e 4096,16384 --json build/results/real_scale_dsv4.json
       "$python" bench/report/real_scale_report.py --release glm-5.2 --layers build/results/real_scale_glm7.json \
         --release-2 deepseek-v3.2 \
         --layers-2 build/results/real_scale_dsv4.json \

@@ -313,7 +313,42 @@ def bandwidth_lines(layers_json: dict, costs: "LayerCosts", contexts: list[int])
             "| N | GB per step | GB/s (median) | read bandwidth, GB/s | ÷ read bandwidth (median) | range |",
             "|---|---|---|---|---|---|"] + rows + [
             "", f"**Goal (decode weight bytes per second at least 0.75 of the read bandwidth): {verdict}** — "
-            f"median {overall:.2f} over {len(ratios_all)} paired repetitions at all contexts.", ""]
+            f"median {overall:.2f} over {len(ratios_all)} paired repetitions at all contexts.", ""] + \
+        step_split_lines(layers_json, costs, contexts, cut_bytes)
+
+
+# The parts of a step that stream weights, and those that compute over the cache.
+STREAMING_PARTS = ("attn_proj", "moe_mlp")
+COMPUTE_PARTS = ("attention", "indexer", "topk", "norms")
+
+
+def step_split_lines(layers_json: dict, costs: "LayerCosts", contexts: list[int], cut_bytes: int) -> list[str]:
+    """Where one row's step on the cut model goes: the weight-streaming parts (the projections, the
+    MLP and experts, the head) against the parts that compute over the cache, with the ratio the
+    streaming parts reach alone."""
+    rows = []
+    for n in contexts:
+        point, row = costs.point(n), costs.row(n, 1)
+        bws = point.get("read_bandwidth_by_rep")
+        if not bws:
+            continue
+        bw = median(bws)
+        streaming = sum(l["components"].get(c, 0.0) for l in row["layers"] for c in STREAMING_PARTS) + row["head_seconds"]
+        compute = sum(l["components"].get(c, 0.0) for l in row["layers"] for c in COMPUTE_PARTS)
+        attention = sum(l["components"].get("attention", 0.0) for l in row["layers"])
+        indexer = sum(l["components"].get("indexer", 0.0) + l["components"].get("topk", 0.0) for l in row["layers"])
+        total = streaming + compute
+        rows.append(f"| {n} | {1e3 * streaming:.1f} | {cut_bytes / streaming / 1e9:.1f} | {cut_bytes / streaming / bw:.2f} | "
+                    f"{1e3 * attention:.1f} | {1e3 * indexer:.1f} | {compute / total:.2f} | {cut_bytes / total / bw:.2f} |")
+    if not rows:
+        return []
+    return ["What bounds it: one row's step on the cut model split into the parts that stream weights (the "
+            "attention projections, the MLP and experts, the head) and the parts that compute over the cache "
+            "(the attention over the selected keys, the indexer's scores and top-k, the norms), medians of the "
+            "repetitions, against the median read bandwidth of the run. The weight bytes are nearly all read by "
+            "the streaming parts (the indexer's own matrices, under 1% of them, are counted with the indexer).", "",
+            "| N | streaming parts (ms) | their GB/s | ÷ read bandwidth | attention (ms) | indexer + top-k (ms) | "
+            "compute share of the step | whole step ÷ read bandwidth |", "|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str]:
@@ -436,11 +471,17 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
 
     # The projection against forwards of the cut model truncated to 2, 3, 4 layers and of all of it,
     # measured in the same run: each repetition times the parts and the forwards on the same tokens.
+    checked = any("check" in costs.row(n, rows) for n in contexts for rows in (1, 3, 5) if rows <= costs.max_rows)
+    how = ("Each of the check's repetitions (`--check-reps`) runs the parts, the forwards, the forwards again and "
+           "the parts again on the same random tokens, so both sides route the same experts, and takes the mean of "
+           "each side's two passes, so a drift of the machine's speed within the repetition cancels to first order"
+           if checked else
+           "Each repetition runs the parts and the forwards on the same random tokens, so both route the same "
+           "experts, and which of the two runs first alternates between repetitions")
     lines += ["### The projection against truncated forwards (measured Model::Forward, same run)", "",
               "The per-layer sums (each layer timed on its own, plus the head) against one Model::Forward of the "
-              "cut model's first n layers and the head (`ForwardOptions::trunk_layers`), and of all its layers. Each "
-              "repetition runs the parts and the forwards on the same random tokens, so both route the same "
-              "experts, and which of the two runs first alternates between repetitions; measured / sum is the median over the repetitions of that repetition's forward over its sum "
+              "cut model's first n layers and the head (`ForwardOptions::trunk_layers`), and of all its layers. "
+              + how + "; measured / sum is the median over the repetitions of that repetition's forward over its sum "
               "of the parts (the seconds columns are medians).", "",
               "| N | L | layers | measured (s) | sum of the parts (s) | measured / sum |", "|---|---|---|---|---|---|"]
     worst, deviations = 0.0, []
@@ -450,15 +491,16 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
             if rows > costs.max_rows:
                 continue
             r = costs.row(n, rows)
-            paired = r.get("paired", [])
+            paired = r.get("check", r.get("paired", []))
             checks = [(p["layers"], i) for i, p in enumerate(r.get("prefix_seconds", []))] + [(n_cut, -1)]
             for layers, i in checks:
                 seconds = r["whole_seconds"] if i < 0 else r["prefix_seconds"][i]["seconds"]
                 parts = sum(l["seconds"] for l in r["layers"] if l["layer"] < layers) + r["head_seconds"]
                 if paired:
+                    measured = [p["whole"] if i < 0 else p["prefix"][i] for p in paired]
                     sums = [sum(p["layers"][:layers]) + p["head"] for p in paired]
-                    ratio = median([(p["whole"] if i < 0 else p["prefix"][i]) / total for p, total in zip(paired, sums)])
-                    parts = median(sums)
+                    ratio = median([m / total for m, total in zip(measured, sums)])
+                    seconds, parts = median(measured), median(sums)
                 else:
                     ratio = seconds / parts
                 worst = max(worst, abs(ratio - 1))
