@@ -116,6 +116,28 @@ TEST_P(LinearTest, BatchEqualsSeparateCalls) {
   EXPECT_EQ(yc, rc);
 }
 
+// Rows of x at any address give the same bits: Linear copies several rows that start off a 64-byte
+// line to one before the tiles read them (when the range is long enough to pay for the copy), and
+// a row's result must not depend on where it was read from.
+TEST_P(LinearTest, InputRowsOffALineGiveTheBitsOfAlignedOnes) {
+  ThreadPool pool(2);
+  constexpr int64_t kOut = 1100, kIn = 160;  // 550 weight rows a thread: over 64 per input row
+  const TestWeight w = MakeWeight(GetParam(), kOut, kIn, kIn, 21);
+  const std::vector<float> x = RandomFloats(5 * kIn, 22);
+  std::vector<float> storage(5 * kIn + 32);
+  for (int64_t rows = 1; rows <= 5; ++rows) {
+    std::vector<float> expected(rows * kOut);
+    for (int64_t r = 0; r < rows; ++r) Linear(x.data() + r * kIn, 1, w.view, expected.data() + r * kOut, &pool);
+    for (int64_t offset = 0; offset < 16; offset += 5) {  // 0, 20, 40 and 60 bytes past a line
+      float* at = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) / 4 % 16) % 16 + offset;
+      std::copy(x.begin(), x.begin() + rows * kIn, at);
+      std::vector<float> y(rows * kOut);
+      Linear(at, rows, w.view, y.data(), &pool);
+      ASSERT_EQ(y, expected) << "rows " << rows << " offset " << offset;
+    }
+  }
+}
+
 // DotRows and CombineRows: reference values, and each output independent of the row count.
 // (The row kernels read f32 and bf16 rows only.)
 class RowKernelTest : public ::testing::TestWithParam<DType> {};
