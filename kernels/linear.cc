@@ -125,8 +125,8 @@ struct Fp8Rows {
   int64_t row_bytes(int64_t in) const { return in; }
   // Weight rows per tile of NR input rows. An FP8 tile keeps two accumulators per (row, weight row),
   // the running total and the current block's sum: 4 × 4 would need all 32 vector registers and
-  // spill, so 4 input rows take 3 weight rows a tile (1.17x the multiply-adds per second of 4 × 4 in
-  // bench/linear_bench).
+  // spill, so 4 input rows take 3 weight rows a tile (1.17x the multiply-adds per second of 4 × 4,
+  // timed on the tile alone).
   template <int NR>
   static constexpr int kTileWeights = NR == 4 ? 3 : kWeightBlock;
   const float* ScaleRow(int64_t o) const { return scale + (o / kFp8Block) * scale_stride; }
