@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstddef>
 #include <limits>
-#include <new>
 #include <vector>
 
 #include "Eigen/Core"
@@ -26,20 +24,13 @@ constexpr int kRowBlock = tiles::kMaxTile;
 constexpr int kWeightBlock = tiles::kMaxTile;
 constexpr int kPrefetchTiles = 2;
 
-// A vector whose data starts on a 64-byte line. A tile of several rows loads its rows of x again for
-// every 16 weights, and a vector that straddles two lines costs two line reads.
-template <typename T>
-struct LineAligned {
-  using value_type = T;
-  LineAligned() = default;
-  template <typename U>
-  LineAligned(const LineAligned<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
-  template <typename U>
-  bool operator==(const LineAligned<U>&) const { return true; }
-};
-using LineAlignedFloats = std::vector<float, LineAligned<float>>;
+// A vector whose data starts on a 64-byte line (Eigen aligns its blocks to that with AVX-512). A
+// tile of several rows loads its rows of x again for every 16 weights, and a vector that straddles
+// two lines costs two line reads.
+#if defined(__AVX512F__)
+static_assert(EIGEN_MAX_ALIGN_BYTES >= 64);
+#endif
+using LineAlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
 
 using tiles::DotTile;
 
@@ -160,7 +151,7 @@ struct Fp8Rows {
 // are multiplied by unscale[r] = 2^(e − 14) afterwards. Powers of two, so exact but for underflow
 // of that row's tiniest products; each row's factor comes from that row alone.
 //
-// `scaled` starts on a 64-byte line (LineAligned), and so does each row when `in` is a multiple of 16.
+// `scaled` starts on a 64-byte line (LineAlignedFloats), and so does each row when `in` is a multiple of 16.
 // With the buffer wherever the heap put it, 3- and 4-row FP8 tiles ran at 0.7x in bench/linear_bench,
 // from one build or allocation pattern to the next.
 void ScaleRowsForFp8Direct(const float* x, int64_t rows, int64_t in, LineAlignedFloats& scaled,

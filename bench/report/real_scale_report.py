@@ -25,6 +25,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from real_scale_bandwidth import bandwidth_lines, moe_stream_line  # noqa: E402  (bench/report/)
+
 # Published acceptance per draft position for GLM-5.2's MTP head, read as conditional rates.
 RATE_SETS = {
     "mlx-lm #1419 (GLM-5.2)": [0.88, 0.75, 0.58],
@@ -269,86 +271,6 @@ def bytes_plot(out: Path, parts_real: dict, release: str) -> None:
     fig.tight_layout()
     fig.savefig(out / f"{release}-bytes_by_part.png", dpi=120)
     plt.close(fig)
-
-
-def moe_stream_line(layers_json: dict, costs: "LayerCosts", n: int, bw: float) -> str:
-    """How fast the MoE's FP8 expert weights stream in a one-row step of the cut model (measured)."""
-    kind = next((k for k in ("moe+shared", "moe+full") if costs.kind_cost(n, 1, k, scaled=False)), None)
-    if kind is None or not layers_json.get("expert_bytes"):
-        return "- (no MoE layer measured)"
-    seconds = costs.kind_cost(n, 1, kind, scaled=False)["components"]["moe_mlp"]
-    experts = costs.per_token + layers_json["config"].get("n_shared_experts", 1)
-    rate = experts * layers_json["expert_bytes"] / seconds
-    return (f"- Measured, one row through an MoE layer of the cut model at N = {n}: its {experts} experts' FP8 "
-            f"weights ({experts * layers_json['expert_bytes'] / 1e6:.0f} MB) take {seconds * 1e3:.1f} ms, "
-            f"{rate / 1e9:.1f} GB/s or {rate / bw:.2f} of the read bandwidth (each FP8 weight is widened to f32 "
-            "in registers and multiplied in f32).")
-
-
-def bandwidth_lines(layers_json: dict, costs: "LayerCosts", contexts: list[int]) -> list[str]:
-    """Decode bandwidth measured on the cut model: each repetition's whole forward of one row (its
-    weight bytes per second) over the read bandwidth measured just before that repetition."""
-    cut_bytes = sum(l["row_weight_bytes"] for l in layers_json["layers"]) + layers_json["head_bytes"]
-    rows, ratios_all = [], []
-    for n in contexts:
-        point = costs.point(n)
-        bws = point.get("read_bandwidth_by_rep")
-        paired = costs.row(n, 1).get("paired", [])
-        if not bws or len(bws) != len(paired):
-            continue
-        rates = [cut_bytes / p["whole"] for p in paired]
-        ratios = [rate / bw for rate, bw in zip(rates, bws)]
-        ratios_all += ratios
-        rows.append(f"| {n} | {cut_bytes / 1e9:.2f} | {median(rates) / 1e9:.1f} | {min(bws) / 1e9:.1f}-{max(bws) / 1e9:.1f} | "
-                    f"{median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} |")
-    if not rows:
-        return []
-    overall = median(ratios_all)
-    verdict = "MET" if overall >= 0.75 else "NOT MET"
-    return ["### Decode bandwidth at the real dimensions in FP8 (measured on the cut model, same run)", "",
-            "Each repetition measures the read bandwidth (StreamSum over 512 MiB) and then decodes one row through "
-            "the whole cut model (its FP8 layers and the bf16 head); the ratio is that forward's weight bytes per "
-            "second over the bandwidth measured next to it, so a minute in which the machine's memory runs faster or "
-            "slower moves both sides. Attention over the selected keys is compute and is part of the step.", "",
-            "| N | GB per step | GB/s (median) | read bandwidth, GB/s | ÷ read bandwidth (median) | range |",
-            "|---|---|---|---|---|---|"] + rows + [
-            "", f"**Goal (decode weight bytes per second at least 0.75 of the read bandwidth): {verdict}** — "
-            f"median {overall:.2f} over {len(ratios_all)} paired repetitions at all contexts.", ""] + \
-        step_split_lines(layers_json, costs, contexts, cut_bytes)
-
-
-# The parts of a step that stream weights, and those that compute over the cache.
-STREAMING_PARTS = ("attn_proj", "moe_mlp")
-COMPUTE_PARTS = ("attention", "indexer", "topk", "norms")
-
-
-def step_split_lines(layers_json: dict, costs: "LayerCosts", contexts: list[int], cut_bytes: int) -> list[str]:
-    """Where one row's step on the cut model goes: the weight-streaming parts (the projections, the
-    MLP and experts, the head) against the parts that compute over the cache, with the ratio the
-    streaming parts reach alone."""
-    rows = []
-    for n in contexts:
-        point, row = costs.point(n), costs.row(n, 1)
-        bws = point.get("read_bandwidth_by_rep")
-        if not bws:
-            continue
-        bw = median(bws)
-        streaming = sum(l["components"].get(c, 0.0) for l in row["layers"] for c in STREAMING_PARTS) + row["head_seconds"]
-        compute = sum(l["components"].get(c, 0.0) for l in row["layers"] for c in COMPUTE_PARTS)
-        attention = sum(l["components"].get("attention", 0.0) for l in row["layers"])
-        indexer = sum(l["components"].get("indexer", 0.0) + l["components"].get("topk", 0.0) for l in row["layers"])
-        total = streaming + compute
-        rows.append(f"| {n} | {1e3 * streaming:.1f} | {cut_bytes / streaming / 1e9:.1f} | {cut_bytes / streaming / bw:.2f} | "
-                    f"{1e3 * attention:.1f} | {1e3 * indexer:.1f} | {compute / total:.2f} | {cut_bytes / total / bw:.2f} |")
-    if not rows:
-        return []
-    return ["What bounds it: one row's step on the cut model split into the parts that stream weights (the "
-            "attention projections, the MLP and experts, the head) and the parts that compute over the cache "
-            "(the attention over the selected keys, the indexer's scores and top-k, the norms), medians of the "
-            "repetitions, against the median read bandwidth of the run. The weight bytes are nearly all read by "
-            "the streaming parts (the indexer's own matrices, under 1% of them, are counted with the indexer).", "",
-            "| N | streaming parts (ms) | their GB/s | ÷ read bandwidth | attention (ms) | indexer + top-k (ms) | "
-            "compute share of the step | whole step ÷ read bandwidth |", "|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str]:
