@@ -116,8 +116,7 @@ struct Fp8Rows {
   int64_t row_bytes(int64_t in) const { return in; }
   // Weight rows per tile of NR input rows. An FP8 tile keeps two accumulators per (row, weight row),
   // the running total and the current block's sum: 4 × 4 would need all 32 vector registers and
-  // spill, so 4 input rows take 3 weight rows a tile (1.17x the multiply-adds per second of 4 × 4,
-  // timed on the tile alone).
+  // spill, so 4 input rows take 3 weight rows a tile.
   template <int NR>
   static constexpr int kTileWeights = NR == 4 ? 3 : kWeightBlock;
   const float* ScaleRow(int64_t o) const { return scale + (o / kFp8Block) * scale_stride; }
@@ -263,9 +262,9 @@ template <typename Rows>
 void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t ob, int64_t oe, float* y,
                    int64_t y_stride, int64_t y_col0, bool gemm) {
   // Several rows off a line boundary are copied to one (each row then starts on a line when `in` is
-  // a multiple of 16): a 3-row bf16 tile streamed at 0.72x with x 16 bytes off. Only where the range
+  // a multiple of 16): off a line, a 3-row bf16 tile streamed markedly slower. Only where the range
   // holds 64 weight rows per input row or more, so that the copy costs a few percent of the range's
-  // weight bytes at most (a range of 128 rows resident in L2 ran at 0.93x with it).
+  // weight bytes at most (a short range resident in L2 ran measurably slower with it).
   if (!gemm && rows > 1 && in % 16 == 0 && oe - ob >= 64 * rows && reinterpret_cast<uintptr_t>(x) % 64 != 0) {
     thread_local LineAlignedFloats aligned;  // [rows, in]
     aligned.assign(x, x + rows * in);

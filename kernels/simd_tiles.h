@@ -289,8 +289,8 @@ inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintpt
   constexpr int64_t kElementsPerLine = 64 / kRowElementBytes<Row>;
   // f32 weight rows (attention's cache rows, the indexer's keys) hold both vectors in registers:
   // folded, a 4 × 4 tile was bound by its loads. bf16 rows are widened in registers anyway, and keep x
-  // folded into their multiply-adds: held, x made the bf16 GEMV stream from memory at 0.85x (one row)
-  // and 0.83x (3 rows, x on a line boundary) in bench/linear_bench.
+  // folded into their multiply-adds: held, x made the bf16 GEMV of one and of three rows stream from
+  // memory more slowly (bench/linear_bench, beside the folded build).
   constexpr bool kHoldWeights = std::is_same_v<Row, const float*>;
   constexpr bool kHoldX = kHoldWeights && NR > 1;
   __m512 acc[NR][NK];
