@@ -11,13 +11,15 @@
 //
 // Counters: GB/s (weight bytes per second), Gw/s (weights per second), of_read (GB/s ÷ the read
 // bandwidth of BM_StreamRead/1024 with the same thread count; 0 when it did not run first).
-// BM_AttentionRows times the row kernels of the absorbed attention (G multiply-adds per second).
+// BM_AttentionRows times the row kernels of the absorbed attention (G multiply-adds per second),
+// BM_KvBProjRows their FP8 products with kv_b_proj (weights per second).
 // See bench/README.md for recorded results.
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "bench/stream.h"
@@ -178,6 +180,59 @@ void BM_AttentionRows(benchmark::State& state) {
   state.counters["GMAC/s"] = static_cast<double>(kHeads * kKeys * kLatent) * state.iterations() / Elapsed(start) / 1e9;
 }
 
+// The absorbed attention's products with kv_b_proj in FP8, one thread, at GLM-5.2's shape for one
+// query row (or three) and half its 64 heads: per head, the query's fold through W_UK (CombineRows over
+// the head's 192 rows of [512]) and the un-absorb through W_UV (DotRows over its 256 rows), on FP8
+// rows with their block scales. The 32 heads' rows are 7.3 MB, read from the last-level cache call
+// after call. Counter: Gw/s (weights per second).
+// Args: unabsorb (0: the W_UK fold, 1: the W_UV un-absorb), rows.
+void BM_KvBProjRows(benchmark::State& state) {
+  constexpr int64_t kHeads = 32, kNope = 192, kValue = 256, kLatent = 512;
+  constexpr int64_t kRowsPerHead = kNope + kValue;
+  constexpr int64_t kMatrixRows = kHeads * kRowsPerHead;
+  constexpr int64_t kScaleCols = kLatent / kFp8Block;
+  static const std::pair<std::vector<uint8_t>, std::vector<float>> matrix = [] {
+    std::vector<uint8_t> bytes(kMatrixRows * kLatent);  // [kMatrixRows, kLatent]
+    std::vector<float> scales(((kMatrixRows + kFp8Block - 1) / kFp8Block) * kScaleCols);  // [⌈rows/128⌉, 4]
+    std::mt19937 rng(13);
+    for (uint8_t& b : bytes) {
+      do b = static_cast<uint8_t>(rng()); while ((b & 0x7F) == 0x7F);
+    }
+    std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+    for (float& s : scales) s = scale(rng);
+    return std::pair{std::move(bytes), std::move(scales)};
+  }();
+  const bool fold = state.range(0) == 0;
+  const int64_t rows = state.range(1);
+  std::vector<Fp8ScaledRow> w(kMatrixRows);  // [kMatrixRows]
+  for (int64_t o = 0; o < kMatrixRows; ++o) {
+    w[o] = {matrix.first.data() + o * kLatent, matrix.second.data() + (o / kFp8Block) * kScaleCols};
+  }
+  std::mt19937 rng(14);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> q_nope(rows * kHeads * kNope), z(rows * kHeads * kLatent);  // [rows, kHeads, 192], [rows, kHeads, 512]
+  for (float& v : q_nope) v = value(rng);
+  for (float& v : z) v = value(rng);
+  std::vector<float> q_latent(rows * kHeads * kLatent), out(rows * kHeads * kValue);  // [rows, kHeads, 512], [rows, kHeads, 256]
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    for (int64_t h = 0; h < kHeads; ++h) {
+      const Fp8ScaledRow* head = w.data() + h * kRowsPerHead;
+      if (fold) {
+        CombineRows(q_nope.data() + h * kNope, rows, kHeads * kNope, head, kNope, kLatent,
+                    q_latent.data() + h * kLatent, kHeads * kLatent);
+      } else {
+        DotRows(z.data() + h * kLatent, rows, kHeads * kLatent, head + kNope, kValue, kLatent,
+                out.data() + h * kValue, kHeads * kValue);
+      }
+    }
+    benchmark::DoNotOptimize(q_latent.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const int64_t weights = kHeads * (fold ? kNope : kValue) * kLatent;
+  state.counters["Gw/s"] = static_cast<double>(weights) * state.iterations() / Elapsed(start) / 1e9;
+}
+
 BENCHMARK(BM_StreamRead)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Linear)
     ->ArgNames({"fp8", "rows", "threads", "resident"})
@@ -186,6 +241,12 @@ BENCHMARK(BM_Linear)
     ->UseRealTime()
     ->MinTime(1.0);
 BENCHMARK(BM_AttentionRows)->ArgName("combine")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_KvBProjRows)
+    ->ArgNames({"unabsorb", "rows"})
+    ->ArgsProduct({{0, 1}, {1, 3}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 }  // namespace
 }  // namespace mtpspec::bench

@@ -100,7 +100,10 @@ template <typename Row>
 void CombineRowsImpl(const float* x, int64_t rows, int64_t x_stride, const Row* w, int64_t n, int64_t width,
                      float* y, int64_t y_stride) {
   // Accumulator budget 16 registers: one row spans 16 vectors (256 columns) per pass over w,
-  // two rows 8, four rows 4.
+  // two rows 8, four rows 4. FP8 rows are widened into registers of their own, not read by the
+  // multiply-adds from memory, and take a block's scale: one row spans 8 vectors, one block (16
+  // accumulators and 16 widened vectors spilled).
+  constexpr int kOneRowVectors = tiles::kBlockScaled<Row> ? 8 : 16;
   for (int64_t k0 = 0; k0 < n || k0 == 0; k0 += kCombineRowsPerPass) {
     const int64_t nk = std::min(kCombineRowsPerPass, n - k0);
     const bool accumulate = k0 > 0;
@@ -113,7 +116,7 @@ void CombineRowsImpl(const float* x, int64_t rows, int64_t x_stride, const Row* 
         yr[r] = y + (r0 + r) * y_stride;
       }
       switch (nr) {
-        case 1: CombineRowGroup<1, 16>(xr, w + k0, nk, width, accumulate, yr); break;
+        case 1: CombineRowGroup<1, kOneRowVectors>(xr, w + k0, nk, width, accumulate, yr); break;
         case 2: CombineRowGroup<2, 8>(xr, w + k0, nk, width, accumulate, yr); break;
         case 3: CombineRowGroup<3, 4>(xr, w + k0, nk, width, accumulate, yr); break;
         default: CombineRowGroup<4, 4>(xr, w + k0, nk, width, accumulate, yr); break;

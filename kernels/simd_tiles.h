@@ -48,6 +48,10 @@ template <typename Row>
 inline constexpr int64_t kRowElementBytes = sizeof(std::remove_pointer_t<Row>);
 template <>
 inline constexpr int64_t kRowElementBytes<Fp8ScaledRow> = 1;
+// Whether a row type carries a scale per 128-element block (FP8 rows with SIMD widening, below), which
+// the tiles then fetch once per block.
+template <typename Row>
+inline constexpr bool kBlockScaled = false;
 
 // Into L2, not L1: a GEMV reuses its x row (24 KiB at GLM-5.2's width) across every tile, and
 // weights prefetched into L1 evict it (bench/linear_bench).
@@ -265,10 +269,21 @@ inline void WidenFp8Row(const uint8_t* w, const float* scale, int64_t n, float* 
   }
 }
 
-// An FP8 row's elements i … i + 15 times their block's scale, as WidenFp8Row forms them (bit for bit:
-// the rows read as FP8 give what the same rows widened to f32 first give). The 16 lie in one block.
+// An FP8 row for the row kernels, read as WidenFp8Row forms it: element i is w[i] · scale[i / 128]
+// rounded once, so FP8 rows give, bit for bit, what the same rows widened to f32 give. Each element is
+// widened without its scale (Unscaled: Fp8Careful's w · 2^-8, exact, NaN encodings giving NaN), then
+// multiplied by its block's scale times 2^8 (BlockScale). The tiles fetch BlockScale once per block
+// of 128 and row (kBlockScaled), not once per vector: per vector, the scale's load, multiply and
+// broadcast had cost about as much as the widening.
+template <>
+inline constexpr bool kBlockScaled<Fp8ScaledRow> = true;
+inline __m512 Unscaled(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFFF) { return Fp8Careful(row.bytes + i, mask); }
+inline __m512 BlockScale(const Fp8ScaledRow& row, int64_t i) {
+  return _mm512_set1_ps(row.scale[i / kFp8Block] * kFp8Unscale);
+}
+// Elements i … i + 15 (they lie in one block), scaled.
 inline __m512 LoadRow(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFFF) {
-  return _mm512_mul_ps(Fp8Careful(row.bytes + i, mask), _mm512_set1_ps(row.scale[i / kFp8Block] * kFp8Unscale));
+  return _mm512_mul_ps(Unscaled(row, i, mask), BlockScale(row, i));
 }
 #else
 inline __m512 LoadRow(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFFF) {  // AVX-512 without BW/VL
@@ -299,21 +314,39 @@ inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintpt
 #pragma GCC unroll 4
     for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_setzero_ps();
   }
+  // Vectors [i, end): weights from `load`(k, i).
+  auto span = [&](int64_t i, int64_t end, auto load) __attribute__((always_inline)) {
+    for (; i < end; i += 16) {
+      if (prefetch != nullptr && i % kElementsPerLine == 0) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i * kRowElementBytes<Row>);
+      }
+      __m512 wv[NK];
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) wv[k] = kHoldWeights ? InRegister(load(k, i)) : load(k, i);
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; ++r) {
+        const __m512 xv = kHoldX ? InRegister(_mm512_loadu_ps(x[r] + i)) : _mm512_loadu_ps(x[r] + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
+      }
+    }
+  };
+  const int64_t full = n / 16 * 16;  // the vectors read whole
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    if (prefetch != nullptr && i % kElementsPerLine == 0) {
+  if constexpr (kBlockScaled<Row>) {
+    // One block of 128 at a time, its scales fetched once.
+    for (; i < full; i = std::min(full, i + kFp8Block)) {
+      __m512 block_scale[NK];
 #pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i * kRowElementBytes<Row>);
+      for (int k = 0; k < NK; ++k) block_scale[k] = BlockScale(w[k], i);
+      span(i, std::min(full, i + kFp8Block), [&](int k, int64_t j) __attribute__((always_inline)) {
+        return _mm512_mul_ps(Unscaled(w[k], j), block_scale[k]);
+      });
     }
-    __m512 wv[NK];
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) wv[k] = kHoldWeights ? InRegister(LoadRow(w[k], i)) : LoadRow(w[k], i);
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r) {
-      const __m512 xv = kHoldX ? InRegister(_mm512_loadu_ps(x[r] + i)) : _mm512_loadu_ps(x[r] + i);
-#pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
-    }
+  } else {
+    span(0, full, [&](int k, int64_t j) __attribute__((always_inline)) { return LoadRow(w[k], j); });
+    i = full;
   }
   if (i < n) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
@@ -339,7 +372,8 @@ inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintpt
 // Each output accumulates with one FMA per k, in k order, whatever NR and NV, so a sum carried
 // through y from one call to the next (over rows k0 … k1, then k1 … k2) has the bits of one call
 // over all of them. `prefetch_rows` ≥ 0 prefetches the same columns of w[k + prefetch_rows] while
-// row k is used (skipped past the last row).
+// row k is used (skipped past the last row). Block-scaled rows (FP8) need the tile's columns to lie in
+// one block of 128.
 template <int NR, int NV, typename Row>
 inline void CombineTile(const float* const* x, const Row* w, int64_t n, int64_t col0, __mmask16 last_mask,
                         int64_t prefetch_rows, bool accumulate, float* const* y) {
@@ -363,9 +397,16 @@ inline void CombineTile(const float* const* x, const Row* w, int64_t n, int64_t 
       for (int64_t line = 0; line < kLines; ++line) Prefetch(ahead + line * 64);
     }
     __m512 wv[NV];
+    if constexpr (kBlockScaled<Row>) {
+      const __m512 block_scale = BlockScale(w[k], col0);  // the tile lies in one block
 #pragma GCC unroll 16
-    for (int v = 0; v < NV - 1; ++v) wv[v] = LoadRow(w[k], col0 + 16 * v);
-    wv[NV - 1] = LoadRow(w[k], col0 + 16 * (NV - 1), last_mask);
+      for (int v = 0; v < NV - 1; ++v) wv[v] = _mm512_mul_ps(Unscaled(w[k], col0 + 16 * v), block_scale);
+      wv[NV - 1] = _mm512_mul_ps(Unscaled(w[k], col0 + 16 * (NV - 1), last_mask), block_scale);
+    } else {
+#pragma GCC unroll 16
+      for (int v = 0; v < NV - 1; ++v) wv[v] = LoadRow(w[k], col0 + 16 * v);
+      wv[NV - 1] = LoadRow(w[k], col0 + 16 * (NV - 1), last_mask);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const __m512 xb = _mm512_set1_ps(x[r][k]);
