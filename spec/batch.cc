@@ -1,7 +1,6 @@
 #include "spec/batch.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <map>
@@ -16,10 +15,6 @@
 
 namespace mtpspec {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The schedule's k for a cycle of `batch` requests.
 int64_t ScheduledK(const std::vector<BatchKStep>& schedule, int64_t batch) {
@@ -195,7 +190,9 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
   absl::Cleanup release = [&] {
     for (Drafter* drafter : enrolled) options.drafter->SetBatched(*drafter, false);
   };
-  const Clock::time_point start = Clock::now();
+  const Clock& clock = options.clock != nullptr ? *options.clock : SteadyClock();
+  auto since = [&clock](double start) { return clock.Seconds() - start; };
+  const double start = clock.Seconds();
   BatchResult out;
   out.requests.resize(requests.size());
   BatchStats& stats = out.stats;
@@ -219,7 +216,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     BatchRequestResult& r = out.requests[seat.request];
     r.status = status.ok() ? status : Prefixed(status, absl::StrCat("request ", seat.request, ": "));
     r.result = seat.running->Finish();
-    r.latency_seconds = Since(start);
+    r.latency_seconds = since(start);
     stats.generated_tokens += static_cast<int64_t>(r.result.tokens.size());
     if (!status.ok()) {
       ++stats.failed;
@@ -237,15 +234,15 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         const size_t r = next++;
         BatchRequestResult& result = out.requests[r];
         result.slot = static_cast<int64_t>(s);
-        result.queued_seconds = Since(start);
-        const Clock::time_point t = Clock::now();
+        result.queued_seconds = since(start);
+        const double t = clock.Seconds();
         absl::StatusOr<std::unique_ptr<Request>> started =
             Request::Start(*slots[s].target, slots[s].drafter, requests[r].prompt, requests[r].options,
                            /*external_lengths=*/controller != nullptr && requests[r].options.adaptive_k);
-        stats.prefill_seconds += Since(t);
+        stats.prefill_seconds += since(t);
         if (!started.ok()) {
           result.status = Prefixed(started.status(), absl::StrCat("request ", r, ": "));
-          result.latency_seconds = Since(start);
+          result.latency_seconds = since(start);
           ++stats.failed;
           slots[s].target->Reset();
           continue;
@@ -281,7 +278,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     std::vector<size_t> to_verify;               // seats whose block is verified below
     std::vector<std::vector<int32_t>> blocks;    // [to_verify] verify blocks
     std::vector<std::vector<int32_t>> parents;   // [to_verify] a tree block's parents (empty: a chain)
-    Clock::time_point t = Clock::now();
+    double t = clock.Seconds();
     double tree_seconds = 0;
     std::vector<std::pair<size_t, int64_t>> together;  // (seat, k) drafted by options.drafter at once
     const std::map<size_t, int64_t> lengths = DraftLengths(seats, active, scheduled, controller.get());
@@ -289,10 +286,10 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
     for (size_t s : active) {
       Request& request = *seats[s].running;
       if (request.tree()) {
-        const Clock::time_point tree_start = Clock::now();
+        const double tree_start = clock.Seconds();
         std::vector<int32_t> tree_parents;
         absl::StatusOr<std::vector<int32_t>> block = request.DraftTree(&tree_parents);
-        tree_seconds += Since(tree_start);
+        tree_seconds += since(tree_start);
         if (!block.ok()) {
           leave(s, block.status());
           continue;
@@ -330,9 +327,9 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         ks.push_back(k);
         samplings.push_back(seats[s].running->context().draft_sampling());
       }
-      const Clock::time_point propose_start = Clock::now();
+      const double propose_start = clock.Seconds();
       std::vector<absl::StatusOr<Draft>> drafts = options.drafter->ProposeBatch(drafters, sequences, ks, samplings);
-      const double seconds = Since(propose_start);
+      const double seconds = since(propose_start);
       ++stats.batched_drafts;
       for (size_t i = 0; i < together.size(); ++i) {
         const auto [s, k] = together[i];
@@ -345,7 +342,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         parents.emplace_back();
       }
     }
-    const double draft_phase_seconds = Since(t) - tree_seconds;
+    const double draft_phase_seconds = since(t) - tree_seconds;
     stats.draft_seconds += draft_phase_seconds;
     stats.tree_draft_seconds += tree_seconds;
     int64_t cycle_rows = 0;
@@ -355,7 +352,7 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
 
     // One forward for the blocks the verifier can batch; the rest (and a batch that fails, so that
     // its error lands on the request at fault) verify alone.
-    t = Clock::now();
+    t = clock.Seconds();
     std::vector<size_t> batched, alone;  // indices into to_verify
     for (size_t i = 0; i < to_verify.size(); ++i) {
       const Request& request = *seats[to_verify[i]].running;
@@ -373,10 +370,10 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
         batch_blocks.push_back(blocks[i]);
         batch_parents.push_back(parents[i]);
       }
-      const Clock::time_point forward_start = Clock::now();
+      const double forward_start = clock.Seconds();
       absl::StatusOr<BatchVerification> verified =
           options.verifier->VerifyBatchWithTrees(targets, batch_blocks, batch_parents);
-      const double seconds = Since(forward_start);
+      const double seconds = since(forward_start);
       if (verified.ok() && verified->steps.size() != batched.size()) {
         verified = absl::InternalError(absl::StrCat("the batch verifier returned ", verified->steps.size(),
                                                     " results for ", batched.size(), " blocks"));
@@ -404,12 +401,12 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       stats.verify_rows += rows;
       stats.max_rows = std::max(stats.max_rows, rows);
     }
-    const double cycle_verify_seconds = Since(t);
+    const double cycle_verify_seconds = since(t);
     stats.verify_seconds += cycle_verify_seconds;
     logged.verify_seconds = cycle_verify_seconds;
 
     // Acceptance, commit and rollback, per request.
-    t = Clock::now();
+    t = clock.Seconds();
     int64_t extending = 0;
     double extend_seconds = 0;   // the drafting requests' extends, wherever they ran
     double catch_up_seconds = 0; // the part of them that ran in this cycle's draft phase
@@ -428,14 +425,14 @@ absl::StatusOr<BatchResult> GenerateBatch(std::span<const BatchSlot> slots, std:
       }
       if (!status.ok() || seats[s].running->done()) leave(s, status);  // its slot is free for the next cycle
     }
-    stats.accept_commit_seconds += Since(t);
+    stats.accept_commit_seconds += since(t);
     stats.draft_extend_seconds += catch_up_seconds;
     if (controller) {
       controller->RecordCycle(cycle_rows, cycle_verify_seconds, depth, std::max(0.0, draft_phase_seconds - catch_up_seconds),
                               extending, extend_seconds);
     }
   }
-  stats.total_seconds = Since(start);
+  stats.total_seconds = since(start);
   return out;
 }
 

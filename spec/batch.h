@@ -55,6 +55,8 @@ struct BatchOptions {
   // Replaces every chain request's k (requests with adaptive k are refused). Empty: each request's
   // own k, fixed or adaptive.
   std::vector<BatchKStep> k_schedule;
+  // Where the batch loop reads the time. Not owned; null: SteadyClock().
+  const Clock* clock = nullptr;
 };
 
 // One batch cycle as it ran: the requests in it, the draft length each chain request drafted, the

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/clock.h"
 #include "core/limits.h"
 #include "spec/adaptive_k.h"
 #include "spec/interfaces.h"
@@ -56,6 +57,8 @@ struct GenerateOptions {
   // a node budget. Needs a drafter that can branch (MTP on the host), sampler-equality or rejection,
   // argmax drafts and a fixed shape (no adaptive k); k is then unused.
   TreeShape tree;
+  // Where the loop reads the time for its statistics and adaptive k. Not owned; null: SteadyClock().
+  const Clock* clock = nullptr;
 };
 
 struct GenerateResult {

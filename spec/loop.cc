@@ -1,7 +1,6 @@
 #include "spec/loop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -12,10 +11,6 @@
 
 namespace mtpspec {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A custom acceptance result must describe a prefix of the drafts plus one in-vocabulary token.
 absl::Status CheckCustomAccept(const AcceptResult& r, std::span<const int32_t> drafts, int64_t vocab) {
@@ -69,6 +64,7 @@ LoopContext::LoopContext(Target& target, Drafter* drafter, const GenerateOptions
     : target_(target),
       drafter_(drafter),
       options_(options),
+      clock_(options.clock != nullptr ? *options.clock : SteadyClock()),
       vocab_(target.vocab_size()),
       eos_(!options.stop_at_eos ? std::vector<int64_t>()
            : options.eos_token_ids ? *options.eos_token_ids
@@ -133,15 +129,15 @@ absl::Status PrefillStep(const LoopContext& context, std::span<const int32_t> pr
   const GenerateOptions& options = context.options();
   record.prompt_tokens = static_cast<int64_t>(prompt.size());
   state.sequence.assign(prompt.begin(), prompt.end());
-  Clock::time_point t = Clock::now();
+  double t = context.Now();
   ASSIGN_OR_RETURN(TargetStep prefill, context.Run(prompt, /*all_logits=*/false));
-  record.target_seconds = Since(t);
+  record.target_seconds = context.Now() - t;
   if (options.max_new_tokens == 0) {
     state.stop_reason = "max_new_tokens";
     return absl::OkStatus();
   }
   // The first new token comes from the last prompt row.
-  t = Clock::now();
+  t = context.Now();
   int32_t first = 0;
   const int64_t position = static_cast<int64_t>(prompt.size());
   if (context.device_sampling()) {
@@ -151,7 +147,7 @@ absl::Status PrefillStep(const LoopContext& context, std::span<const int32_t> pr
     first = SampleToken(prefill.logits.data<float>(), context.vocab(), options.accept.sampling, position);
   }
   if (options.logprobs) state.logprobs.push_back(TokenLogProb(prefill.logits.data<float>(), context.vocab(), first));
-  record.sample_seconds = Since(t);
+  record.sample_seconds = context.Now() - t;
   record.sampled_first = true;
   state.sequence.push_back(first);
   state.tokens.push_back(first);
@@ -166,18 +162,18 @@ absl::Status PrefillStep(const LoopContext& context, std::span<const int32_t> pr
     drafter->DeferPrompt();
     record.prompt_deferred = true;
   }
-  t = Clock::now();
+  t = context.Now();
   RETURN_IF_ERROR(drafter->Observe(state.sequence, 0, record.prompt_tokens, prefill));
-  record.drafter_seconds = Since(t);
+  record.drafter_seconds = context.Now() - t;
   return absl::OkStatus();
 }
 
 absl::StatusOr<Draft> DraftStep(const LoopContext& context, const LoopState& state, int64_t k, CycleRecord& record) {
   Draft draft;
   if (k <= 0 || context.drafter() == nullptr) return draft;
-  const Clock::time_point t = Clock::now();
+  const double t = context.Now();
   ASSIGN_OR_RETURN(draft, context.drafter()->Propose(state.sequence, k, context.draft_sampling()));
-  RecordDraft(draft, k, Since(t), record);
+  RecordDraft(draft, k, context.Now() - t, record);
   return draft;
 }
 
@@ -194,16 +190,16 @@ absl::StatusOr<TargetStep> VerifyStep(const LoopContext& context, const LoopStat
                                       CycleRecord& record) {
   std::vector<int32_t> block = {state.sequence.back()};  // [1 + k] at positions n … n + k
   block.insert(block.end(), draft.tokens.begin(), draft.tokens.end());
-  const Clock::time_point t = Clock::now();
+  const double t = context.Now();
   ASSIGN_OR_RETURN(TargetStep verified, context.Run(block, /*all_logits=*/true));
-  record.verify_seconds = Since(t);
+  record.verify_seconds = context.Now() - t;
   return verified;
 }
 
 absl::StatusOr<AcceptResult> AcceptStep(const LoopContext& context, const LoopState& state, const Draft& draft,
                                         const TargetStep& verified, CycleRecord& record) {
   const GenerateOptions& options = context.options();
-  const Clock::time_point t = Clock::now();
+  const double t = context.Now();
   const int64_t drafted = static_cast<int64_t>(draft.tokens.size());
   VerifyBlock block;
   block.target_logits = context.device_sampling() ? nullptr : verified.logits.data<float>();
@@ -221,7 +217,7 @@ absl::StatusOr<AcceptResult> AcceptStep(const LoopContext& context, const LoopSt
   } else {
     accepted = AcceptDrafts(block, options.accept);
   }
-  record.accept_seconds = Since(t);
+  record.accept_seconds = context.Now() - t;
   record.accepted = accepted.accepted;
   return accepted;
 }
@@ -230,7 +226,7 @@ absl::Status CommitStep(const LoopContext& context, const AcceptResult& accepted
                         LoopState& state, CycleRecord& record) {
   const GenerateOptions& options = context.options();
   const int64_t n = state.pending_position();
-  Clock::time_point t = Clock::now();
+  double t = context.Now();
   for (int32_t token : accepted.tokens) {
     state.sequence.push_back(token);
     state.tokens.push_back(token);
@@ -253,12 +249,12 @@ absl::Status CommitStep(const LoopContext& context, const AcceptResult& accepted
   const std::span<const int32_t> committed(state.tokens.data() + state.tokens.size() - record.committed,
                                            static_cast<size_t>(record.committed));
   if (options.on_tokens && !options.on_tokens(committed) && state.stop_reason.empty()) state.stop_reason = "cancelled";
-  record.commit_seconds = Since(t);
+  record.commit_seconds = context.Now() - t;
   record.last = !state.stop_reason.empty();
   if (context.drafter() != nullptr && !record.last) {
-    t = Clock::now();
+    t = context.Now();
     RETURN_IF_ERROR(context.drafter()->Observe(state.sequence, n, record.committed, verified));
-    record.extend_seconds = Since(t);
+    record.extend_seconds = context.Now() - t;
     record.observed = true;
   }
   return absl::OkStatus();

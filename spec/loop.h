@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/clock.h"
 #include "spec/interfaces.h"
 #include "spec/stats.h"
 #include "verify/acceptance.h"
@@ -88,6 +89,8 @@ class LoopContext {
   Target& target() const { return target_; }
   Drafter* drafter() const { return drafter_; }
   const GenerateOptions& options() const { return options_; }
+  // Now, in seconds, on the options' clock.
+  double Now() const { return clock_.Seconds(); }
   int64_t vocab() const { return vocab_; }
   // The target draws the tokens where its logits live (sampler-equality with argmax drafts): only
   // ids cross to the host.
@@ -110,6 +113,7 @@ class LoopContext {
   Target& target_;
   Drafter* drafter_;
   const GenerateOptions& options_;
+  const Clock& clock_;
   int64_t vocab_;
   std::vector<int64_t> eos_;  // empty when stop_at_eos is off
   bool device_sampling_;

@@ -8,10 +8,6 @@
 namespace mtpspec {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 absl::Status CheckPrompt(const Target& target, std::span<const int32_t> prompt, const GenerateOptions& options) {
   const int64_t vocab = target.vocab_size();
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
@@ -75,7 +71,7 @@ absl::StatusOr<std::unique_ptr<Request>> Request::Start(Target& target, Drafter*
     if (o != nullptr) r.observers_.push_back(o);
   }
 
-  r.start_ = Clock::now();
+  r.start_ = r.context_.Now();
   PrefillRecord prefill;
   RETURN_IF_ERROR(PrefillStep(r.context_, prompt, policy, r.state_, prefill));
   for (LoopObserver* o : r.observers_) o->OnPrefill(prefill);
@@ -93,7 +89,7 @@ bool Request::BeginCycle() {
     return false;
   }
   cycle_ = CycleRecord();
-  cycle_start_ = Clock::now();
+  cycle_start_ = context_.Now();
   draft_ = mtpspec::Draft();
   tree_block_.reset();
   verified_.reset();
@@ -152,9 +148,9 @@ std::vector<int32_t> Request::SetDraft(mtpspec::Draft draft, int64_t k, double s
 
 absl::Status Request::Verify() {
   if (tree_block_) {
-    const Clock::time_point t = Clock::now();
+    const double t = context_.Now();
     ASSIGN_OR_RETURN(TargetStep step, context_.RunTree(tree_block_->tokens, tree_block_->parents));
-    cycle_.verify_seconds = Since(t);
+    cycle_.verify_seconds = context_.Now() - t;
     verified_ = std::move(step);
     return absl::OkStatus();
   }
@@ -187,13 +183,13 @@ absl::Status Request::EndCycle() {
   }
   tree_block_.reset();
   verified_.reset();
-  cycle_.cycle_seconds = Since(cycle_start_);
+  cycle_.cycle_seconds = context_.Now() - cycle_start_;
   for (LoopObserver* o : observers_) o->OnCycle(cycle_);
   return absl::OkStatus();
 }
 
 GenerateResult Request::Finish() {
-  result_.stats.total_seconds = Since(start_);
+  result_.stats.total_seconds = context_.Now() - start_;
   result_.tokens = std::move(state_.tokens);
   result_.logprobs = std::move(state_.logprobs);
   result_.stop_reason = std::move(state_.stop_reason);

@@ -11,7 +11,6 @@
 //   Finish                         the GenerateResult
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -85,7 +84,6 @@ class Request {
  private:
   Request(Target& target, Drafter* drafter, const GenerateOptions& options);
 
-  using Clock = std::chrono::steady_clock;
   const GenerateOptions options_;  // a copy: the Request may outlive the caller's options
   const bool tree_;
   const int64_t k_max_;
@@ -95,11 +93,11 @@ class Request {
   std::optional<AdaptivePolicy> adaptive_;  // a fixed-k run has no policy and never calls one
   std::vector<LoopObserver*> observers_;    // the statistics, the policy, the caller's own
   LoopState state_;
-  Clock::time_point start_;
+  double start_ = 0;  // context_.Now() at the start
 
   // The cycle under way.
   CycleRecord cycle_;
-  Clock::time_point cycle_start_;
+  double cycle_start_ = 0;
   mtpspec::Draft draft_;
   std::optional<TreeBlock> tree_block_;  // a tree cycle's block, when its tree has nodes
   std::optional<TargetStep> verified_;

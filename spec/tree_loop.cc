@@ -1,7 +1,6 @@
 #include "spec/tree_loop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "spec/generator.h"
@@ -9,10 +8,6 @@
 
 namespace mtpspec {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Rows `rows` of a [L, W] tensor, in that order: [rows, W]. An empty tensor stays empty.
 Tensor GatherRows(const Tensor& from, const std::vector<int64_t>& rows) {
@@ -58,7 +53,7 @@ absl::StatusOr<TreeBlock> TreeDraftStep(const LoopContext& context, const LoopSt
   record.tree = true;
   TreeBlock block;
   if (context.drafter() != nullptr && max_depth > 0 && max_nodes > 0) {
-    const Clock::time_point t = Clock::now();
+    const double t = context.Now();
     ASSIGN_OR_RETURN(TreeDraft tree, context.drafter()->ProposeTree(state.sequence, options.tree, context.draft_sampling()));
     if (tree.parents.size() != tree.tokens.size()) {
       return absl::InternalError("tree draft: as many parents as tokens are needed");
@@ -73,7 +68,7 @@ absl::StatusOr<TreeBlock> TreeDraftStep(const LoopContext& context, const LoopSt
     }
     block.tree = TrimTree(std::move(tree), max_depth, max_nodes);
     record.catch_up_seconds = std::max(0.0, block.tree.catch_up_seconds);
-    record.draft_seconds = std::max(0.0, Since(t) - record.catch_up_seconds);
+    record.draft_seconds = std::max(0.0, context.Now() - t - record.catch_up_seconds);
   }
   record.drafted = static_cast<int64_t>(block.tree.tokens.size());
   block.tokens = {state.sequence.back()};
@@ -90,7 +85,7 @@ absl::StatusOr<TreeBlock> TreeDraftStep(const LoopContext& context, const LoopSt
 absl::Status TreeAcceptStep(const LoopContext& context, LoopState& state, const TreeBlock& block,
                             const TargetStep& verified, CycleRecord& record) {
   const GenerateOptions& options = context.options();
-  Clock::time_point t = Clock::now();
+  double t = context.Now();
   TreeVerifyBlock rows;
   rows.target_logits = verified.logits.data<float>();
   rows.vocab = context.vocab();
@@ -108,19 +103,19 @@ absl::Status TreeAcceptStep(const LoopContext& context, LoopState& state, const 
     default: rule_result = AcceptTreeBySamplerEquality(rows, options.accept.sampling); break;
   }
   ASSIGN_OR_RETURN(const TreeAcceptResult chosen, std::move(rule_result));
-  record.accept_seconds = Since(t);
+  record.accept_seconds = context.Now() - t;
   record.accepted = chosen.accepted;
   for (size_t i = 1; i < chosen.path.size(); ++i) record.accepted_ranks.push_back(block.tree.ranks[chosen.path[i] - 1]);
 
   // The kept path as a chain: its rows move to consecutive positions, and the commit sees the
   // path's logits and hidden states as a chain verify's rows.
-  t = Clock::now();
+  t = context.Now();
   RETURN_IF_ERROR(context.target().KeepTreePath(chosen.path));
   TargetStep path_rows;
   path_rows.logits = GatherRows(verified.logits, chosen.path);
   path_rows.hidden_postnorm = GatherRows(verified.hidden_postnorm, chosen.path);
   path_rows.hidden_prenorm = GatherRows(verified.hidden_prenorm, chosen.path);
-  const double keep_seconds = Since(t);
+  const double keep_seconds = context.Now() - t;
   AcceptResult accepted;
   accepted.accepted = chosen.accepted;
   accepted.tokens = chosen.tokens;

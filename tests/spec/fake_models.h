@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "spec/interfaces.h"
@@ -52,6 +53,16 @@ inline LogitsFn OracleLogits(int64_t vocab = 16, float peak = 4.0f) {
     return logits;
   };
 }
+
+// A clock that moves only when told: the fake models advance it by the costs they stand for.
+class FakeClock final : public Clock {
+ public:
+  double Seconds() const override { return now_; }
+  void Advance(double seconds) { now_ += seconds; }
+
+ private:
+  double now_ = 0;
+};
 
 struct RunCall {
   int64_t start = 0;              // length() before the call = position of tokens[0]
@@ -83,10 +94,13 @@ class FakeTarget : public Target {
     }
     const int64_t start = length();
     if (seconds_per_row_ > 0 || seconds_per_run_ > 0) {
-      const auto until = std::chrono::steady_clock::now() +
-                         std::chrono::duration<double>(seconds_per_run_ +
-                                                       seconds_per_row_ * static_cast<double>(tokens.size()));
-      while (std::chrono::steady_clock::now() < until) {
+      const double seconds = seconds_per_run_ + seconds_per_row_ * static_cast<double>(tokens.size());
+      if (clock_ != nullptr) {
+        clock_->Advance(seconds);
+      } else {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        while (std::chrono::steady_clock::now() < until) {
+        }
       }
     }
     cache_.insert(cache_.end(), tokens.begin(), tokens.end());
@@ -120,11 +134,15 @@ class FakeTarget : public Target {
   }
 
   void set_eos(std::vector<int64_t> eos) { eos_ = std::move(eos); }
-  // Each Run busy-waits this long per row, so that timing-driven code (adaptive k) sees verify
-  // costs that grow with the rows and stand well above the microseconds of scheduling noise.
+  // Each Run takes this long per row, so that timing-driven code (adaptive k) sees verify costs that
+  // grow with the rows: on `clock` when one is set (the loop then sees exactly these costs), else
+  // busy-waiting, well above the microseconds of scheduling noise.
   void set_seconds_per_row(double seconds) { seconds_per_row_ = seconds; }
   // … plus this long per Run whatever its rows (a memory-bound step: extra verify rows come cheap).
   void set_seconds_per_run(double seconds) { seconds_per_run_ = seconds; }
+  // Runs advance this clock by their cost instead of waiting (give the loop the same clock through
+  // GenerateOptions::clock). Not owned.
+  void set_clock(FakeClock* clock) { clock_ = clock; }
   // The n-th Run after the next Reset (1-based) fails with an Internal error; 0 = never.
   void FailAtRun(int64_t n) { fail_at_run_ = n; }
 
@@ -149,6 +167,7 @@ class FakeTarget : public Target {
   std::vector<std::string> violations_;  // never cleared: survives Reset
   int64_t reset_count_ = 0, run_count_ = 0, fail_at_run_ = 0;
   double seconds_per_row_ = 0, seconds_per_run_ = 0;
+  FakeClock* clock_ = nullptr;
 };
 
 struct ObserveCall {

@@ -15,6 +15,7 @@
 namespace mtpspec {
 namespace {
 
+using spec_testing::FakeClock;
 using spec_testing::FakeTarget;
 using spec_testing::MustGenerate;
 using spec_testing::ObserveCall;
@@ -44,6 +45,31 @@ MATCHER_P4(IsObserve, first_position, rows, sequence_size, last_token, "") {
 }
 MATCHER_P3(IsPropose, sequence_size, k, proposed, "") {
   return arg.sequence_size == sequence_size && arg.k == k && arg.proposed == std::vector<int32_t>(proposed);
+}
+
+// The loop reads the time from GenerateOptions::clock: on a fake clock that only the target's runs
+// advance, the request's seconds are exactly the runs' costs (the prompt's run in the prefill, every
+// verify in the verify time), and nothing else takes any time.
+TEST(GeneratorTest, TheLoopsTimingsComeFromTheGivenClock) {
+  FakeClock clock;
+  FakeTarget target(kVocab, 64, OracleLogits());
+  target.set_clock(&clock);
+  target.set_seconds_per_run(0.5);
+  target.set_seconds_per_row(0.25);
+  ScriptedDrafter drafter(OracleWithMistakes({6, 11}));
+  GenerateOptions options = Options(3, 10);
+  options.clock = &clock;
+  const GenerateResult r = MustGenerate(target, &drafter, OracleRange(0, 4), options);
+  EXPECT_EQ(r.tokens, OracleRange(4, 14));
+  ASSERT_GE(target.runs().size(), 2u);
+  double verify = 0;
+  for (size_t i = 1; i < target.runs().size(); ++i) verify += 0.5 + 0.25 * target.runs()[i].tokens.size();
+  const double prefill = 0.5 + 0.25 * 4;
+  EXPECT_EQ(r.stats.prefill_seconds, prefill);
+  EXPECT_EQ(r.stats.verify_seconds, verify);
+  EXPECT_EQ(r.stats.draft_seconds, 0.0);
+  EXPECT_EQ(r.stats.total_seconds, prefill + verify);
+  EXPECT_EQ(clock.Seconds(), prefill + verify);
 }
 
 // --- hand-traced requests -----------------------------------------------------------------------
