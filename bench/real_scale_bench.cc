@@ -19,6 +19,8 @@
 // at --rates on the whole cut model, from a random prefix of N tokens (the target's and the MTP
 // layer's caches filled with random rows), for measured speedups; each repetition runs plain and
 // k = 1 … 4 in turn, so they interleave.
+// At the start and the end it also measures the compute ceilings of a step's parts on this machine
+// (bench/compute_ceilings.h), which the report holds the measured step against.
 // bench/report/real_scale_report.py turns the JSON into the projection of the full model.
 //
 //   build/release/bench/real_scale_bench --model DIR [--contexts 4096,16384,65536,131072]
@@ -34,6 +36,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/compute_ceilings.h"
 #include "bench/e2e_speed.h"
 #include "bench/prefix_target.h"
 #include "bench/run_info.h"
@@ -409,6 +412,7 @@ absl::Status Run(int argc, char** argv) {
   const ModelConfig& c = model->config();
   nlohmann::json j = {{"benchmark", "real_scale_bench"}, {"run", RunInfo(argc, argv)}};
   j["read_bandwidth_start"] = MeasureReadBandwidth(stream_mib, 5);
+  j["compute_ceilings_start"] = MeasureComputeCeilings(c.hidden_size);
   {
     std::ifstream in(args.Get("model") + "/config.json");
     j["config"] = nlohmann::json::parse(in, nullptr, false);
@@ -440,6 +444,7 @@ absl::Status Run(int argc, char** argv) {
     }
   }
   j["read_bandwidth_end"] = MeasureReadBandwidth(stream_mib, 5);
+  j["compute_ceilings_end"] = MeasureComputeCeilings(c.hidden_size);
   j["elapsed_seconds"] = NowSeconds() - start;
   return WriteTextFile(args.Get("json", "build/results/real_scale.json"), j.dump(1) + "\n");
 }

@@ -19,9 +19,11 @@ def moe_stream_line(layers_json: dict, costs, n: int, bw: float) -> str:
             "in registers and multiplied in f32).")
 
 
-def bandwidth_lines(layers_json: dict, costs, contexts: list[int]) -> list[str]:
+def bandwidth_lines(layers_json: dict, costs, contexts: list[int], cache_macs) -> list[str]:
     """Decode bandwidth measured on the cut model: each repetition's whole forward of one row (its
-    weight bytes per second) over the read bandwidth measured just before that repetition."""
+    weight bytes per second) over the read bandwidth measured just before that repetition.
+    cache_macs(n): the multiply-adds of one row's compute over the cache (the attention over the
+    selected keys and the indexer's scores) through the cut model at context n."""
     cut_bytes = sum(l["row_weight_bytes"] for l in layers_json["layers"]) + layers_json["head_bytes"]
     rows, ratios_all = [], []
     for n in contexts:
@@ -48,7 +50,8 @@ def bandwidth_lines(layers_json: dict, costs, contexts: list[int]) -> list[str]:
             "|---|---|---|---|---|---|"] + rows + [
             "", f"**Goal (decode weight bytes per second at least 0.75 of the read bandwidth): {verdict}** — "
             f"median {overall:.2f} over {len(ratios_all)} paired repetitions at all contexts.", ""] + \
-        step_split_lines(layers_json, costs, contexts, cut_bytes)
+        step_split_lines(layers_json, costs, contexts, cut_bytes) + \
+        ceiling_lines(layers_json, costs, contexts, cut_bytes, cache_macs)
 
 
 # The parts of a step that stream weights, and those that compute over the cache.
@@ -83,3 +86,62 @@ def step_split_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: i
             "the streaming parts (the indexer's own matrices, under 1% of them, are counted with the indexer).", "",
             "| N | streaming parts (ms) | their GB/s | ÷ read bandwidth | attention (ms) | indexer + top-k (ms) | "
             "compute share of the step | whole step ÷ read bandwidth |", "|---|---|---|---|---|---|---|---|"] + rows + [""]
+
+
+def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int, cache_macs) -> list[str]:
+    """The most the decode ratio could reach on this machine, from the ceilings measured in the same
+    run (bench/compute_ceilings.h): the weights streamed at the read bandwidth, or at the one-row FP8
+    GEMV's compute ceiling where that is slower, plus the compute over the cache at the row kernels'
+    multiply-add rate, or at the cores' multiply-add peak."""
+    ceilings = [layers_json[k] for k in ("compute_ceilings_start", "compute_ceilings_end") if k in layers_json]
+    if not ceilings:
+        return []
+    gemv = max(c["fp8_gemv_weights_per_second"] for c in ceilings)
+    kernels = max(c["f32_row_kernel_macs_per_second"] for c in ceilings)
+    peak = max(c["fma_macs_per_second"] for c in ceilings)
+    # FP8 weights are one byte; the bf16 head's are two, counted at the FP8 GEMV's rate as well.
+    weights = cut_bytes - layers_json["head_bytes"] / 2
+    rows, verdicts = [], []
+    for n in contexts:
+        point = costs.point(n)
+        bws = point.get("read_bandwidth_by_rep")
+        paired = costs.row(n, 1).get("paired", [])
+        if not bws:
+            continue
+        bw = median(bws)
+        at_bandwidth = cut_bytes / bw
+        streaming = max(at_bandwidth, weights / gemv)
+        macs = cache_macs(n)
+        with_kernels = at_bandwidth / (streaming + macs / kernels)
+        at_peak = at_bandwidth / (at_bandwidth + macs / peak) if peak > 0 else float("nan")
+        measured = [cut_bytes / p["whole"] / b for p, b in zip(paired, bws)] if len(paired) == len(bws) else []
+        measured_text = f"{median(measured):.2f}" if measured else "—"
+        rows.append(f"| {n} | {1e3 * at_bandwidth:.1f} | {1e3 * weights / gemv:.1f} | {macs / 1e9:.2f} | "
+                    f"{1e3 * macs / kernels:.1f} | {1e3 * macs / peak:.1f} | {with_kernels:.2f} | {at_peak:.2f} | "
+                    f"{measured_text} |")
+        if at_peak < 0.75:
+            verdicts.append(f"N = {n}: out of reach in f32 on this machine (at most {at_peak:.2f} with every "
+                            "multiply-add at the cores' peak and the weights at the full read bandwidth)")
+        elif with_kernels < 0.75:
+            verdicts.append(f"N = {n}: out of reach for these kernels (at most {with_kernels:.2f}); "
+                            f"{at_peak:.2f} at the cores' peak")
+        else:
+            verdicts.append(f"N = {n}: within reach in principle (these kernels' ceilings allow "
+                            f"{with_kernels:.2f}; measured {measured_text})")
+    if not rows:
+        return []
+    c0 = ceilings[0]
+    return ["What the ratio could reach on this machine: the same run measured, with every thread on data "
+            "of its own in its caches (`bench/compute_ceilings.h`, at the run's start and end, the better of "
+            f"the two), the one-row FP8 GEMV's ceiling ({gemv / 1e9:.1f} G weights/s on {c0['threads']} threads), "
+            f"the row kernels' multiply-add rate ({kernels / 1e9:.0f} G/s: the score kernel of the attention and "
+            f"of the indexer) and the cores' f32 multiply-add peak ({peak / 1e9:.0f} G/s, 512-bit multiply-adds "
+            "on registers alone). A step can take no less than its weights at the read bandwidth (or at the "
+            "GEMV's ceiling, where that is slower) plus its compute over the cache (the attention over the "
+            "selected keys and the indexer's scores, multiply-adds counted from the release's shapes) at the "
+            "rate of the kernels, or, for any f32 code, at the peak. Projections, softmax, top-k and norms are "
+            "left out, so each bound is an upper bound.", "",
+            "| N | weights at the read bandwidth (ms) | at the FP8 GEMV's ceiling (ms) | compute over the cache "
+            "(G multiply-adds) | at the row kernels' rate (ms) | at the peak (ms) | bound, these kernels | "
+            "bound, f32 at the peak | measured |", "|---|---|---|---|---|---|---|---|---|"] + rows + [
+            "", "Against the goal of 0.75:", ""] + [f"- {v}." for v in verdicts] + [""]

@@ -393,7 +393,10 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
                  "row, grow with the union."
                  if one.get("attn_proj") and three.get("attn_proj") else ""), ""]
 
-    lines += bandwidth_lines(layers_json, costs, contexts)
+    def cache_macs(n: int) -> float:  # one row's attention and indexer multiply-adds through the cut model
+        return sum(m["attention"] + m["indexer"] for m in (macs_per_row(cfg, n, l["kind"]) for l in layers_json["layers"]))
+
+    lines += bandwidth_lines(layers_json, costs, contexts, cache_macs)
 
     # The projection against forwards of the cut model truncated to 2, 3, 4 layers and of all of it,
     # measured in the same run: each repetition times the parts and the forwards on the same tokens.

@@ -1,0 +1,140 @@
+#include "bench/compute_ceilings.h"
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "bench/run_info.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "kernels/linear.h"
+#include "kernels/row_kernels.h"
+
+namespace mtpspec::bench {
+namespace {
+
+constexpr int kPasses = 3;
+constexpr double kPassSeconds = 0.3;
+
+// The best rate (work per second) of kPasses passes, each repeating `call` (which does `work` units)
+// for at least kPassSeconds.
+template <typename Call>
+double BestRate(double work, Call call) {
+  call();  // warm-up: caches filled, pool threads awake
+  double best = 0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const double start = NowSeconds();
+    int64_t calls = 0;
+    double elapsed = 0;
+    do {
+      call();
+      ++calls;
+      elapsed = NowSeconds() - start;
+    } while (elapsed < kPassSeconds);
+    best = std::max(best, work * static_cast<double>(calls) / elapsed);
+  }
+  return best;
+}
+
+// One row against an FP8 matrix of 1 MiB per thread (inside each core's L2, with x and y).
+double Fp8GemvRate(int64_t hidden, int threads) {
+  const int64_t out = std::max<int64_t>(kFp8Block, (int64_t{1} << 20) * threads / hidden / kFp8Block * kFp8Block);
+  Tensor w = Tensor::Empty(DType::kF8E4M3, {out, hidden});  // [out, hidden]
+  const int64_t scale_cols = (hidden + kFp8Block - 1) / kFp8Block;
+  Tensor scales = Tensor::Empty(DType::kF32, {out / kFp8Block, scale_cols});  // [out/128, ⌈hidden/128⌉]
+  std::mt19937 rng(7);
+  uint8_t* codes = w.data<uint8_t>();
+  for (int64_t i = 0; i < out * hidden; ++i) {
+    const uint8_t b = static_cast<uint8_t>(rng());
+    codes[i] = (b & 0x7F) == 0x7F ? static_cast<uint8_t>(b ^ 1) : b;  // no NaN codes, as in the releases
+  }
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (int64_t i = 0; i < scales.numel(); ++i) scales.data<float>()[i] = 1e-3f * (1.5f + unit(rng));
+  TensorView view = w.view();
+  view.block_scale = scales.data<float>();
+  view.scale_stride = scale_cols;
+  view.fp8_nan_free = !Fp8HasNanCode(view);
+  std::vector<float> x(hidden), y(out);  // [hidden], [out]
+  for (float& v : x) v = unit(rng);
+  return BestRate(static_cast<double>(out * hidden), [&] { Linear(x.data(), 1, view, y.data()); });
+}
+
+// Each thread: 32 queries against 256 cache rows of 512 f32 (512 KiB), its own.
+double RowKernelRate(int threads) {
+  constexpr int64_t kQueries = 32, kKeys = 256, kWidth = 512;
+  struct Work {
+    std::vector<float> cache, queries, scores;  // [kKeys, kWidth], [kQueries, kWidth], [kQueries, kKeys]
+    std::vector<const float*> keys;             // [kKeys]
+  };
+  std::vector<Work> work(threads);
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (Work& t : work) {
+    t.cache.resize(kKeys * kWidth);
+    t.queries.resize(kQueries * kWidth);
+    t.scores.resize(kQueries * kKeys);
+    for (float& v : t.cache) v = unit(rng);
+    for (float& v : t.queries) v = unit(rng);
+    for (int64_t k = 0; k < kKeys; ++k) t.keys.push_back(t.cache.data() + k * kWidth);
+  }
+  const double macs = static_cast<double>(threads * kQueries * kKeys * kWidth);
+  return BestRate(macs, [&] {
+    DefaultThreadPool().ParallelFor(threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        Work& t = work[i];
+        DotRows(t.queries.data(), kQueries, kWidth, t.keys.data(), kKeys, kWidth, t.scores.data(), kKeys);
+      }
+    });
+  });
+}
+
+#if defined(__AVX512F__)
+// 12 independent chains of 512-bit multiply-adds, 2^16 rounds: enough in flight for the multiply-add
+// units' latency, nothing read from memory.
+float FmaChains(float seed) {
+  __m512 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (int round = 0; round < (1 << 16); ++round) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) {
+      acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+      asm("" : "+v"(acc[i]));  // keeps the chains from being folded away
+    }
+  }
+  __m512 sum = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  return _mm512_reduce_add_ps(sum);
+}
+
+double FmaRate(int threads) {
+  std::vector<float> sink(threads);
+  const double macs = static_cast<double>(threads) * 12 * 16 * (1 << 16);
+  return BestRate(macs, [&] {
+    DefaultThreadPool().ParallelFor(threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sink[i] += FmaChains(static_cast<float>(i));
+    });
+  });
+}
+#else
+double FmaRate(int /*threads*/) { return 0.0; }
+#endif
+
+}  // namespace
+
+nlohmann::json MeasureComputeCeilings(int64_t hidden) {
+  const int threads = DefaultThreadPool().num_threads();
+  return {{"threads", threads},
+          {"fp8_gemv_weights_per_second", Fp8GemvRate(hidden, threads)},
+          {"f32_row_kernel_macs_per_second", RowKernelRate(threads)},
+          {"fma_macs_per_second", FmaRate(threads)}};
+}
+
+}  // namespace mtpspec::bench
