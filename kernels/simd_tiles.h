@@ -120,7 +120,10 @@ inline __m512 Fp8Direct(const uint8_t* p, __mmask16 lanes) { return Fp8DirectByt
 // bytes above a zero low half. That is 9 vector operations per 64 weights against Fp8Direct's 12
 // (sign extension, shift, mask per 16), and a one-row FP8 GEMV is bound by exactly that work here
 // (bench/linear_bench; byte permutes with vpermi2b and shifts in place of the word unpacks measured
-// slower on this CPU). Several rows share each widened vector and are bound by the
+// slower on this CPU, and so did four zero-masked vpermi2b that gather each vector's two bytes
+// straight from the affine products, in place of the dword permutation and every unpack, although
+// that is 6 operations per line: a 512-bit two-table byte permute costs more than an unpack here).
+// Several rows share each widened vector and are bound by the
 // multiply-adds instead, which the bit-matrix products compete with, so only one-row tiles take it.
 #if defined(__GFNI__)
 struct Fp8Line {

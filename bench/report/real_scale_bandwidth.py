@@ -99,9 +99,13 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
     gemv = max(c["fp8_gemv_weights_per_second"] for c in ceilings)
     kernels = max(c["f32_row_kernel_macs_per_second"] for c in ceilings)
     peak = max(c["fma_macs_per_second"] for c in ceilings)
-    # FP8 weights are one byte; the bf16 head's are two, counted at the FP8 GEMV's rate as well.
-    weights = cut_bytes - layers_json["head_bytes"] / 2
+    # The FP8 weights (one byte each) stream no faster than the read bandwidth or the FP8 GEMV's
+    # ceiling, whichever is slower; the bf16 head at the read bandwidth (its GEMV widens by a shift,
+    # with a ceiling well above it).
+    head = layers_json["head_bytes"]
+    fp8 = cut_bytes - head
     rows, verdicts = [], []
+    all_bws = [b for n in contexts for b in costs.point(n).get("read_bandwidth_by_rep", [])] or [1.0]
     for n in contexts:
         point = costs.point(n)
         bws = point.get("read_bandwidth_by_rep")
@@ -110,18 +114,19 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
             continue
         bw = median(bws)
         at_bandwidth = cut_bytes / bw
-        streaming = max(at_bandwidth, weights / gemv)
+        streaming = max(fp8 / bw, fp8 / gemv) + head / bw
         macs = cache_macs(n)
         with_kernels = at_bandwidth / (streaming + macs / kernels)
         at_peak = at_bandwidth / (at_bandwidth + macs / peak) if peak > 0 else float("nan")
         measured = [cut_bytes / p["whole"] / b for p, b in zip(paired, bws)] if len(paired) == len(bws) else []
         measured_text = f"{median(measured):.2f}" if measured else "—"
-        rows.append(f"| {n} | {1e3 * at_bandwidth:.1f} | {1e3 * weights / gemv:.1f} | {macs / 1e9:.2f} | "
+        rows.append(f"| {n} | {1e3 * at_bandwidth:.1f} | {1e3 * streaming:.1f} | {macs / 1e9:.2f} | "
                     f"{1e3 * macs / kernels:.1f} | {1e3 * macs / peak:.1f} | {with_kernels:.2f} | {at_peak:.2f} | "
                     f"{measured_text} |")
         if at_peak < 0.75:
             verdicts.append(f"N = {n}: out of reach in f32 on this machine (at most {at_peak:.2f} with every "
-                            "multiply-add at the cores' peak and the weights at the full read bandwidth)")
+                            "multiply-add over the cache at the cores' peak and the weights at the full read "
+                            "bandwidth)")
         elif with_kernels < 0.75:
             verdicts.append(f"N = {n}: out of reach for these kernels (at most {with_kernels:.2f}); "
                             f"{at_peak:.2f} at the cores' peak")
@@ -133,15 +138,21 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
     c0 = ceilings[0]
     return ["What the ratio could reach on this machine: the same run measured, with every thread on data "
             "of its own in its caches (`bench/compute_ceilings.h`, at the run's start and end, the better of "
-            f"the two), the one-row FP8 GEMV's ceiling ({gemv / 1e9:.1f} G weights/s on {c0['threads']} threads), "
+            f"the two), the one-row FP8 GEMV's ceiling ({gemv / 1e9:.1f} G weights/s on {c0['threads']} threads, "
+            f"{gemv / median(all_bws):.2f} of the run's median read bandwidth), "
             f"the row kernels' multiply-add rate ({kernels / 1e9:.0f} G/s: the score kernel of the attention and "
             f"of the indexer) and the cores' f32 multiply-add peak ({peak / 1e9:.0f} G/s, 512-bit multiply-adds "
-            "on registers alone). A step can take no less than its weights at the read bandwidth (or at the "
-            "GEMV's ceiling, where that is slower) plus its compute over the cache (the attention over the "
-            "selected keys and the indexer's scores, multiply-adds counted from the release's shapes) at the "
-            "rate of the kernels, or, for any f32 code, at the peak. Projections, softmax, top-k and norms are "
-            "left out, so each bound is an upper bound.", "",
-            "| N | weights at the read bandwidth (ms) | at the FP8 GEMV's ceiling (ms) | compute over the cache "
+            "on registers alone). A layer's compute over the cache (the attention over the selected keys and "
+            "the indexer's scores) needs its projections' output and feeds the next projections, so it and "
+            "the weight streaming run one after the other; overlapping them would need the weights read ahead "
+            "into the last-level cache, which holds a few percent of a layer's weights. With these kernels a "
+            "step therefore takes no less than its FP8 weights at the read bandwidth or at the GEMV's ceiling, "
+            "whichever is slower, and its bf16 head at the read bandwidth, plus its compute over the cache "
+            "(multiply-adds counted from the release's shapes) at the row kernels' rate; done in f32 by any "
+            "code, no less than all its weights at the read bandwidth plus that compute at the cores' peak. "
+            "Softmax, top-k and norms, and the attention's products with kv_b_proj, are left out, so each bound "
+            "is an upper bound.", "",
+            "| N | weights at the read bandwidth (ms) | weights, with the FP8 GEMV's ceiling (ms) | compute over the cache "
             "(G multiply-adds) | at the row kernels' rate (ms) | at the peak (ms) | bound, these kernels | "
             "bound, f32 at the peak | measured |", "|---|---|---|---|---|---|---|---|---|"] + rows + [
             "", "Against the goal of 0.75:", ""] + [f"- {v}." for v in verdicts] + [""]
