@@ -317,39 +317,31 @@ inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintpt
 #pragma GCC unroll 4
     for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_setzero_ps();
   }
-  // Vectors [i, end): weights from `load`(k, i).
-  auto span = [&](int64_t i, int64_t end, auto load) __attribute__((always_inline)) {
-    for (; i < end; i += 16) {
-      if (prefetch != nullptr && i % kElementsPerLine == 0) {
-#pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i * kRowElementBytes<Row>);
-      }
-      __m512 wv[NK];
-#pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) wv[k] = kHoldWeights ? InRegister(load(k, i)) : load(k, i);
-#pragma GCC unroll 4
-      for (int r = 0; r < NR; ++r) {
-        const __m512 xv = kHoldX ? InRegister(_mm512_loadu_ps(x[r] + i)) : _mm512_loadu_ps(x[r] + i);
-#pragma GCC unroll 4
-        for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
-      }
-    }
-  };
-  const int64_t full = n / 16 * 16;  // the vectors read whole
+  __m512 block_scale[NK];  // block-scaled rows (FP8): the scales of the block i lies in
   int64_t i = 0;
-  if constexpr (kBlockScaled<Row>) {
-    // One block of 128 at a time, its scales fetched once.
-    for (; i < full; i = std::min(full, i + kFp8Block)) {
-      __m512 block_scale[NK];
+  for (; i + 16 <= n; i += 16) {
+    if (prefetch != nullptr && i % kElementsPerLine == 0) {
 #pragma GCC unroll 4
-      for (int k = 0; k < NK; ++k) block_scale[k] = BlockScale(w[k], i);
-      span(i, std::min(full, i + kFp8Block), [&](int k, int64_t j) __attribute__((always_inline)) {
-        return _mm512_mul_ps(Unscaled(w[k], j), block_scale[k]);
-      });
+      for (int k = 0; k < NK; ++k) Prefetch(prefetch[k] + i * kRowElementBytes<Row>);
     }
-  } else {
-    span(0, full, [&](int k, int64_t j) __attribute__((always_inline)) { return LoadRow(w[k], j); });
-    i = full;
+    __m512 wv[NK];
+    if constexpr (kBlockScaled<Row>) {
+      if (i % kFp8Block == 0) {  // a new block: its scales, once
+#pragma GCC unroll 4
+        for (int k = 0; k < NK; ++k) block_scale[k] = BlockScale(w[k], i);
+      }
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) wv[k] = _mm512_mul_ps(Unscaled(w[k], i), block_scale[k]);
+    } else {
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) wv[k] = kHoldWeights ? InRegister(LoadRow(w[k], i)) : LoadRow(w[k], i);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const __m512 xv = kHoldX ? InRegister(_mm512_loadu_ps(x[r] + i)) : _mm512_loadu_ps(x[r] + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
+    }
   }
   if (i < n) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);

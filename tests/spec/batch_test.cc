@@ -18,6 +18,7 @@ namespace mtpspec {
 namespace {
 
 using ::testing::HasSubstr;
+using spec_testing::FakeClock;
 using spec_testing::FakeTarget;
 using spec_testing::OracleLogits;
 using spec_testing::OracleToken;
@@ -105,6 +106,41 @@ void ExpectSameAsAlone(const BatchRequestResult& batched, const BatchRequest& re
   EXPECT_EQ(batched.result.stats.num_accepted_tokens, alone.stats.num_accepted_tokens) << where;
   EXPECT_EQ(batched.result.stats.accepted_per_pos, alone.stats.accepted_per_pos) << where;
   EXPECT_EQ(batched.result.stats.verify_steps, alone.stats.verify_steps) << where;
+}
+
+// The batch loop and its requests read the time from the clocks they are given: on a fake clock
+// that only the targets' runs advance, the batch's seconds are exactly the runs' costs, split into
+// the prefills and the verifies, and no request ends after the batch.
+TEST(BatchTest, TheBatchsTimingsComeFromTheGivenClock) {
+  FakeClock clock;
+  FakeSlots fake(3);
+  for (const auto& target : fake.targets) {
+    target->set_clock(&clock);
+    target->set_seconds_per_run(0.5);
+    target->set_seconds_per_row(0.25);
+  }
+  FakeBatchVerifier verifier;
+  std::vector<BatchRequest> requests;
+  for (int64_t r = 0; r < 7; ++r) {
+    requests.push_back(MixedRequest(r));
+    requests.back().options.clock = &clock;
+  }
+  BatchOptions options;
+  options.verifier = &verifier;
+  options.clock = &clock;
+  auto result = GenerateBatch(fake.slots, requests, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const BatchStats& stats = result->stats;
+  EXPECT_GT(stats.prefill_seconds, 0.0);
+  EXPECT_GT(stats.verify_seconds, 0.0);
+  EXPECT_EQ(stats.draft_seconds, 0.0);
+  EXPECT_EQ(stats.total_seconds, clock.Seconds());
+  EXPECT_EQ(stats.prefill_seconds + stats.verify_seconds, stats.total_seconds);
+  for (const BatchRequestResult& r : result->requests) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_LE(r.latency_seconds, stats.total_seconds);
+    EXPECT_GE(r.latency_seconds, r.queued_seconds);
+  }
 }
 
 TEST(BatchTest, EveryRequestEqualsItselfRunAloneForBatchSizesOneToEight) {
