@@ -10,6 +10,7 @@
 
 #include "bench/run_info.h"
 #include "core/dtype.h"
+#include "core/fp8_quantise.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "kernels/linear.h"
@@ -41,23 +42,18 @@ double BestRate(double work, Call call) {
   return best;
 }
 
-// One row against an FP8 matrix of 1 MiB per thread (inside each core's L2, with x and y).
+// One row against an FP8 matrix of about 1 MiB per thread (inside each core's L2, with x and y): a
+// random matrix quantised as the releases store theirs (core/fp8_quantise.h).
 double Fp8GemvRate(int64_t hidden, int threads) {
   const int64_t out = std::max<int64_t>(kFp8Block, (int64_t{1} << 20) * threads / hidden / kFp8Block * kFp8Block);
-  Tensor w = Tensor::Empty(DType::kF8E4M3, {out, hidden});  // [out, hidden]
-  const int64_t scale_cols = (hidden + kFp8Block - 1) / kFp8Block;
-  Tensor scales = Tensor::Empty(DType::kF32, {out / kFp8Block, scale_cols});  // [out/128, ⌈hidden/128⌉]
   std::mt19937 rng(7);
-  uint8_t* codes = w.data<uint8_t>();
-  for (int64_t i = 0; i < out * hidden; ++i) {
-    const uint8_t b = static_cast<uint8_t>(rng());
-    codes[i] = (b & 0x7F) == 0x7F ? static_cast<uint8_t>(b ^ 1) : b;  // no NaN codes, as in the releases
-  }
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  for (int64_t i = 0; i < scales.numel(); ++i) scales.data<float>()[i] = 1e-3f * (1.5f + unit(rng));
-  TensorView view = w.view();
-  view.block_scale = scales.data<float>();
-  view.scale_stride = scale_cols;
+  Tensor dense = Tensor::Empty(DType::kF32, {out, hidden});  // [out, hidden]
+  for (int64_t i = 0; i < dense.numel(); ++i) dense.data<float>()[i] = unit(rng);
+  const Fp8Matrix fp8 = QuantiseFp8(dense.view(), /*power_of_two_scales=*/false);
+  TensorView view = fp8.codes.view();
+  view.block_scale = fp8.scales.data<float>();
+  view.scale_stride = fp8.scales.dim(1);
   view.fp8_nan_free = !Fp8HasNanCode(view);
   std::vector<float> x(hidden), y(out);  // [hidden], [out]
   for (float& v : x) v = unit(rng);

@@ -19,6 +19,16 @@ def moe_stream_line(layers_json: dict, costs, n: int, bw: float) -> str:
             "in registers and multiplied in f32).")
 
 
+def paired_ratios(costs, n: int, cut_bytes: int) -> list[float]:
+    """Each repetition's one-row forward of the cut model at context n, as weight bytes per second over
+    the read bandwidth measured just before it; empty when the run did not pair them."""
+    bws = costs.point(n).get("read_bandwidth_by_rep") or []
+    paired = costs.row(n, 1).get("paired", [])
+    if not bws or len(bws) != len(paired):
+        return []
+    return [cut_bytes / p["whole"] / bw for p, bw in zip(paired, bws)]
+
+
 def bandwidth_lines(layers_json: dict, costs, contexts: list[int], cache_macs) -> list[str]:
     """Decode bandwidth measured on the cut model: each repetition's whole forward of one row (its
     weight bytes per second) over the read bandwidth measured just before that repetition.
@@ -27,13 +37,11 @@ def bandwidth_lines(layers_json: dict, costs, contexts: list[int], cache_macs) -
     cut_bytes = sum(l["row_weight_bytes"] for l in layers_json["layers"]) + layers_json["head_bytes"]
     rows, ratios_all = [], []
     for n in contexts:
-        point = costs.point(n)
-        bws = point.get("read_bandwidth_by_rep")
-        paired = costs.row(n, 1).get("paired", [])
-        if not bws or len(bws) != len(paired):
+        ratios = paired_ratios(costs, n, cut_bytes)
+        if not ratios:
             continue
-        rates = [cut_bytes / p["whole"] for p in paired]
-        ratios = [rate / bw for rate, bw in zip(rates, bws)]
+        bws = costs.point(n)["read_bandwidth_by_rep"]
+        rates = [cut_bytes / p["whole"] for p in costs.row(n, 1)["paired"]]
         ratios_all += ratios
         rows.append(f"| {n} | {cut_bytes / 1e9:.2f} | {median(rates) / 1e9:.1f} | {min(bws) / 1e9:.1f}-{max(bws) / 1e9:.1f} | "
                     f"{median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} |")
@@ -107,9 +115,7 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
     rows, verdicts = [], []
     all_bws = [b for n in contexts for b in costs.point(n).get("read_bandwidth_by_rep", [])] or [1.0]
     for n in contexts:
-        point = costs.point(n)
-        bws = point.get("read_bandwidth_by_rep")
-        paired = costs.row(n, 1).get("paired", [])
+        bws = costs.point(n).get("read_bandwidth_by_rep")
         if not bws:
             continue
         bw = median(bws)
@@ -118,7 +124,7 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
         macs = cache_macs(n)
         with_kernels = at_bandwidth / (streaming + macs / kernels)
         at_peak = at_bandwidth / (at_bandwidth + macs / peak) if peak > 0 else float("nan")
-        measured = [cut_bytes / p["whole"] / b for p, b in zip(paired, bws)] if len(paired) == len(bws) else []
+        measured = paired_ratios(costs, n, cut_bytes)
         measured_text = f"{median(measured):.2f}" if measured else "—"
         rows.append(f"| {n} | {1e3 * at_bandwidth:.1f} | {1e3 * streaming:.1f} | {macs / 1e9:.2f} | "
                     f"{1e3 * macs / kernels:.1f} | {1e3 * macs / peak:.1f} | {with_kernels:.2f} | {at_peak:.2f} | "
