@@ -148,8 +148,10 @@ void BM_Linear(benchmark::State& state) {
 // The row kernels of the absorbed attention, one thread, at GLM-5.2's shape for one query row and
 // half its heads (what one of two threads takes): 32 heads' latent queries [32, 512] against the
 // 2048 selected cache rows [2048, 512] f32, scattered over a 16384-row cache: DotRows forms the
-// scores, CombineRows the softmax-weighted latents. Counter: G multiply-adds per second.
-// Arg: 0 = DotRows, 1 = CombineRows.
+// scores, CombineRows the softmax-weighted latents. DotRows also runs over the first 64 elements of
+// each row (the shape of the scores' rope part, d_r = 64) and the first 128 (the indexer's scores,
+// d_I = 128), where its per-output reductions weigh most. Counter: G multiply-adds per second.
+// Args: combine (0 = DotRows, 1 = CombineRows), width (elements of each row used).
 void BM_AttentionRows(benchmark::State& state) {
   constexpr int64_t kHeads = 32, kKeys = 2048, kLatent = 512, kCacheRows = 16384;
   static const std::vector<float> cache = [] {
@@ -168,17 +170,18 @@ void BM_AttentionRows(benchmark::State& state) {
   for (float& v : weights) v = value(rng) / kKeys;
   std::vector<float> scores(kHeads * kKeys), latents(kHeads * kLatent);  // [kHeads, kKeys], [kHeads, kLatent]
   const bool combine = state.range(0) == 1;
+  const int64_t width = state.range(1);
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     if (combine) {
       CombineRows(weights.data(), kHeads, kKeys, keys.data(), kKeys, kLatent, latents.data(), kLatent);
       benchmark::DoNotOptimize(latents.data());
     } else {
-      DotRows(queries.data(), kHeads, kLatent, keys.data(), kKeys, kLatent, scores.data(), kKeys);
+      DotRows(queries.data(), kHeads, kLatent, keys.data(), kKeys, width, scores.data(), kKeys);
       benchmark::DoNotOptimize(scores.data());
     }
   }
-  state.counters["GMAC/s"] = static_cast<double>(kHeads * kKeys * kLatent) * state.iterations() / Elapsed(start) / 1e9;
+  state.counters["GMAC/s"] = static_cast<double>(kHeads * kKeys * width) * state.iterations() / Elapsed(start) / 1e9;
 }
 
 // The absorbed attention's products with kv_b_proj in FP8, one thread, at GLM-5.2's shape for one
@@ -236,7 +239,15 @@ BENCHMARK(BM_Linear)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(1.0);
-BENCHMARK(BM_AttentionRows)->ArgName("combine")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_AttentionRows)
+    ->ArgNames({"combine", "width"})
+    ->Args({0, 512})
+    ->Args({1, 512})
+    ->Args({0, 128})
+    ->Args({0, 64})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 BENCHMARK(BM_KvBProjRows)
     ->ArgNames({"unabsorb", "rows"})
     ->ArgsProduct({{0, 1}, {1, 3}})

@@ -66,6 +66,72 @@ inline __m512 InRegister(__m512 v) {
   return v;
 }
 
+// The lane sum of v, in the tree GCC's _mm512_reduce_add_ps adds it by: lanes i and i + 8 (i < 8),
+// then the results' i and i + 4 (i < 4), then 0 and 2 and 1 and 3, then those two.
+inline float ReduceLanes(__m512 v) {
+  const __m256 t3 = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), _mm512_castps512_ps256(v));
+  const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+  const __m128 t8 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
+  return _mm_cvtss_f32(_mm_add_ss(t8, _mm_movehdup_ps(t8)));
+}
+
+// out[m] = ReduceLanes(v[m]) for m < 16, the same sums with the same bits, for 16 vectors at once:
+// each step adds the two halves of two vectors packed side by side into one, so that 15 additions
+// and 30 shuffles do the work of sixteen reductions (about 130 operations). A short dot product is
+// bound by its reductions (a 4 × 4 tile over 64 elements has 64 multiply-adds and 16 of them).
+inline void ReduceLanes16(const __m512 (&v)[16], float* out) {
+  __m512 eighths[8];  // eighths[p]: lanes 0-7 hold v[2p]'s i + (i + 8), lanes 8-15 v[2p + 1]'s
+#pragma GCC unroll 8
+  for (int p = 0; p < 8; ++p) {
+    const __m512 low = _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 high = _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    eighths[p] = _mm512_add_ps(high, low);
+  }
+  __m512 quarters[4];  // quarters[s]: lanes 4j … 4j + 3 hold v[4s + j]'s four partial sums
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; ++s) {
+    const __m512 low = _mm512_shuffle_f32x4(eighths[2 * s], eighths[2 * s + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 high = _mm512_shuffle_f32x4(eighths[2 * s], eighths[2 * s + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    quarters[s] = _mm512_add_ps(high, low);
+  }
+  __m512 halves[2];  // halves[t], 128-bit lane q: v[8t + q]'s two partial sums, then v[8t + 4 + q]'s
+#pragma GCC unroll 2
+  for (int t = 0; t < 2; ++t) {
+    const __m512 low = _mm512_shuffle_ps(quarters[2 * t], quarters[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 high = _mm512_shuffle_ps(quarters[2 * t], quarters[2 * t + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    halves[t] = _mm512_add_ps(low, high);
+  }
+  // Lane 4q + j: the sum of v[4j + q]; one permutation puts lane m at v[m].
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, sums));
+}
+
+// out[r][k] = ReduceLanes(acc[r][k]) for an NR × NK tile: tiles of 8 accumulators or more together
+// (ReduceLanes16, the unused ones zero), smaller ones one by one.
+template <int NR, int NK>
+inline void ReduceTile(const __m512 (&acc)[NR][NK], float (*out)[kMaxTile]) {
+  if constexpr (NR * NK >= 8) {
+    __m512 v[16];
+    float sums[16];
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m) v[m] = m < NR * NK ? acc[m / NK][m % NK] : _mm512_setzero_ps();
+    ReduceLanes16(v, sums);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) out[r][k] = sums[r * NK + k];
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+      for (int k = 0; k < NK; ++k) out[r][k] = ReduceLanes(acc[r][k]);
+    }
+  }
+}
+
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
 #define MTPSPEC_FP8_SIMD 1
 // FP8 values come out of the conversion below scaled by 2^-8; the block scale is multiplied by this
@@ -253,11 +319,7 @@ inline void DotTileFp8(const float* const* x, const uint8_t* const* w, const flo
     step(wv, i, lanes);
   }
   if (n % kFp8Block != 0) finish_block(n / kFp8Block);  // the partial last block
-#pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) out[r][k] = _mm512_reduce_add_ps(acc[r][k]);
-  }
+  ReduceTile<NR, NK>(acc, out);
 }
 
 // dst[i] = w[i] · scale[i / 128] for i < n: one FP8 weight row widened to f32 (equal, bit for bit,
@@ -297,8 +359,8 @@ inline __m512 LoadRow(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFF
 #endif
 
 // out[r][k] = Σ_{i<n} x[r][i] · w[k][i] for an NR × NK tile. Each (r, k) pair accumulates in
-// 16 lanes (lane l takes i ≡ l mod 16, in order), then a masked tail, then one reduction: the same
-// order for every tile shape. When `prefetch` is given, the line at prefetch[k] + (bytes of w[k]
+// 16 lanes (lane l takes i ≡ l mod 16, in order), then a masked tail, then one reduction
+// (ReduceLanes): the same order for every tile shape. When `prefetch` is given, the line at prefetch[k] + (bytes of w[k]
 // read so far) is prefetched as each new line of w[k] is reached; addresses are integers, so they
 // may point past any allocation (a prefetch never faults).
 template <int NR, int NK, typename Row>
@@ -355,11 +417,7 @@ inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintpt
       for (int k = 0; k < NK; ++k) acc[r][k] = _mm512_fmadd_ps(wv[k], xv, acc[r][k]);
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 4
-    for (int k = 0; k < NK; ++k) out[r][k] = _mm512_reduce_add_ps(acc[r][k]);
-  }
+  ReduceTile<NR, NK>(acc, out);
 }
 
 // y[r][c] = Σ_{k<n} x[r][k] · w[k][col0 + c] for NR rows and NV vectors of 16 columns starting at

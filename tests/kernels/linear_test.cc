@@ -219,6 +219,40 @@ TEST(LinearTest, CombineRowsIsOneFmaChainInRowOrder) {
     }
   }
 }
+
+// DotRows sums each product in one of 16 lane chains (lane l: the elements i ≡ l mod 16, one FMA
+// each, in order; the lanes past the end of a row add 0 · 0), then adds the lanes by halves: i and
+// i + 8, then i and i + 4, then 0 and 2 and 1 and 3, then those two. Every tile shape gives exactly
+// that, from one query row against one key up to 4 × 4 tiles reduced together.
+TEST(LinearTest, DotRowsIsSixteenLaneChainsAddedByHalves) {
+  for (int64_t n : {1, 15, 16, 17, 64, 128, 300, 576}) {
+    for (int64_t count : {1, 3, 4, 9}) {
+      const std::vector<float> w = RandomFloats(count * n, static_cast<uint32_t>(7 * n + count));
+      std::vector<const float*> w_rows(count);
+      for (int64_t o = 0; o < count; ++o) w_rows[o] = w.data() + o * n;
+      for (int64_t rows : {1, 2, 3, 4, 9}) {
+        const std::vector<float> x = RandomFloats(rows * n, static_cast<uint32_t>(rows + 40));
+        std::vector<float> y(rows * count);
+        DotRows(x.data(), rows, n, w_rows.data(), count, n, y.data(), count);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t o = 0; o < count; ++o) {
+            float lane[16] = {};
+            for (int64_t i = 0; i < (n + 15) / 16 * 16; ++i) {
+              const float a = i < n ? x[r * n + i] : 0.0f, b = i < n ? w[o * n + i] : 0.0f;
+              lane[i % 16] = std::fma(b, a, lane[i % 16]);
+            }
+            float eighths[8], quarters[4];
+            for (int i = 0; i < 8; ++i) eighths[i] = lane[i + 8] + lane[i];
+            for (int i = 0; i < 4; ++i) quarters[i] = eighths[i + 4] + eighths[i];
+            const float sum = (quarters[0] + quarters[2]) + (quarters[1] + quarters[3]);
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[r * count + o]), std::bit_cast<uint32_t>(sum))
+                << "n " << n << " count " << count << " rows " << rows << " at (" << r << ", " << o << ")";
+          }
+        }
+      }
+    }
+  }
+}
 #endif
 
 TEST(LinearTest, DotRowsAccumulates) {
