@@ -28,7 +28,8 @@ void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
     float* k = projected_keys + r * d;
     LayerNorm(k, w.k_norm_weight.data<float>(), w.k_norm_bias.data<float>(), d, 1e-6, k);
     rope.Apply(k, positions[r], dims.rope_style);
-    std::copy(k, k + d, index_key_cache + (tree ? tree->slots[r] : positions[r]) * d);
+    const int64_t slot = tree ? tree->slots[r] : positions[r];
+    for (int64_t t = 0; t < d; ++t) index_key_cache[IndexKeyOffset(slot, t, d)] = k[t];
   }
 }
 
@@ -55,18 +56,20 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
   const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (int64_t i = 0; i < rows * nh; ++i) head_weights[i] *= head_scale;
 
-  // All heads of all rows against a block of keys is one product, [rows·N_I, d_I] × [keys, d_I]ᵀ,
-  // then ReLU and the weighted head sum per (row, key). Split by key range; each (row, head, key)
-  // dot product is computed the same way whatever the range or the number of rows.
-  constexpr int64_t kKeysPerBlock = 256;
+  // All heads of all rows against a block of 64 keys is one product, [rows·N_I, d_I] × [d_I, 64]:
+  // each head's query combines the block's d_I rows (kIndexKeyBlock), then ReLU and the weighted head
+  // sum per (row, key). Split by key block; each (row, head, key) score is one multiply-add chain
+  // over the d_I elements, in order, whatever the block, the split or the number of rows.
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  DefaultThreadPool().ParallelFor(num_keys, kKeysPerBlock, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> key_rows(kKeysPerBlock);           // [block] index keys of the block
-    std::vector<float> head_scores(rows * nh * kKeysPerBlock);  // [rows·N_I, block]
-    for (int64_t j0 = begin; j0 < end; j0 += kKeysPerBlock) {
-      const int64_t n = std::min(kKeysPerBlock, end - j0);
-      for (int64_t k = 0; k < n; ++k) key_rows[k] = index_key_cache + (j0 + k) * d;
-      DotRows(q, rows * nh, d, key_rows.data(), n, d, head_scores.data(), n);
+  constexpr int64_t kBlocksPerTask = 4;
+  DefaultThreadPool().ParallelFor(IndexKeyBlocks(num_keys), kBlocksPerTask, [&](int64_t b_begin, int64_t b_end) {
+    std::vector<const float*> key_rows(d);                       // [d_I] the rows of one block
+    std::vector<float> head_scores(rows * nh * kIndexKeyBlock);  // [rows·N_I, block]
+    for (int64_t b = b_begin; b < b_end; ++b) {
+      const int64_t j0 = b * kIndexKeyBlock;
+      const int64_t n = std::min(kIndexKeyBlock, num_keys - j0);
+      for (int64_t t = 0; t < d; ++t) key_rows[t] = index_key_cache + IndexKeyOffset(j0, t, d);
+      CombineRows(q, rows * nh, d, key_rows.data(), d, n, head_scores.data(), n);
       for (int64_t r = 0; r < rows; ++r) {
         const float* weights = head_weights + r * nh;  // [N_I]
         const float* s = head_scores.data() + r * nh * n;     // [N_I, block]

@@ -12,6 +12,18 @@
 
 namespace mtpspec {
 
+// The CPU indexer key cache keeps its slots in blocks of kIndexKeyBlock, each block transposed:
+// element t of slot j lies at IndexKeyOffset(j, t, d_I) = ((j / 64)·d_I + t)·64 + j % 64, so a block
+// is [d_I, 64] and its row t holds element t of its 64 slots. The scores then combine a block's d_I
+// rows for each query head (CombineRows: 64 keys per pass of multiply-adds, and no reduction per
+// (head, key) pair, which bound a dot product over d_I = 128). A cache of `capacity` slots is
+// [IndexKeyBlocks(capacity), d_I, 64] f32.
+inline constexpr int64_t kIndexKeyBlock = 64;
+inline int64_t IndexKeyOffset(int64_t slot, int64_t t, int64_t d) {
+  return ((slot / kIndexKeyBlock) * d + t) * kIndexKeyBlock + slot % kIndexKeyBlock;
+}
+inline int64_t IndexKeyBlocks(int64_t capacity) { return (capacity + kIndexKeyBlock - 1) / kIndexKeyBlock; }
+
 struct IndexerWeights {
   TensorView wq_b;           // [N_I·d_I, r_q] f32|bf16
   TensorView wk;             // [d_I, H]
@@ -37,8 +49,8 @@ struct TopK {
   const int32_t* row(int64_t r) const { return selected.data() + r * width; }
 };
 
-// k^I = RoPE(LayerNorm(W_wk x)) for each row, written to index_key_cache[positions[r]].
-// x: [rows, H] normalized layer input; index_key_cache: [capacity, d_I].
+// k^I = RoPE(LayerNorm(W_wk x)) for each row, written to slot positions[r] of index_key_cache.
+// x: [rows, H] normalized layer input; index_key_cache: [IndexKeyBlocks(capacity), d_I, 64].
 //
 // Every function here takes an optional `tree` (attention/tree_mask.h): row r then writes slot
 // tree->slots[r] (RoPE still at positions[r]) and sees only the slots the tree lets it see; without

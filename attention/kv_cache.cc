@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "attention/indexer.h"
 #include "kernels/linear.h"
 
 namespace mtpspec {
@@ -19,7 +20,9 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t capacity) : shape_(shape), c
       layers_[l].latent = Tensor::Zeros(DType::kF32, {capacity, shape.kv_lora_rank});
     }
     layers_[l].rope_key = Tensor::Zeros(DType::kF32, {capacity, shape.rope_dim});
-    if (shape.has_indexer[l]) layers_[l].index_key = Tensor::Zeros(DType::kF32, {capacity, shape.index_head_dim});
+    if (shape.has_indexer[l]) {
+      layers_[l].index_key = Tensor::Zeros(DType::kF32, {IndexKeyBlocks(capacity), shape.index_head_dim, kIndexKeyBlock});
+    }
   }
 }
 
@@ -47,11 +50,17 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
     uint8_t* base = t.data<uint8_t>();
     std::memmove(base + to * row_bytes, base + from * row_bytes, row_bytes);
   };
+  // The indexer keys lie in transposed blocks: a slot's elements are kIndexKeyBlock floats apart.
+  auto move_index_key = [](Tensor& t, int64_t from, int64_t to) {
+    if (t.empty() || from == to) return;
+    const int64_t d = t.dim(1);
+    float* keys = t.data<float>();
+    for (int64_t e = 0; e < d; ++e) keys[IndexKeyOffset(to, e, d)] = keys[IndexKeyOffset(from, e, d)];
+  };
   for (LayerKvCache& layer : layers_) {
     for (int64_t i = 0; i < kept; ++i) {
-      for (Tensor* t : {&layer.latent, &layer.latent_scale, &layer.rope_key, &layer.index_key}) {
-        move_row(*t, slots[i], first + i);
-      }
+      for (Tensor* t : {&layer.latent, &layer.latent_scale, &layer.rope_key}) move_row(*t, slots[i], first + i);
+      move_index_key(layer.index_key, slots[i], first + i);
     }
   }
   length_ = first + kept;

@@ -35,7 +35,8 @@ struct LayerKvCache {
   Tensor latent;        // [capacity, r_kv] f32, or I8 with kInt8 storage
   Tensor latent_scale;  // [capacity] f32 per-token scales (kInt8 storage only)
   Tensor rope_key;      // [capacity, d_r] f32
-  Tensor index_key;     // [capacity, d_I] f32; empty on shared layers
+  Tensor index_key;     // [⌈capacity / 64⌉, d_I, 64] f32, slots in transposed blocks (attention/indexer.h,
+                        // IndexKeyOffset); empty on shared layers
 
   bool int8() const { return latent.dtype() == DType::kI8; }
   int64_t latent_dim() const { return latent.dim(1); }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "attention/indexer.h"
 #include "bench/run_info.h"
 
 namespace mtpspec::bench {
@@ -78,8 +79,8 @@ void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed) {
       float* rope = layer.rope_key.data<float>() + j * layer.rope_key.dim(1);
       for (int64_t i = 0; i < layer.rope_key.dim(1); ++i) rope[i] = unit(rng);
       if (!layer.index_key.empty()) {
-        float* key = layer.index_key.data<float>() + j * layer.index_key.dim(1);
-        for (int64_t i = 0; i < layer.index_key.dim(1); ++i) key[i] = unit(rng);
+        const int64_t d = layer.index_key.dim(1);
+        for (int64_t i = 0; i < d; ++i) layer.index_key.data<float>()[IndexKeyOffset(j, i, d)] = unit(rng);
       }
     }
   }

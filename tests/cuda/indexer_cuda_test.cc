@@ -116,17 +116,26 @@ TEST(IndexerCuda, KeysAndScoresMatchCpu) {
     std::mt19937_64 rng(21);
     const std::vector<float> x = testing::RandomValues(rows * hidden, 1.0f, rng);
     const std::vector<float> q_latent = testing::RandomValues(rows * r_q, 1.0f, rng);
-    std::vector<float> key_cache = testing::RandomValues(capacity * d, 1.0f, rng);  // [capacity, d_I]
+    const std::vector<float> key_rows = testing::RandomValues(capacity * d, 1.0f, rng);  // [capacity, d_I]
+    // The CPU cache holds the same keys in its transposed blocks (attention/indexer.h).
+    std::vector<float> key_cache(IndexKeyBlocks(capacity) * d * kIndexKeyBlock);  // [blocks, d_I, 64]
+    for (int64_t j = 0; j < capacity; ++j) {
+      for (int64_t t = 0; t < d; ++t) key_cache[IndexKeyOffset(j, t, d)] = key_rows[j * d + t];
+    }
     std::vector<int64_t> positions(rows);
     for (int64_t r = 0; r < rows; ++r) positions[r] = first + r;
 
     DeviceArray<float> d_x = ToDevice(x, *f.ctx), d_q = ToDevice(q_latent, *f.ctx);
-    DeviceArray<float> d_keys = ToDevice(key_cache, *f.ctx);
+    DeviceArray<float> d_keys = ToDevice(key_rows, *f.ctx);
     IndexerWriteKeys(*f.mla->weights.indexer, dims, f.mla->rope, x.data(), rows, positions.data(), key_cache.data());
     ASSERT_TRUE(IndexerWriteKeysCuda(*f.ctx, f.weights, dims, f.rope, d_x.data(), rows, first, d_keys.data(), capacity)
                     .ok());
-    const std::vector<float> got_keys = ToHost(d_keys, *f.ctx);
-    EXPECT_LT(testing::RelativeMaxError(got_keys, key_cache), 1e-4);
+    const std::vector<float> got_keys = ToHost(d_keys, *f.ctx);  // [capacity, d_I]
+    std::vector<float> cpu_keys(capacity * d);                    // [capacity, d_I]
+    for (int64_t j = 0; j < capacity; ++j) {
+      for (int64_t t = 0; t < d; ++t) cpu_keys[j * d + t] = key_cache[IndexKeyOffset(j, t, d)];
+    }
+    EXPECT_LT(testing::RelativeMaxError(got_keys, cpu_keys), 1e-4);
 
     std::vector<float> expected(rows * num_keys);
     IndexerScores(*f.mla->weights.indexer, dims, f.mla->rope, x.data(), q_latent.data(), rows, positions.data(),

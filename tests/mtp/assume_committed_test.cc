@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "attention/indexer.h"
 #include "gtest/gtest.h"
 #include "kernels/linear.h"
 #include "model/model.h"
@@ -50,7 +51,9 @@ void CopySlots(const KvCache& from, KvCache& to, int64_t n) {
     std::memcpy(b.latent.data<float>(), a.latent.data<float>(), n * a.latent.dim(1) * sizeof(float));
     std::memcpy(b.rope_key.data<float>(), a.rope_key.data<float>(), n * a.rope_key.dim(1) * sizeof(float));
     if (!a.index_key.empty()) {
-      std::memcpy(b.index_key.data<float>(), a.index_key.data<float>(), n * a.index_key.dim(1) * sizeof(float));
+      // Whole blocks of slots (attention/indexer.h): the slots past n in the last one are never read.
+      const int64_t floats = IndexKeyBlocks(n) * a.index_key.dim(1) * kIndexKeyBlock;
+      std::memcpy(b.index_key.data<float>(), a.index_key.data<float>(), floats * sizeof(float));
     }
   }
   to.SetLength(n);
