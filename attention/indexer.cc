@@ -28,8 +28,7 @@ void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
     float* k = projected_keys + r * d;
     LayerNorm(k, w.k_norm_weight.data<float>(), w.k_norm_bias.data<float>(), d, 1e-6, k);
     rope.Apply(k, positions[r], dims.rope_style);
-    const int64_t slot = tree ? tree->slots[r] : positions[r];
-    for (int64_t t = 0; t < d; ++t) index_key_cache[IndexKeyOffset(slot, t, d)] = k[t];
+    WriteIndexKey(index_key_cache, tree ? tree->slots[r] : positions[r], k, d);
   }
 }
 

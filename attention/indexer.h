@@ -23,6 +23,13 @@ inline int64_t IndexKeyOffset(int64_t slot, int64_t t, int64_t d) {
   return ((slot / kIndexKeyBlock) * d + t) * kIndexKeyBlock + slot % kIndexKeyBlock;
 }
 inline int64_t IndexKeyBlocks(int64_t capacity) { return (capacity + kIndexKeyBlock - 1) / kIndexKeyBlock; }
+// Slot `slot`'s key [d] into such a cache, and out of it.
+inline void WriteIndexKey(float* cache, int64_t slot, const float* key, int64_t d) {
+  for (int64_t t = 0; t < d; ++t) cache[IndexKeyOffset(slot, t, d)] = key[t];
+}
+inline void ReadIndexKey(const float* cache, int64_t slot, int64_t d, float* key) {
+  for (int64_t t = 0; t < d; ++t) key[t] = cache[IndexKeyOffset(slot, t, d)];
+}
 
 struct IndexerWeights {
   TensorView wq_b;           // [N_I·d_I, r_q] f32|bf16

@@ -50,12 +50,12 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
     uint8_t* base = t.data<uint8_t>();
     std::memmove(base + to * row_bytes, base + from * row_bytes, row_bytes);
   };
-  // The indexer keys lie in transposed blocks: a slot's elements are kIndexKeyBlock floats apart.
-  auto move_index_key = [](Tensor& t, int64_t from, int64_t to) {
+  // The indexer keys lie in transposed blocks (attention/indexer.h), a slot's elements apart.
+  std::vector<float> index_key(shape_.index_head_dim);  // [d_I]
+  auto move_index_key = [&](Tensor& t, int64_t from, int64_t to) {
     if (t.empty() || from == to) return;
-    const int64_t d = t.dim(1);
-    float* keys = t.data<float>();
-    for (int64_t e = 0; e < d; ++e) keys[IndexKeyOffset(to, e, d)] = keys[IndexKeyOffset(from, e, d)];
+    ReadIndexKey(t.data<float>(), from, t.dim(1), index_key.data());
+    WriteIndexKey(t.data<float>(), to, index_key.data(), t.dim(1));
   };
   for (LayerKvCache& layer : layers_) {
     for (int64_t i = 0; i < kept; ++i) {

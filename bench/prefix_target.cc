@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "attention/indexer.h"
@@ -79,8 +80,9 @@ void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed) {
       float* rope = layer.rope_key.data<float>() + j * layer.rope_key.dim(1);
       for (int64_t i = 0; i < layer.rope_key.dim(1); ++i) rope[i] = unit(rng);
       if (!layer.index_key.empty()) {
-        const int64_t d = layer.index_key.dim(1);
-        for (int64_t i = 0; i < d; ++i) layer.index_key.data<float>()[IndexKeyOffset(j, i, d)] = unit(rng);
+        std::vector<float> key(layer.index_key.dim(1));  // [d_I]
+        for (float& v : key) v = unit(rng);
+        WriteIndexKey(layer.index_key.data<float>(), j, key.data(), layer.index_key.dim(1));
       }
     }
   }

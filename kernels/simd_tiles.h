@@ -360,9 +360,9 @@ inline __m512 LoadRow(const Fp8ScaledRow& row, int64_t i, __mmask16 mask = 0xFFF
 
 // out[r][k] = Σ_{i<n} x[r][i] · w[k][i] for an NR × NK tile. Each (r, k) pair accumulates in
 // 16 lanes (lane l takes i ≡ l mod 16, in order), then a masked tail, then one reduction
-// (ReduceLanes): the same order for every tile shape. When `prefetch` is given, the line at prefetch[k] + (bytes of w[k]
-// read so far) is prefetched as each new line of w[k] is reached; addresses are integers, so they
-// may point past any allocation (a prefetch never faults).
+// (ReduceLanes): the same order for every tile shape. When `prefetch` is given, the line at
+// prefetch[k] + (bytes of w[k] read so far) is prefetched as each new line of w[k] is reached;
+// addresses are integers, so they may point past any allocation (a prefetch never faults).
 template <int NR, int NK, typename Row>
 inline void DotTile(const float* const* x, const Row* w, int64_t n, const uintptr_t* prefetch,
                     float (*out)[kMaxTile]) {
