@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/bf16_pairs.h"
 #include "kernels/linear.h"
 #include "core/parallel.h"
 #include "kernels/row_kernels.h"
@@ -20,9 +21,11 @@ void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
   IndexerStoreKeys(w, dims, rope, keys.data(), rows, positions, index_key_cache);
 }
 
-void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
-                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
-                      const TreeMask* tree) {
+namespace {
+
+template <typename Cache>
+void StoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, float* projected_keys,
+               int64_t rows, const int64_t* positions, Cache* index_key_cache, const TreeMask* tree) {
   const int64_t d = dims.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
     float* k = projected_keys + r * d;
@@ -30,6 +33,21 @@ void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
     rope.Apply(k, positions[r], dims.rope_style);
     WriteIndexKey(index_key_cache, tree ? tree->slots[r] : positions[r], k, d);
   }
+}
+
+}  // namespace
+
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
+                      const TreeMask* tree) {
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
+}
+
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, uint16_t* index_key_cache,
+                      const TreeMask* tree) {
+  MTPSPEC_CHECK(dims.head_dim % 2 == 0);
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
 }
 
 void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
@@ -43,36 +61,43 @@ void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const Rotar
                                scores);
 }
 
-void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
-                                  int64_t rows, const int64_t* positions, const float* index_key_cache,
-                                  int64_t num_keys, float* scores, const TreeMask* tree) {
+namespace {
+
+// RoPE on the queries q [rows, N_I, d_I] and the head scale on head_weights [rows, N_I], in place.
+void PrepareQueries(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights, int64_t rows,
+                    const int64_t* positions) {
   const int64_t nh = dims.n_heads, d = dims.head_dim;
-  for (int64_t r = 0; r < rows; ++r) {  // q: [rows, N_I, d_I]
+  for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < nh; ++h) rope.Apply(q + (r * nh + h) * d, positions[r], dims.rope_style);
   }
-  // head_weights: [rows, N_I], fp32 end to end (docs/models.md, "The DSA lightning indexer")
+  // fp32 end to end (docs/models.md, "The DSA lightning indexer")
   const float head_scale = 1.0f / std::sqrt(static_cast<float>(nh));
-  const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (int64_t i = 0; i < rows * nh; ++i) head_weights[i] *= head_scale;
+}
 
-  // All heads of all rows against a block of 64 keys is one product, [rows·N_I, d_I] × [d_I, 64]:
-  // each head's query combines the block's d_I rows (kIndexKeyBlock), then ReLU and the weighted head
-  // sum per (row, key). Split by key block; each (row, head, key) score is one multiply-add chain
-  // over the d_I elements, in order, whatever the block, the split or the number of rows.
+// The scores of every key block from the block's raw dot products: BlockDots(b, n, out) writes the
+// q · k of all heads of all rows against the n keys of block b, out: [rows·N_I, n]. Then ReLU and the
+// weighted head sum per (row, key), with head_weights [rows, N_I] already scaled.
+template <typename BlockDots>
+void ScoreBlocks(const IndexerDims& dims, const float* head_weights, int64_t rows, const int64_t* positions,
+                 int64_t num_keys, float* scores, const TreeMask* tree, const BlockDots& block_dots) {
+  const int64_t nh = dims.n_heads;
+  const float dot_scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+
+  // Split by key block; each (row, head, key) dot product is one chain over the d_I elements, in
+  // order, whatever the block, the split or the number of rows.
   const float neg_inf = -std::numeric_limits<float>::infinity();
   constexpr int64_t kBlocksPerTask = 4;
   DefaultThreadPool().ParallelFor(IndexKeyBlocks(num_keys), kBlocksPerTask, [&](int64_t b_begin, int64_t b_end) {
-    std::vector<const float*> key_rows(d);                       // [d_I] the rows of one block
     std::vector<float> head_scores(rows * nh * kIndexKeyBlock);  // [rows·N_I, block]
     for (int64_t b = b_begin; b < b_end; ++b) {
       const int64_t j0 = b * kIndexKeyBlock;
       const int64_t n = std::min(kIndexKeyBlock, num_keys - j0);
-      for (int64_t t = 0; t < d; ++t) key_rows[t] = index_key_cache + IndexKeyOffset(j0, t, d);
-      CombineRows(q, rows * nh, d, key_rows.data(), d, n, head_scores.data(), n);
+      block_dots(b, n, head_scores.data());
       for (int64_t r = 0; r < rows; ++r) {
-        const float* weights = head_weights + r * nh;  // [N_I]
-        const float* s = head_scores.data() + r * nh * n;     // [N_I, block]
-        float* out = scores + r * num_keys + j0;               // [block]
+        const float* weights = head_weights + r * nh;      // [N_I]
+        const float* s = head_scores.data() + r * nh * n;  // [N_I, block]
+        float* out = scores + r * num_keys + j0;           // [block]
         const int64_t own_slot = tree ? tree->slots[r] : positions[r];
         const int64_t causal = std::clamp<int64_t>(own_slot + 1 - j0, 0, n);
         std::fill(out, out + causal, 0.0f);
@@ -91,6 +116,39 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
         }
       }
     }
+  });
+}
+
+}  // namespace
+
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const float* index_key_cache,
+                                  int64_t num_keys, float* scores, const TreeMask* tree) {
+  // All heads of all rows against a block of 64 keys is one product, [rows·N_I, d_I] × [d_I, 64]:
+  // each head's query combines the block's d_I rows (kIndexKeyBlock), one multiply-add chain per
+  // (row, head, key).
+  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads;
+  PrepareQueries(dims, rope, q, head_weights, rows, positions);
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
+    std::vector<const float*> key_rows(d);  // [d_I] the rows of block b
+    for (int64_t t = 0; t < d; ++t) key_rows[t] = index_key_cache + IndexKeyOffset(b * kIndexKeyBlock, t, d);
+    CombineRows(q, query_rows, d, key_rows.data(), d, n, out, n);
+  });
+}
+
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const uint16_t* index_key_cache,
+                                  int64_t num_keys, float* scores, const TreeMask* tree) {
+  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads, pairs = d / 2;
+  MTPSPEC_CHECK(d % 2 == 0);
+  PrepareQueries(dims, rope, q, head_weights, rows, positions);
+  std::vector<uint32_t> q_pairs(query_rows * pairs);  // [rows·N_I, d_I / 2] the rotated queries in bf16
+  for (int64_t i = 0; i < query_rows * pairs; ++i) q_pairs[i] = PackBf16Pair(q[2 * i], q[2 * i + 1]);
+  // Block b is [d_I / 2, 64] pairs: pair row p of its 64 slots at b·(d_I / 2)·64 + p·64.
+  const uint32_t* blocks = reinterpret_cast<const uint32_t*>(index_key_cache);
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
+    CombineBf16Pairs(q_pairs.data(), query_rows, pairs, blocks + b * pairs * kIndexKeyBlock, pairs, kIndexKeyBlock, n,
+                     out, n);
   });
 }
 

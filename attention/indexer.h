@@ -8,6 +8,7 @@
 
 #include "attention/rope.h"
 #include "attention/tree_mask.h"
+#include "core/dtype.h"
 #include "core/tensor.h"
 
 namespace mtpspec {
@@ -29,6 +30,23 @@ inline void WriteIndexKey(float* cache, int64_t slot, const float* key, int64_t 
 }
 inline void ReadIndexKey(const float* cache, int64_t slot, int64_t d, float* key) {
   for (int64_t t = 0; t < d; ++t) key[t] = cache[IndexKeyOffset(slot, t, d)];
+}
+
+// A cache with bf16 keys (IndexKeyStorage::kBf16, attention/kv_cache.h) keeps the same 64-slot blocks
+// as pairs: a block is [d_I / 2, 64] words of two bf16, word (p, i) holding elements 2p (low half) and
+// 2p + 1 (high half) of the block's slot i, so that the scores' bf16 pair products
+// (kernels/bf16_pairs.h) read pair p of 64 slots at once. d_I must be even. Element t of slot j is
+// bf16 number IndexKeyBf16Offset(j, t, d_I); a cache of `capacity` slots is
+// [IndexKeyBlocks(capacity), d_I / 2, 64] pairs, [IndexKeyBlocks(capacity), d_I, 64] bf16 values.
+inline int64_t IndexKeyBf16Offset(int64_t slot, int64_t t, int64_t d) {
+  return ((slot / kIndexKeyBlock) * d + (t & ~int64_t{1})) * kIndexKeyBlock + (slot % kIndexKeyBlock) * 2 + (t & 1);
+}
+// Slot `slot`'s key [d] into a bf16 cache (rounded to nearest even), and out of it (widened).
+inline void WriteIndexKey(uint16_t* cache, int64_t slot, const float* key, int64_t d) {
+  for (int64_t t = 0; t < d; ++t) cache[IndexKeyBf16Offset(slot, t, d)] = F32ToBf16(key[t]);
+}
+inline void ReadIndexKey(const uint16_t* cache, int64_t slot, int64_t d, float* key) {
+  for (int64_t t = 0; t < d; ++t) key[t] = Bf16ToF32(cache[IndexKeyBf16Offset(slot, t, d)]);
 }
 
 struct IndexerWeights {
@@ -81,6 +99,16 @@ void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
                       const TreeMask* tree = nullptr);
 void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
                                   int64_t rows, const int64_t* positions, const float* index_key_cache,
+                                  int64_t num_keys, float* scores, const TreeMask* tree = nullptr);
+// The same with the keys in bf16 (the cache layout above). Each query head is rounded to bf16 and
+// each (row, head, key) dot product is one chain of bf16 pair steps in order (kernels/bf16_pairs.h);
+// the ReLU, the head weights and the masks are as in f32. Twice the multiply-adds per instruction
+// and half the bytes of the f32 keys; the scores differ from f32's by the rounding of q and k.
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, uint16_t* index_key_cache,
+                      const TreeMask* tree = nullptr);
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const uint16_t* index_key_cache,
                                   int64_t num_keys, float* scores, const TreeMask* tree = nullptr);
 
 // Top-min(K, num_keys) per row of `scores` ([rows, num_keys], −∞ = masked). A row that sees at

@@ -21,7 +21,8 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t capacity) : shape_(shape), c
     }
     layers_[l].rope_key = Tensor::Zeros(DType::kF32, {capacity, shape.rope_dim});
     if (shape.has_indexer[l]) {
-      layers_[l].index_key = Tensor::Zeros(DType::kF32, {IndexKeyBlocks(capacity), shape.index_head_dim, kIndexKeyBlock});
+      const DType dtype = shape.index_key_storage == IndexKeyStorage::kBf16 ? DType::kBF16 : DType::kF32;
+      layers_[l].index_key = Tensor::Zeros(dtype, {IndexKeyBlocks(capacity), shape.index_head_dim, kIndexKeyBlock});
     }
   }
 }
@@ -54,6 +55,11 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
   std::vector<float> index_key(shape_.index_head_dim);  // [d_I]
   auto move_index_key = [&](Tensor& t, int64_t from, int64_t to) {
     if (t.empty() || from == to) return;
+    if (t.dtype() == DType::kBF16) {  // widened and rounded back: the same bits
+      ReadIndexKey(t.data<uint16_t>(), from, t.dim(1), index_key.data());
+      WriteIndexKey(t.data<uint16_t>(), to, index_key.data(), t.dim(1));
+      return;
+    }
     ReadIndexKey(t.data<float>(), from, t.dim(1), index_key.data());
     WriteIndexKey(t.data<float>(), to, index_key.data(), t.dim(1));
   };
@@ -75,12 +81,23 @@ absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const 
 
 const char* LatentStorageName(LatentStorage storage) { return storage == LatentStorage::kInt8 ? "int8" : "f32"; }
 
+absl::StatusOr<IndexKeyStorage> ParseIndexKeyStorage(const std::string& text, const std::string& what) {
+  if (text == "f32") return IndexKeyStorage::kF32;
+  if (text == "bf16") return IndexKeyStorage::kBf16;
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32 or bf16, got \"", text, "\""));
+}
+
+const char* IndexKeyStorageName(IndexKeyStorage storage) {
+  return storage == IndexKeyStorage::kBf16 ? "bf16" : "f32";
+}
+
 int64_t CacheBytesPerToken(const KvCacheShape& shape) {
   const bool int8 = shape.latent_storage == LatentStorage::kInt8;
+  const int64_t index_key_bytes = shape.index_key_storage == IndexKeyStorage::kBf16 ? 2 : 4;
   int64_t bytes = 0;
   for (bool full : shape.has_indexer) {
     bytes += int8 ? shape.kv_lora_rank + 4 : shape.kv_lora_rank * 4;  // latent (+ scale)
-    bytes += (shape.rope_dim + (full ? shape.index_head_dim : 0)) * 4;
+    bytes += shape.rope_dim * 4 + (full ? shape.index_head_dim * index_key_bytes : 0);
   }
   return bytes;
 }

@@ -23,8 +23,16 @@ enum class LatentStorage { kF32, kInt8 };
 absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const std::string& what);
 const char* LatentStorageName(LatentStorage storage);
 
+// How the indexer keys are stored, and so computed with (attention/indexer.h): kF32, or kBf16 (keys
+// rounded to bf16, scored with bf16 pair products; the index_head_dim must be even).
+enum class IndexKeyStorage { kF32, kBf16 };
+// "f32" or "bf16"; the error names `what`.
+absl::StatusOr<IndexKeyStorage> ParseIndexKeyStorage(const std::string& text, const std::string& what);
+const char* IndexKeyStorageName(IndexKeyStorage storage);
+
 struct KvCacheShape {
   LatentStorage latent_storage = LatentStorage::kF32;
+  IndexKeyStorage index_key_storage = IndexKeyStorage::kF32;
   int64_t kv_lora_rank = 0;       // r_kv
   int64_t rope_dim = 0;           // d_r
   int64_t index_head_dim = 0;     // d_I
@@ -36,7 +44,7 @@ struct LayerKvCache {
   Tensor latent_scale;  // [capacity] f32 per-token scales (kInt8 storage only)
   Tensor rope_key;      // [capacity, d_r] f32
   Tensor index_key;     // [⌈capacity / 64⌉, d_I, 64] f32, slots in transposed blocks (attention/indexer.h,
-                        // IndexKeyOffset); empty on shared layers
+                        // IndexKeyOffset), or bf16 in pairs (IndexKeyBf16Offset); empty on shared layers
 
   bool int8() const { return latent.dtype() == DType::kI8; }
   int64_t latent_dim() const { return latent.dim(1); }
@@ -49,7 +57,8 @@ struct LayerKvCache {
   void AxpyLatent(float a, int64_t j, float* y) const;
 };
 
-// Bytes one token takes in a cache of this shape, as stored (f32, or int8 latent + its scale).
+// Bytes one token takes in a cache of this shape, as stored (f32, or int8 latent + its scale, and the
+// indexer key in f32 or bf16).
 int64_t CacheBytesPerToken(const KvCacheShape& shape);
 // The same values counted at 2 bytes each (bf16), the unit engines usually quote (§3.4).
 int64_t CacheBf16BytesPerToken(const KvCacheShape& shape);

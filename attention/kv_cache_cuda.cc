@@ -25,6 +25,11 @@ absl::StatusOr<std::unique_ptr<DeviceKvCache>> DeviceKvCache::Create(const KvCac
     return absl::InvalidArgumentError(absl::StrCat("DeviceKvCache: need capacity, kv_lora_rank and rope_dim > 0, got ",
                                                    capacity, ", ", shape.kv_lora_rank, ", ", shape.rope_dim));
   }
+  if (shape.index_key_storage != IndexKeyStorage::kF32) {
+    return absl::UnimplementedError(absl::StrCat("DeviceKvCache: indexer keys in ",
+                                                 IndexKeyStorageName(shape.index_key_storage),
+                                                 " are CPU only; the CUDA cache keeps them in f32"));
+  }
   for (bool full : shape.has_indexer) {
     if (full && shape.index_head_dim <= 0) {
       return absl::InvalidArgumentError("DeviceKvCache: a full layer needs index_head_dim > 0");

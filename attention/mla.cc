@@ -285,15 +285,26 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
   // Selection: full layers run their indexer; shared layers received the donor's top-k.
   if (w.indexer.has_value()) {
     ScopedTimer timer(profile, Component::kIndexerScores);
-    IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<float>(), tree);
+    if (cache.index_key.dtype() == DType::kBF16) {
+      IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<uint16_t>(),
+                       tree);
+    } else {
+      IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<float>(),
+                       tree);
+    }
   }
   if (!use_given_topk) {
     if (score_keys) {
       std::vector<float> scores(rows * num_keys);  // [rows, T]
       {
         ScopedTimer timer(profile, Component::kIndexerScores);
-        IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
-                                     cache.index_key.data<float>(), num_keys, scores.data(), tree);
+        if (cache.index_key.dtype() == DType::kBF16) {
+          IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
+                                       cache.index_key.data<uint16_t>(), num_keys, scores.data(), tree);
+        } else {
+          IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
+                                       cache.index_key.data<float>(), num_keys, scores.data(), tree);
+        }
       }
       ScopedTimer timer(profile, Component::kTopK);
       *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions, tree);

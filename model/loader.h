@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "attention/kv_cache.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -27,6 +28,10 @@ struct LoadOptions {
   // default, since decode streams every weight once per token and 4 KiB pages cost it TLB walks;
   // kMapped keeps the zero-copy mmap (e.g. to share one page cache copy between processes).
   FileMemory file_memory = FileMemory::kHugePages;
+  // How the caches this model makes (Model::NewCache, MtpModule::NewCache) keep the indexer keys, and
+  // so how the indexer computes its scores: f32 by default, bf16 for half the bytes and twice the
+  // multiply-adds per instruction. Needs an even index_head_dim.
+  IndexKeyStorage index_keys = IndexKeyStorage::kF32;
 };
 
 struct LoadReport {

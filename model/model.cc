@@ -11,14 +11,20 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   std::unique_ptr<Model> model(new Model());
   model->dir_ = dir;
   ASSIGN_OR_RETURN(model->config_, LoadModelConfig(dir + "/config.json"));
+  if (options.index_keys == IndexKeyStorage::kBf16 && model->config_.index_head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: bf16 indexer keys need an even index_head_dim, got ",
+                                                   model->config_.index_head_dim));
+  }
+  model->index_keys_ = options.index_keys;
   ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->config_, dir, options, &model->report_));
   model->ctx_ = MakeLayerContext(model->config_);
   return model;
 }
 
-KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage) {
+KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage, IndexKeyStorage index_keys) {
   KvCacheShape shape;
   shape.latent_storage = storage;
+  shape.index_key_storage = index_keys;
   shape.kv_lora_rank = config.kv_lora_rank;
   shape.rope_dim = config.qk_rope_head_dim;
   shape.index_head_dim = config.index_head_dim;

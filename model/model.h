@@ -56,7 +56,8 @@ struct BatchForwardOutput {
 };
 
 // The trunk's cache layout for a configuration (no weights needed: memory planning, reports).
-KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage = LatentStorage::kF32);
+KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage = LatentStorage::kF32,
+                           IndexKeyStorage index_keys = IndexKeyStorage::kF32);
 
 class Model {
  public:
@@ -74,7 +75,11 @@ class Model {
   // latent in int8 with per-token scales (rope and indexer keys stay f32).
   absl::StatusOr<std::unique_ptr<KvCache>> NewCache(int64_t capacity,
                                                     LatentStorage storage = LatentStorage::kF32) const;
-  KvCacheShape CacheShape(LatentStorage storage = LatentStorage::kF32) const { return CacheShapeFor(config_, storage); }
+  KvCacheShape CacheShape(LatentStorage storage = LatentStorage::kF32) const {
+    return CacheShapeFor(config_, storage, index_keys_);
+  }
+  // How this model's caches keep the indexer keys (LoadOptions::index_keys).
+  IndexKeyStorage index_key_storage() const { return index_keys_; }
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
   // cache.length(); a start before the end first truncates the cache there. On error the cache is
@@ -114,6 +119,7 @@ class Model {
   std::unique_ptr<ModelWeights> weights_;
   LoadReport report_;
   LayerContext ctx_;
+  IndexKeyStorage index_keys_ = IndexKeyStorage::kF32;
 };
 
 }  // namespace mtpspec

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> MtpModule::NewCache(int64_t capacity) c
                                                    c.max_position_embeddings, "]"));
   }
   KvCacheShape shape;
+  shape.index_key_storage = model_.index_key_storage();
   shape.kv_lora_rank = c.kv_lora_rank;
   shape.rope_dim = c.qk_rope_head_dim;
   shape.index_head_dim = c.index_head_dim;

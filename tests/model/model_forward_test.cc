@@ -1,5 +1,8 @@
 // Invariants of the forward pass that need no oracle: chunked = one-shot prefill, decode = rows of
 // a longer prefill, the three attention paths agree, absorbed = naive, truncation rolls back.
+#include <cmath>
+#include <fstream>
+#include <span>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -7,6 +10,7 @@
 #include "kernels/linear.h"
 #include "model/decoder_layer.h"
 #include "model/model.h"
+#include "nlohmann/json.hpp"
 #include "tests/model/model_test_util.h"
 
 namespace mtpspec {
@@ -241,6 +245,66 @@ TEST(ModelForwardTest, CacheBytesPerToken) {
   const auto& c = Tiny().config();
   // 4 layers × (latent 32 + rope 8) + 3 full layers × indexer 16, in f32.
   EXPECT_EQ(cache->BytesPerToken(), (4 * (c.kv_lora_rank + c.qk_rope_head_dim) + 3 * c.index_head_dim) * 4);
+}
+
+// LoadOptions::index_keys = bf16: the caches keep the indexer keys in bf16 (2 bytes each), rows that
+// see at most index_topk keys (which take every key, whatever the scores) are bit-identical to f32's,
+// and decode steps still equal the rows of a prefill.
+TEST(ModelForwardTest, Bf16IndexKeysOnlyChangeTheScoresOfTheIndexer) {
+  LoadOptions options;
+  options.index_keys = IndexKeyStorage::kBf16;
+  auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Model& bf16 = **loaded;
+  EXPECT_EQ(bf16.index_key_storage(), IndexKeyStorage::kBf16);
+  const auto& c = Tiny().config();
+  const int64_t K = c.index_topk, T = K + 12, vocab = c.vocab_size;
+  auto cache = *bf16.NewCache(T + 4);
+  auto f32_cache = *Tiny().NewCache(T + 4);
+  int64_t full_layers = 0;
+  for (int64_t l = 0; l < cache->num_layers(); ++l) {
+    if (cache->layer(l).index_key.empty()) continue;
+    ++full_layers;
+    EXPECT_EQ(cache->layer(l).index_key.dtype(), DType::kBF16) << "layer " << l;
+  }
+  ASSERT_GT(full_layers, 0);
+  EXPECT_EQ(f32_cache->BytesPerToken() - cache->BytesPerToken(), full_layers * c.index_head_dim * 2);
+
+  const auto tokens = TestTokens(T, vocab, 17);
+  const auto positions = Range(0, T);
+  auto out = bf16.Forward(*cache, tokens, positions);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const ForwardOutput f32 = RunTiny(*f32_cache, tokens, 0);
+  for (int64_t i = 0; i < K * vocab; ++i) {
+    ASSERT_EQ(out->logits.data<float>()[i], f32.logits.data<float>()[i]) << "row " << i / vocab;
+  }
+  for (int64_t i = K * vocab; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i]));
+
+  auto step_cache = *bf16.NewCache(T + 4);
+  ASSERT_TRUE(bf16.Forward(*step_cache, std::span(tokens).first(K), Range(0, K)).ok());
+  for (int64_t p = K; p < T; ++p) {
+    auto step = bf16.Forward(*step_cache, std::span(tokens).subspan(p, 1), Range(p, p + 1));
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_LT(RelativeMaxDiff(step->logits.data<float>(), out->logits.data<float>() + p * vocab, vocab), 1e-5)
+        << "position " << p;
+  }
+}
+
+// bf16 indexer keys are stored in pairs: an odd index_head_dim is refused at load, naming the field.
+TEST(ModelForwardTest, Bf16IndexKeysNeedAnEvenIndexHeadDim) {
+  testing_util::ScopedTempDir temp;
+  std::ifstream in(TinyModelEnv::Get().dir() + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["index_head_dim"] = config["qk_rope_head_dim"].get<int64_t>() + 1;
+  if (config["index_head_dim"].get<int64_t>() % 2 == 0) config["index_head_dim"] = config["index_head_dim"].get<int64_t>() + 1;
+  std::ofstream(temp.File("config.json")) << config.dump();
+  LoadOptions options;
+  options.index_keys = IndexKeyStorage::kBf16;
+  auto loaded = Model::Load(temp.path(), options);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(), testing::HasSubstr("index_head_dim"));
+  EXPECT_THAT(loaded.status().message(), testing::HasSubstr("config.json"));
 }
 
 }  // namespace

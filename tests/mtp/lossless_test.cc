@@ -11,6 +11,7 @@
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
 #include "tests/model/model_test_util.h"
+#include "tests/mtp/mtp_test_models.h"
 
 namespace mtpspec {
 namespace {
@@ -38,7 +39,8 @@ const Model& Golden(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>>* models = new std::map<std::string, std::unique_ptr<Model>>();
   auto& slot = (*models)[name];
   if (!slot) {
-    auto m = Model::Load(name == "tiny_fp8" ? WriteFp8Model() : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name));
+    if (name != "tiny_fp8") return testing_util::LoadMtpTestModel(name);
+    auto m = Model::Load(WriteFp8Model());
     EXPECT_TRUE(m.ok()) << m.status();
     slot = std::move(*m);
   }
@@ -225,7 +227,10 @@ TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, LosslessTest, ::testing::Values("glm_a", "dsv32_b", "tiny_fp8"));
+// "+bf16-keys": the same models with their indexer keys in bf16 (a different selection, and still
+// speculative output equal to plain output).
+INSTANTIATE_TEST_SUITE_P(Models, LosslessTest,
+                         ::testing::Values("glm_a", "dsv32_b", "tiny_fp8", "glm_a+bf16-keys", "dsv32_b+bf16-keys"));
 
 // index_share_for_mtp_iteration: identical drafts to exact mode whenever the MTP cache ≤ K.
 TEST(MtpIndexShareTest, SharedEqualsExactWhileTheCacheFitsTopK) {

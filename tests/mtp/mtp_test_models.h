@@ -1,11 +1,13 @@
 // The models the tests of mtp/ run on, loaded once per test binary: a golden checkpoint by its
 // directory name under tests/golden ("glm_a", "dsv32_b", ...), or "trained" for the bundled
-// models/glm-tiny-mtp.
+// models/glm-tiny-mtp. A name ending in "+bf16-keys" loads that model with its indexer keys in bf16
+// (LoadOptions::index_keys).
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -17,9 +19,16 @@ inline const Model& LoadMtpTestModel(const std::string& name) {
   static auto* models = new std::map<std::string, std::unique_ptr<Model>>();
   auto& slot = (*models)[name];
   if (!slot) {
-    const std::string dir = name == "trained" ? absl::StrCat(MTPSPEC_MODELS_DIR, "/glm-tiny-mtp")
-                                              : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", name);
-    auto m = Model::Load(dir);
+    constexpr std::string_view kBf16Keys = "+bf16-keys";
+    std::string base = name;
+    LoadOptions options;
+    if (base.ends_with(kBf16Keys)) {
+      base.resize(base.size() - kBf16Keys.size());
+      options.index_keys = IndexKeyStorage::kBf16;
+    }
+    const std::string dir = base == "trained" ? absl::StrCat(MTPSPEC_MODELS_DIR, "/glm-tiny-mtp")
+                                              : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", base);
+    auto m = Model::Load(dir, options);
     EXPECT_TRUE(m.ok()) << m.status();
     slot = std::move(*m);
   }

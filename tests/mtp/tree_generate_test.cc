@@ -181,7 +181,8 @@ TEST(MtpTreeDraftTest, SampledChildrenAreDistinctDrawsFromTheHead) {
   EXPECT_GT(children_seen, 20 * 4);  // the second depth was drawn too
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TreeGenerateTest, ::testing::Values("glm_a", "dsv32_b", "trained"));
+INSTANTIATE_TEST_SUITE_P(Models, TreeGenerateTest,
+                         ::testing::Values("glm_a", "dsv32_b", "trained", "trained+bf16-keys"));
 
 // The head's `count` best tokens (ties by lower id) and their softmax probabilities, as ProposeTree
 // ranks a node's children.
