@@ -13,9 +13,15 @@
 // Memory: bytes per token as f32, bf16 and int8, for the model and for any --memory-configs, and
 // what --memory-context tokens take. Writes JSON and prints a Markdown summary.
 //
+// --variant bf16-index-keys compares the indexer keys in bf16 (LoadOptions::index_keys; the latent
+// stays f32) with f32 the same way, and adds how many of each decode step's top-k keys the two
+// selections share, per full layer.
+//
 //   build/release/bench/kv_int8_bench [--model DIR] [--heldout DIR | --random-tokens N] ...
 //   build/release/bench/kv_int8_bench --help
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <iostream>
 #include <random>
 #include <string>
@@ -47,6 +53,7 @@ constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of t
   --k K                  MTP drafts per cycle (default 2; skipped when the model has no MTP layer)
   --memory-configs LIST  config.json files to report memory for (besides the model's)
   --memory-context T     context for the memory table (default 131072)
+  --variant V            int8-latent (default) or bf16-index-keys: what is compared with f32
   --seed S   --threads N   --json PATH (default build/results/kv_int8.json)
 )";
 
@@ -56,10 +63,15 @@ struct Settings {
   uint64_t seed = 1;
   std::vector<std::string> memory_configs;
   std::string json_path;
+  bool bf16_index_keys = false;  // --variant bf16-index-keys
 };
 
-constexpr LatentStorage kStorages[] = {LatentStorage::kF32, LatentStorage::kInt8};
-const char* StorageName(LatentStorage s) { return s == LatentStorage::kF32 ? "f32" : "int8"; }
+// One side of the comparison: a model (loaded with its indexer-key storage) and its latent storage.
+struct Side {
+  const Model* model = nullptr;
+  LatentStorage storage = LatentStorage::kF32;
+  std::string name;  // "f32", "int8" or "bf16_index_keys"
+};
 
 absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
   Settings s;
@@ -73,6 +85,12 @@ absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
   ASSIGN_OR_RETURN(s.seed, args.GetUint64("seed", 1));
   s.memory_configs = SplitList(args.Get("memory-configs", ""));
   s.json_path = args.Get("json", "build/results/kv_int8.json");
+  const std::string variant = args.Get("variant", "int8-latent");
+  if (variant != "int8-latent" && variant != "bf16-index-keys") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--variant must be int8-latent or bf16-index-keys, got \"", variant, "\""));
+  }
+  s.bf16_index_keys = variant == "bf16-index-keys";
   if (s.windows < 1) return absl::InvalidArgumentError(absl::StrCat("--windows must be >= 1, got ", s.windows));
   if (s.context < 1) return absl::InvalidArgumentError(absl::StrCat("--context must be >= 1, got ", s.context));
   if (s.eval_tokens < 1) {
@@ -97,27 +115,50 @@ absl::StatusOr<std::vector<TokenCorpus>> LoadCorpora(const CliArgs& args, int64_
   return LoadHeldoutCorpora(args.Get("heldout", "build/heldout"), vocab, "--random-tokens N");
 }
 
-// Logits [E, V] of E teacher-forced decode steps after a one-call prefill of window[0, N).
-absl::StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, LatentStorage storage,
-                                                       const std::vector<int32_t>& window, int64_t n, int64_t steps) {
-  ASSIGN_OR_RETURN(auto cache, model.NewCache(n + steps, storage));
+// E teacher-forced decode steps after a one-call prefill of window[0, N): their logits, and each
+// step's top-k selection in every full layer.
+struct TeacherForced {
+  std::vector<float> logits;                   // [E, V]
+  std::vector<std::vector<TopK>> selections;  // [E][layers]
+};
+absl::StatusOr<TeacherForced> TeacherForcedLogits(const Side& side, const std::vector<int32_t>& window, int64_t n,
+                                                  int64_t steps) {
+  const Model& model = *side.model;
+  ASSIGN_OR_RETURN(auto cache, model.NewCache(n + steps, side.storage));
   std::vector<int64_t> positions(n);  // [N]
   for (int64_t i = 0; i < n; ++i) positions[i] = i;
   ForwardOptions prefill;
   prefill.logit_rows = {n - 1};
   RETURN_IF_ERROR(model.Forward(*cache, std::span<const int32_t>(window).first(n), positions, prefill).status());
   const int64_t V = model.config().vocab_size;
-  std::vector<float> logits(static_cast<size_t>(steps * V));  // [E, V]
+  TeacherForced result;
+  result.logits.resize(static_cast<size_t>(steps * V));
+  ForwardOptions step_options;
+  step_options.capture_topk = true;
   for (int64_t t = 0; t < steps; ++t) {
     const int64_t position = n + t;
     ASSIGN_OR_RETURN(ForwardOutput out, model.Forward(*cache, std::span<const int32_t>(window).subspan(position, 1),
-                                                      std::span<const int64_t>(&position, 1)));
-    std::copy(out.logits.data<float>(), out.logits.data<float>() + V, logits.begin() + t * V);
+                                                      std::span<const int64_t>(&position, 1), step_options));
+    std::copy(out.logits.data<float>(), out.logits.data<float>() + V, result.logits.begin() + t * V);
+    result.selections.push_back(std::move(out.topk));
   }
-  return logits;
+  return result;
 }
 
-nlohmann::json SummaryJson(const ComparisonSummary& s) {
+// Keys two selections of one row share, and the selection's width (0 when either selection is empty
+// or takes every key, so that nothing was chosen).
+std::pair<int64_t, int64_t> SharedKeys(const TopK& a, const TopK& b, int64_t num_keys) {
+  if (a.width == 0 || a.width != b.width || a.width >= num_keys) return {0, 0};
+  std::vector<int32_t> x(a.selected.begin(), a.selected.begin() + a.width);
+  std::vector<int32_t> y(b.selected.begin(), b.selected.begin() + b.width);
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  std::vector<int32_t> both;
+  std::set_intersection(x.begin(), x.end(), y.begin(), y.end(), std::back_inserter(both));
+  return {static_cast<int64_t>(both.size()), a.width};
+}
+
+nlohmann::json SummaryJson(const ComparisonSummary& s, const std::string& test_name) {
   return {{"rows", s.rows},
           {"mean_kl_nats", s.mean_kl},
           {"p99_kl_nats", s.p99_kl},
@@ -126,7 +167,7 @@ nlohmann::json SummaryJson(const ComparisonSummary& s) {
           {"max_relative_logit_error", s.max_relative_error},
           {"argmax_agreement", s.argmax_agreement},
           {"mean_nll_f32", s.mean_nll_ref},
-          {"mean_nll_int8", s.mean_nll_test}};
+          {"mean_nll_" + test_name, s.mean_nll_test}};
 }
 
 nlohmann::json MemoryJson(const ModelConfig& config, const std::string& source, int64_t context) {
@@ -149,7 +190,7 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
                                                 {"model", "heldout", "random-tokens", "windows", "context",
                                                  "eval-tokens", "new-tokens", "k", "memory-configs", "memory-context",
-                                                 "seed", "threads", "json"},
+                                                 "seed", "threads", "json", "variant"},
                                                 {"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -181,14 +222,25 @@ absl::Status Run(int argc, char** argv) {
     }
   }
   const bool mtp = model->has_mtp();
+  std::unique_ptr<Model> bf16_keys_model;
+  Side sides[2] = {{model.get(), LatentStorage::kF32, "f32"}, {model.get(), LatentStorage::kInt8, "int8"}};
+  if (s.bf16_index_keys) {
+    LoadOptions load;
+    load.index_keys = IndexKeyStorage::kBf16;
+    ASSIGN_OR_RETURN(bf16_keys_model, Model::Load(s.model_dir, load));
+    sides[1] = {bf16_keys_model.get(), LatentStorage::kF32, "bf16_index_keys"};
+  }
   std::unique_ptr<ModelTarget> targets[2];
   for (int i = 0; i < 2; ++i) {
-    ASSIGN_OR_RETURN(targets[i], ModelTarget::Create(*model, capacity, {}, kStorages[i]));
+    ASSIGN_OR_RETURN(targets[i], ModelTarget::Create(*sides[i].model, capacity, {}, sides[i].storage));
   }
-  std::unique_ptr<MtpDrafter> drafter;
+  std::unique_ptr<MtpDrafter> drafters[2];  // each side's own (its MTP layer's indexer keys as that side keeps them)
   if (mtp) {
-    ASSIGN_OR_RETURN(drafter, MtpDrafter::Create(*model, capacity, MtpOptions{}));
+    for (int i = 0; i < 2; ++i) {
+      ASSIGN_OR_RETURN(drafters[i], MtpDrafter::Create(*sides[i].model, capacity, MtpOptions{}));
+    }
   }
+  std::vector<int64_t> shared_keys(config.num_hidden_layers, 0), selected_keys(config.num_hidden_layers, 0);
 
   const int64_t V = config.vocab_size;
   std::vector<RowComparison> rows;  // every teacher-forced step of every window
@@ -200,13 +252,20 @@ absl::Status Run(int argc, char** argv) {
   for (int64_t w = 0; w < s.windows; ++w) {
     const TokenCorpus& corpus = corpora[w % corpora.size()];
     ASSIGN_OR_RETURN(std::vector<int32_t> window, SampleWindow(corpus, window_length, rng));
-    std::vector<float> logits[2];  // [E, V] each
+    TeacherForced forced[2];
     for (int i = 0; i < 2; ++i) {
-      ASSIGN_OR_RETURN(logits[i], TeacherForcedLogits(*model, kStorages[i], window, n, s.eval_tokens));
+      ASSIGN_OR_RETURN(forced[i], TeacherForcedLogits(sides[i], window, n, s.eval_tokens));
     }
     std::vector<RowComparison> window_rows;
     for (int64_t t = 0; t < s.eval_tokens; ++t) {
-      window_rows.push_back(CompareLogitRows(logits[0].data() + t * V, logits[1].data() + t * V, V, window[n + t + 1]));
+      window_rows.push_back(CompareLogitRows(forced[0].logits.data() + t * V, forced[1].logits.data() + t * V, V,
+                                             window[n + t + 1]));
+      for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+        if (!config.layer_has_indexer[l] || l >= static_cast<int64_t>(forced[0].selections[t].size())) continue;
+        const auto [shared, width] = SharedKeys(forced[0].selections[t][l], forced[1].selections[t][l], n + t + 1);
+        shared_keys[l] += shared;
+        selected_keys[l] += width;
+      }
     }
     rows.insert(rows.end(), window_rows.begin(), window_rows.end());
 
@@ -229,16 +288,16 @@ absl::Status Run(int argc, char** argv) {
       drafting.k = s.k;
       mtp_json = nlohmann::json::object();
       for (int i = 0; i < 2; ++i) {
-        ASSIGN_OR_RETURN(GenerateResult r, Generate(*targets[i], drafter.get(), prompt, drafting));
+        ASSIGN_OR_RETURN(GenerateResult r, Generate(*targets[i], drafters[i].get(), prompt, drafting));
         const double drafts = static_cast<double>(r.stats.num_drafts);
         mtp_len_drafts[i] += r.stats.mean_acceptance_length() * drafts;
         mtp_drafts[i] += drafts;
-        mtp_json[StorageName(kStorages[i])] = {{"mean_acceptance_length", r.stats.mean_acceptance_length()},
+        mtp_json[sides[i].name] = {{"mean_acceptance_length", r.stats.mean_acceptance_length()},
                                               {"drafts", r.stats.num_drafts}};
       }
     }
     windows.push_back({{"corpus", corpus.name},
-                       {"teacher_forced", SummaryJson(Summarize(window_rows))},
+                       {"teacher_forced", SummaryJson(Summarize(window_rows), sides[1].name)},
                        {"greedy", {{"tokens", agreement.length}, {"first_difference", agreement.first_difference},
                                    {"equal_fraction", agreement.equal_fraction}}},
                        {"mtp", mtp_json}});
@@ -256,9 +315,11 @@ absl::Status Run(int argc, char** argv) {
   }
   nlohmann::json mtp_pooled = nullptr;
   if (mtp) {
-    mtp_pooled = {{"k", s.k}, {"rule", "sampler-equality, T=0"}, {"draft_cache", "f32 (the MTP layer's own)"},
+    mtp_pooled = {{"k", s.k}, {"rule", "sampler-equality, T=0"},
+                  {"draft_cache", s.bf16_index_keys ? "the MTP layer's own, latent f32, indexer keys as its side keeps them"
+                                                    : "f32 (the MTP layer's own)"},
                   {"mean_acceptance_length_f32", mtp_drafts[0] > 0 ? mtp_len_drafts[0] / mtp_drafts[0] : 1.0},
-                  {"mean_acceptance_length_int8", mtp_drafts[1] > 0 ? mtp_len_drafts[1] / mtp_drafts[1] : 1.0}};
+                  {"mean_acceptance_length_" + sides[1].name, mtp_drafts[1] > 0 ? mtp_len_drafts[1] / mtp_drafts[1] : 1.0}};
   }
   nlohmann::json root = {
       {"benchmark", "kv_int8_bench"},
@@ -271,9 +332,21 @@ absl::Status Run(int argc, char** argv) {
        }()},
       {"settings", {{"windows", s.windows}, {"context", n}, {"eval_tokens", s.eval_tokens},
                     {"new_tokens", s.new_tokens}, {"k", s.k}, {"seed", s.seed}}},
-      {"quantisation", "int8 latent, one symmetric f32 scale per token and layer (max|c| / 127); rope and indexer "
-                       "keys f32"},
-      {"teacher_forced", SummaryJson(pooled)},
+      {"variant", s.bf16_index_keys ? "bf16-index-keys" : "int8-latent"},
+      {"quantisation", s.bf16_index_keys
+                           ? "indexer keys and queries rounded to bf16 (products summed in f32); latent and rope key f32"
+                           : "int8 latent, one symmetric f32 scale per token and layer (max|c| / 127); rope and indexer "
+                             "keys f32"},
+      {"selection_overlap", [&] {
+         nlohmann::json layers = nlohmann::json::array();
+         for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+           if (selected_keys[l] == 0) continue;
+           layers.push_back({{"layer", l}, {"selected_keys", selected_keys[l]}, {"shared_keys", shared_keys[l]},
+                             {"shared_fraction", static_cast<double>(shared_keys[l]) / selected_keys[l]}});
+         }
+         return layers;
+       }()},
+      {"teacher_forced", SummaryJson(pooled, sides[1].name)},
       {"greedy", {{"mean_first_difference", greedy_first_sum / W}, {"mean_equal_fraction", greedy_equal_sum / W},
                   {"tokens", s.new_tokens}}},
       {"mtp", mtp_pooled},
@@ -284,9 +357,10 @@ absl::Status Run(int argc, char** argv) {
   };
   RETURN_IF_ERROR(WriteTextFile(s.json_path, root.dump(1) + "\n"));
 
+  const char* test_name = sides[1].name.c_str();
   std::printf("| model | windows x steps | mean KL (nats) | p99 KL | max rel. logit error | greedy agreement "
-              "(teacher-forced) | held-out loss f32 -> int8 | free-running greedy: first difference, equal share |%s\n",
-              mtp ? " MTP mean acc. length f32 -> int8 |" : "");
+              "(teacher-forced) | held-out loss f32 -> %s | free-running greedy: first difference, equal share |%s\n",
+              test_name, mtp ? absl::StrCat(" MTP mean acc. length f32 -> ", test_name, " |").c_str() : "");
   std::printf("|---|---|---|---|---|---|---|---|%s\n", mtp ? "---|" : "");
   std::printf("| %s | %lld x %lld | %.2e | %.2e | %.4f | %.4f | %.4f -> %.4f | %.1f of %lld, %.3f |", s.model_dir.c_str(),
               static_cast<long long>(s.windows), static_cast<long long>(s.eval_tokens), pooled.mean_kl, pooled.p99_kl,
@@ -294,7 +368,15 @@ absl::Status Run(int argc, char** argv) {
               greedy_first_sum / W, static_cast<long long>(s.new_tokens), greedy_equal_sum / W);
   if (mtp) {
     std::printf(" %.3f -> %.3f |", mtp_pooled["mean_acceptance_length_f32"].get<double>(),
-                mtp_pooled["mean_acceptance_length_int8"].get<double>());
+                mtp_pooled[absl::StrCat("mean_acceptance_length_", test_name)].get<double>());
+  }
+  if (!root["selection_overlap"].empty()) {
+    std::printf("\n\n| full layer | decode steps' top-k keys | shared with f32's selection |\n|---|---|---|\n");
+    for (const nlohmann::json& layer : root["selection_overlap"]) {
+      std::printf("| %lld | %lld | %.4f |\n", static_cast<long long>(layer["layer"].get<int64_t>()),
+                  static_cast<long long>(layer["selected_keys"].get<int64_t>()),
+                  layer["shared_fraction"].get<double>());
+    }
   }
   std::printf("\n\n| config | layers | bytes/token f32 | bf16 | int8 | int8 / bf16 | GiB at %lld tokens (f32 / bf16 / int8) |\n"
               "|---|---|---|---|---|---|---|\n",

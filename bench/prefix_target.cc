@@ -82,7 +82,11 @@ void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed) {
       if (!layer.index_key.empty()) {
         std::vector<float> key(layer.index_key.dim(1));  // [d_I]
         for (float& v : key) v = unit(rng);
-        WriteIndexKey(layer.index_key.data<float>(), j, key.data(), layer.index_key.dim(1));
+        if (layer.index_key.dtype() == DType::kBF16) {
+          WriteIndexKey(layer.index_key.data<uint16_t>(), j, key.data(), layer.index_key.dim(1));
+        } else {
+          WriteIndexKey(layer.index_key.data<float>(), j, key.data(), layer.index_key.dim(1));
+        }
       }
     }
   }

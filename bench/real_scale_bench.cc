@@ -64,6 +64,7 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
   --check-reps R      repetitions of L = 1, 3, 5 for the projection check alone, each timing the
                       parts and the forwards twice, parts first and last (default 0: the check
                       uses the --reps repetitions)
+  --index-keys f32|bf16  how the caches keep the indexer keys (default f32; LoadOptions::index_keys)
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
   --json PATH         (default build/results/real_scale.json)
 )";
@@ -373,7 +374,7 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
 absl::Status Run(int argc, char** argv) {
   const std::set<std::string> names = {"model",      "contexts", "max-rows",   "reps",    "e2e",  "rates",
                                        "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json",
-                                       "prefix-layers", "check-reps"};
+                                       "prefix-layers", "check-reps", "index-keys"};
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, names, std::set<std::string>{"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -402,7 +403,9 @@ absl::Status Run(int argc, char** argv) {
   }
   RETURN_IF_ERROR(ApplyThreadsOption(args));
   const double start = NowSeconds();
-  ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model")));
+  LoadOptions load;
+  ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
+  ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model"), load));
   ASSIGN_OR_RETURN(std::vector<int64_t> prefixes, ParseIntList("prefix-layers", args.Get("prefix-layers", "2,3,4")));
   std::erase_if(prefixes, [&](int64_t n) { return n < 1 || n >= model->config().num_hidden_layers; });
   std::unique_ptr<MtpModule> mtp;
@@ -410,7 +413,9 @@ absl::Status Run(int argc, char** argv) {
     ASSIGN_OR_RETURN(mtp, MtpModule::Create(*model));
   }
   const ModelConfig& c = model->config();
-  nlohmann::json j = {{"benchmark", "real_scale_bench"}, {"run", RunInfo(argc, argv)}};
+  nlohmann::json j = {{"benchmark", "real_scale_bench"},
+                      {"run", RunInfo(argc, argv)},
+                      {"index_keys", IndexKeyStorageName(load.index_keys)}};
   j["read_bandwidth_start"] = MeasureReadBandwidth(stream_mib, 5);
   j["compute_ceilings_start"] = MeasureComputeCeilings(c.hidden_size);
   {

@@ -22,7 +22,7 @@ const std::set<std::string>& GenerateOptionNames() {
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
       "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
-      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule"};
+      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule", "index-keys"};
   return names;
 }
 
@@ -260,6 +260,7 @@ absl::Status RunGenerate(const CliArgs& args) {
   }
   LoadOptions load;
   ASSIGN_OR_RETURN(load.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
+  ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
   std::vector<PromptLine> lines;
   if (args.Has("prompts-file")) {
     ASSIGN_OR_RETURN(lines, ReadPromptLines(args.Get("prompts-file")));

@@ -32,11 +32,13 @@ constexpr char kUsage[] =
     "  mtpspec info DIR [--check-weights]\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
     "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16|fp8] [--threads N] [--kv-cache f32|int8]\n"
+    "                 [--index-keys f32|bf16]\n"
     "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
     "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
+    "                 [--weights stored|f32|bf16|fp8] [--kv-cache f32|int8] [--index-keys f32|bf16]\n"
     "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"
     "                 [--batch B [--k-schedule B1:k1,B2:k2,..]]   (the prompts B at a time, one verify forward per cycle)\n"
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
@@ -45,6 +47,7 @@ constexpr char kUsage[] =
 absl::StatusOr<LoadOptions> ParseLoadOptions(const CliArgs& args) {
   LoadOptions options;
   ASSIGN_OR_RETURN(options.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
+  ASSIGN_OR_RETURN(options.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
   return options;
 }
 
@@ -248,7 +251,8 @@ int Main(int argc, char** argv) {
     if (status.ok()) status = RunInfo(*args);
   } else if (command == "logits") {
     auto args =
-        CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache"});
+        CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache",
+                                              "index-keys"});
     status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunLogits(*args);
   } else if (command == "make-checkpoint") {

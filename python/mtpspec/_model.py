@@ -173,6 +173,7 @@ class Model:
         threads: Optional[int] = None,
         dtype: Optional[str] = None,
         cache_capacity: Optional[int] = None,
+        index_keys: str = "f32",
     ) -> "Model":
         """Loads ``path/config.json`` and its safetensors checkpoint, and ``path/tokenizer.json``
         when present.
@@ -185,11 +186,15 @@ class Model:
             128 x 128 block scales at load).
         cache_capacity: KV positions of every call's cache (None: each call sizes its own,
             capped at max_position_embeddings).
+        index_keys: "f32" or "bf16": how the caches keep the DSA indexer's keys, and so how its scores
+            are computed (bf16: keys and queries rounded to bf16, products summed in f32; half the
+            bytes and twice the multiply-adds per instruction of f32, and a slightly different
+            top-k selection).
         """
         if threads is not None:
             _ext.set_threads(int(threads))
         path = os.fspath(path)
-        handle = _ext.Model.load(path, dtype, cache_capacity)
+        handle = _ext.Model.load(path, dtype, cache_capacity, index_keys)
         tokenizer = None
         tokenizer_path = os.path.join(path, "tokenizer.json")
         if os.path.lexists(tokenizer_path):  # present but not a readable file is an error, not None
@@ -221,6 +226,11 @@ class Model:
     @property
     def has_mtp(self) -> bool:
         return bool(self._m.has_mtp)
+
+    @property
+    def index_keys(self) -> str:
+        """How the caches keep the DSA indexer's keys: "f32" or "bf16" (see :meth:`load`)."""
+        return str(self._m.index_keys)
 
     @property
     def eos_token_ids(self) -> List[int]:

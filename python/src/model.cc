@@ -30,9 +30,10 @@ absl::StatusOr<AttentionPath> ParsePath(const std::string& name) {
 const Model& Get(const ModelHandle& h) { return *h.model; }
 
 std::unique_ptr<ModelHandle> Load(const std::string& path, std::optional<std::string> dtype,
-                                  std::optional<int64_t> capacity) {
+                                  std::optional<int64_t> capacity, const std::string& index_keys) {
   LoadOptions options;
   options.weight_dtype = ValueOrThrow(ParseWeightDType(dtype.value_or("stored"), Frontend::kPython));
+  options.index_keys = ValueOrThrow(ParseIndexKeyStorage(index_keys, "index_keys"));
   if (capacity && *capacity < 1) {
     ThrowIfError(absl::InvalidArgumentError(absl::StrCat("cache_capacity must be >= 1 (or None), got ", *capacity)));
   }
@@ -300,7 +301,9 @@ int64_t CacheCapacityFor(const ModelHandle& handle, int64_t wanted) {
 void RegisterModel(py::module_& m) {
   py::class_<ModelHandle>(m, "Model", "A loaded checkpoint (see mtpspec.Model for the documented wrapper).")
       .def_static("load", &Load, py::arg("path"), py::arg("dtype") = py::none(),
-                  py::arg("cache_capacity") = py::none())
+                  py::arg("cache_capacity") = py::none(), py::arg("index_keys") = "f32")
+      .def_property_readonly("index_keys",
+                             [](const ModelHandle& h) { return IndexKeyStorageName(Get(h).index_key_storage()); })
       .def_property_readonly("path", [](const ModelHandle& h) { return Get(h).dir(); })
       .def_property_readonly("vocab_size", [](const ModelHandle& h) { return Get(h).config().vocab_size; })
       .def_property_readonly("has_mtp", [](const ModelHandle& h) { return Get(h).has_mtp(); })

@@ -114,6 +114,21 @@ def test_weight_dtypes(model: mtpspec.Model) -> None:
         mtpspec.Model.load(GLM_A, dtype="int4")
 
 
+def test_bf16_index_keys(model: mtpspec.Model) -> None:
+    bf16 = mtpspec.Model.load(GLM_A, index_keys="bf16")
+    assert bf16.index_keys == "bf16" and model.index_keys == "f32"
+    k = model.config["index_topk"]
+    assert len(IDS) > k
+    # Rows that see at most index_topk keys take them all, whatever the scores: identical to f32.
+    np.testing.assert_array_equal(bf16.logits(IDS)[:k], model.logits(IDS)[:k])
+    assert np.isfinite(bf16.logits(IDS)).all()
+    plain = bf16.generate(IDS, 16, draft="none", stop_at_eos=False)
+    speculative = bf16.generate(IDS, 16, draft="mtp", k=3, stop_at_eos=False)
+    assert speculative.tokens == plain.tokens
+    with pytest.raises(ValueError, match="index_keys"):
+        mtpspec.Model.load(GLM_A, index_keys="fp8")
+
+
 def test_missing_model_directory(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
     with pytest.raises(FileNotFoundError, match="no-such-model") as info:
