@@ -6,6 +6,10 @@
 #   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
+#   docs/results/index-keys.md  the indexer keys in bf16 against f32: kv_int8_bench --variant
+#                               bf16-index-keys (accuracy, selection) and real_scale_bench --index-keys
+#                               on the GLM-5.2 and DeepSeek-V3.2 cuts (speed; ~25 min, the cuts as
+#                               real-scale writes them)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
@@ -15,7 +19,7 @@
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|soak|tree|batch|batch-real ...]
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|soak|tree|batch|batch-real ...]
 #        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +28,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale soak tree batch batch-real)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys soak tree batch batch-real)
 bench=build/release/bench
 
 heldout() {
@@ -87,6 +91,30 @@ for target in "${targets[@]}"; do
         --memory build/results/memory_glm7_huge.json build/results/memory_glm7_mapped.json \
                  build/results/memory_glm2_bf16.json \
         --command "scripts/reproduce_results.sh real-scale" ;;
+    index-keys)
+      heldout
+      $bench/kv_int8_bench --model models/glm-tiny-mtp --variant bf16-index-keys --windows 8 --context 512 \
+        --eval-tokens 256 --new-tokens 128 --k 2 --json build/results/index_keys_trained.json
+      for m in glm_a dsv32_b; do
+        $bench/kv_int8_bench --model tests/golden/$m --variant bf16-index-keys --random-tokens 4000 --windows 8 \
+          --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/index_keys_$m.json
+      done
+      cli=build/release/cli/mtpspec
+      mkdir -p build/rs
+      for cut in "glm7 glm-5.2 7" "dsv4 deepseek-v3.2 4"; do
+        set -- $cut
+        [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
+      done
+      # f32 and bf16 keys one after the other for each cut; each repetition pairs its step with the read
+      # bandwidth measured just before it.
+      for cut in glm7 dsv4; do
+        for keys in f32 bf16; do
+          $bench/real_scale_bench --model build/rs/$cut --max-rows 1 --reps 7 --prefix-layers 2 --index-keys $keys \
+            --json build/results/index_keys_${cut}_$keys.json
+        done
+      done
+      "$python" bench/report/index_keys_report.py --results build/results \
+        --command "scripts/reproduce_results.sh index-keys" ;;
     soak)
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
@@ -110,7 +138,7 @@ for target in "${targets[@]}"; do
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, soak, tree, batch, batch-real)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, soak, tree, batch, batch-real)" >&2
       exit 2 ;;
   esac
 done
