@@ -13,14 +13,6 @@
 #include "core/status.h"
 
 namespace mtpspec {
-
-void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
-                      int64_t rows, const int64_t* positions, float* index_key_cache) {
-  std::vector<float> keys(rows * dims.head_dim);  // [rows, d_I]
-  Linear(x, rows, w.wk, keys.data());
-  IndexerStoreKeys(w, dims, rope, keys.data(), rows, positions, index_key_cache);
-}
-
 namespace {
 
 template <typename Cache>
@@ -34,34 +26,6 @@ void StoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmb
     WriteIndexKey(index_key_cache, tree ? tree->slots[r] : positions[r], k, d);
   }
 }
-
-}  // namespace
-
-void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
-                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
-                      const TreeMask* tree) {
-  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
-}
-
-void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
-                      float* projected_keys, int64_t rows, const int64_t* positions, uint16_t* index_key_cache,
-                      const TreeMask* tree) {
-  MTPSPEC_CHECK(dims.head_dim % 2 == 0);
-  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
-}
-
-void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
-                   const float* q_latent, int64_t rows, const int64_t* positions, const float* index_key_cache,
-                   int64_t num_keys, float* scores) {
-  std::vector<float> q(rows * dims.n_heads * dims.head_dim);  // [rows, N_I, d_I]
-  std::vector<float> head_weights(rows * dims.n_heads);       // [rows, N_I]
-  Linear(q_latent, rows, w.wq_b, q.data());
-  Linear(x, rows, w.weights_proj, head_weights.data());
-  IndexerScoresFromProjections(dims, rope, q.data(), head_weights.data(), rows, positions, index_key_cache, num_keys,
-                               scores);
-}
-
-namespace {
 
 // RoPE on the queries q [rows, N_I, d_I] and the head scale on head_weights [rows, N_I], in place.
 void PrepareQueries(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights, int64_t rows,
@@ -119,41 +83,6 @@ void ScoreBlocks(const IndexerDims& dims, const float* head_weights, int64_t row
   });
 }
 
-}  // namespace
-
-void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
-                                  int64_t rows, const int64_t* positions, const float* index_key_cache,
-                                  int64_t num_keys, float* scores, const TreeMask* tree) {
-  // All heads of all rows against a block of 64 keys is one product, [rows·N_I, d_I] × [d_I, 64]:
-  // each head's query combines the block's d_I rows (kIndexKeyBlock), one multiply-add chain per
-  // (row, head, key).
-  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads;
-  PrepareQueries(dims, rope, q, head_weights, rows, positions);
-  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
-    std::vector<const float*> key_rows(d);  // [d_I] the rows of block b
-    for (int64_t t = 0; t < d; ++t) key_rows[t] = index_key_cache + IndexKeyOffset(b * kIndexKeyBlock, t, d);
-    CombineRows(q, query_rows, d, key_rows.data(), d, n, out, n);
-  });
-}
-
-void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
-                                  int64_t rows, const int64_t* positions, const uint16_t* index_key_cache,
-                                  int64_t num_keys, float* scores, const TreeMask* tree) {
-  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads, pairs = d / 2;
-  MTPSPEC_CHECK(d % 2 == 0);
-  PrepareQueries(dims, rope, q, head_weights, rows, positions);
-  std::vector<uint32_t> q_pairs(query_rows * pairs);  // [rows·N_I, d_I / 2] the rotated queries in bf16
-  for (int64_t i = 0; i < query_rows * pairs; ++i) q_pairs[i] = PackBf16Pair(q[2 * i], q[2 * i + 1]);
-  // Block b is [d_I / 2, 64] pairs: pair row p of its 64 slots at b·(d_I / 2)·64 + p·64.
-  const uint32_t* blocks = reinterpret_cast<const uint32_t*>(index_key_cache);
-  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
-    CombineBf16Pairs(q_pairs.data(), query_rows, pairs, blocks + b * pairs * kIndexKeyBlock, pairs, kIndexKeyBlock, n,
-                     out, n);
-  });
-}
-
-namespace {
-
 // Order-preserving map from a float to an unsigned key; −0 is folded onto +0 so that equal floats
 // get equal keys.
 inline uint32_t OrderKey(float v) {
@@ -194,6 +123,68 @@ void TopKIndices(const float* row, int64_t n, int64_t want, std::vector<uint32_t
 }
 
 }  // namespace
+
+void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
+                      int64_t rows, const int64_t* positions, float* index_key_cache) {
+  std::vector<float> keys(rows * dims.head_dim);  // [rows, d_I]
+  Linear(x, rows, w.wk, keys.data());
+  IndexerStoreKeys(w, dims, rope, keys.data(), rows, positions, index_key_cache);
+}
+
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
+                      const TreeMask* tree) {
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
+}
+
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, uint16_t* index_key_cache,
+                      const TreeMask* tree) {
+  MTPSPEC_CHECK(dims.head_dim % 2 == 0);
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
+}
+
+void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
+                   const float* q_latent, int64_t rows, const int64_t* positions, const float* index_key_cache,
+                   int64_t num_keys, float* scores) {
+  std::vector<float> q(rows * dims.n_heads * dims.head_dim);  // [rows, N_I, d_I]
+  std::vector<float> head_weights(rows * dims.n_heads);       // [rows, N_I]
+  Linear(q_latent, rows, w.wq_b, q.data());
+  Linear(x, rows, w.weights_proj, head_weights.data());
+  IndexerScoresFromProjections(dims, rope, q.data(), head_weights.data(), rows, positions, index_key_cache, num_keys,
+                               scores);
+}
+
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const float* index_key_cache,
+                                  int64_t num_keys, float* scores, const TreeMask* tree) {
+  // All heads of all rows against a block of 64 keys is one product, [rows·N_I, d_I] × [d_I, 64]:
+  // each head's query combines the block's d_I rows (kIndexKeyBlock), one multiply-add chain per
+  // (row, head, key).
+  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads;
+  PrepareQueries(dims, rope, q, head_weights, rows, positions);
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
+    std::vector<const float*> key_rows(d);  // [d_I] the rows of block b
+    for (int64_t t = 0; t < d; ++t) key_rows[t] = index_key_cache + IndexKeyOffset(b * kIndexKeyBlock, t, d);
+    CombineRows(q, query_rows, d, key_rows.data(), d, n, out, n);
+  });
+}
+
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const uint16_t* index_key_cache,
+                                  int64_t num_keys, float* scores, const TreeMask* tree) {
+  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads, pairs = d / 2;
+  MTPSPEC_CHECK(d % 2 == 0);
+  PrepareQueries(dims, rope, q, head_weights, rows, positions);
+  std::vector<uint32_t> q_pairs(query_rows * pairs);  // [rows·N_I, d_I / 2] the rotated queries in bf16
+  for (int64_t i = 0; i < query_rows * pairs; ++i) q_pairs[i] = PackBf16Pair(q[2 * i], q[2 * i + 1]);
+  // Block b is [d_I / 2, 64] pairs: pair row p of its 64 slots at b·(d_I / 2)·64 + p·64.
+  const uint32_t* blocks = reinterpret_cast<const uint32_t*>(index_key_cache);
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
+    CombineBf16Pairs(q_pairs.data(), query_rows, pairs, blocks + b * pairs * kIndexKeyBlock, pairs, kIndexKeyBlock, n,
+                     out, n);
+  });
+}
 
 TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions,
                 const TreeMask* tree) {

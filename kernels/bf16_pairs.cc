@@ -1,6 +1,8 @@
 #include "kernels/bf16_pairs.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -81,12 +83,19 @@ void CombineBf16Pairs(const uint32_t* x, int64_t rows, int64_t x_stride, const u
     }
   }
 #else
+  // The same chain with f32 multiply-adds on the widened values (a product of two bf16 values is exact
+  // in f32, so fma(a, b, acc) rounds only the sum, as the instruction does), vectorised over columns.
+  std::vector<float> acc(width);  // [width]
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < width; ++c) {
-      float acc = 0.0f;
-      for (int64_t p = 0; p < pairs; ++p) acc = Bf16PairStep(acc, x[r * x_stride + p], w[p * w_stride + c]);
-      y[r * y_stride + c] = acc;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t p = 0; p < pairs; ++p) {
+      const float x_even = Bf16PairLow(x[r * x_stride + p]), x_odd = Bf16PairHigh(x[r * x_stride + p]);
+      const uint32_t* wp = w + p * w_stride;
+      for (int64_t c = 0; c < width; ++c) {
+        acc[c] = std::fma(x_even, Bf16PairLow(wp[c]), std::fma(x_odd, Bf16PairHigh(wp[c]), acc[c]));
+      }
     }
+    std::copy(acc.begin(), acc.end(), y + r * y_stride);
   }
 #endif
 }

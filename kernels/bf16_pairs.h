@@ -7,9 +7,11 @@
 // exact in f32, so the chain rounds only its sums, in a fixed order: a row's result never depends on
 // the other rows of a call, like every kernel here (kernels/row_kernels.h). Both the SIMD body and the
 // scalar model below compute that chain; they agree bit for bit on normal f32 values (VDPBF16PS
-// flushes subnormal inputs and results to zero, the scalar model does not).
+// flushes subnormal inputs and results to zero, the scalar model does not). Builds for CPUs without
+// AVX-512 BF16 run the chain with f32 multiply-adds, two per pair: slower than the f32 keys' path.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -22,11 +24,11 @@ inline uint32_t PackBf16Pair(float even, float odd) {
 inline float Bf16PairLow(uint32_t pair) { return Bf16ToF32(static_cast<uint16_t>(pair & 0xffffu)); }
 inline float Bf16PairHigh(uint32_t pair) { return Bf16ToF32(static_cast<uint16_t>(pair >> 16)); }
 
-// One step of the chain: (acc + x_odd·w_odd) + x_even·w_even, each sum rounded to f32. (The
-// products are exact, so a compiler that fuses them into multiply-adds gives the same bits.)
+// One step of the chain: (acc + x_odd·w_odd) + x_even·w_even, each sum rounded to f32. The products
+// are exact, so each is one multiply-add.
 inline float Bf16PairStep(float acc, uint32_t x, uint32_t w) {
-  const float odd_sum = acc + Bf16PairHigh(x) * Bf16PairHigh(w);
-  return odd_sum + Bf16PairLow(x) * Bf16PairLow(w);
+  const float odd_sum = std::fma(Bf16PairHigh(x), Bf16PairHigh(w), acc);
+  return std::fma(Bf16PairLow(x), Bf16PairLow(w), odd_sum);
 }
 
 // y[r·y_stride + c] = the chain over p < pairs of Bf16PairStep(·, x[r·x_stride + p], w[p·w_stride + c]),
