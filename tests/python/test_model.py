@@ -64,6 +64,19 @@ def test_int8_logits_equal_the_cli_and_bad_storage_is_named(model: mtpspec.Model
     assert '--kv-cache must be f32 or int8, got "int4"' in bad.stderr
 
 
+def test_bf16_index_key_logits_equal_the_cli_and_bad_storage_is_named(cli: Path, tmp_path: Path) -> None:
+    out = tmp_path / "logits.npy"
+    base = [str(cli), "logits", str(GLM_A), "--ids", ",".join(map(str, IDS)), "--out", str(out),
+            "--threads", str(THREADS)]
+    subprocess.run(base + ["--index-keys", "bf16"], check=True, capture_output=True)
+    expected = np.load(out)
+    bf16 = mtpspec.Model.load(GLM_A, index_keys="bf16")
+    np.testing.assert_array_equal(bf16.logits(IDS), expected)  # one process or the other, the same bits
+    bad = subprocess.run(base + ["--index-keys", "fp8"], capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert '--index-keys must be f32 or bf16, got "fp8"' in bad.stderr
+
+
 def test_logits_arguments(model: mtpspec.Model) -> None:
     full = model.logits(np.array(IDS, dtype=np.int64))
     np.testing.assert_array_equal(model.logits(IDS, positions=list(range(len(IDS)))), full)
