@@ -33,12 +33,23 @@ std::vector<float> ToBlocks(const std::vector<float>& keys, int64_t num_keys, in
   return cache;
 }
 
-// Score I[r, j] = Σ_h w_h · N_I^-½ · ReLU(q_h · k_j · d_I^-½) for j ≤ positions[r], −∞ past it: each
-// head's dot product one multiply-add chain over the d_I elements in order, each head's term one
-// multiply-add onto the sum over the heads before it. Exactly, for every key count around the
-// 64-slot blocks, every row count, and rows scored alone or together. The slots past the last key
-// hold NaN, so a read past the end would show.
-TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
+// keys: [num_keys, d] → a bf16 cache's blocks of pairs, [IndexKeyBlocks(capacity), d, 64] bf16, the
+// unused slots NaN. Written element by element through IndexKeyBf16Offset, not WriteIndexKey.
+std::vector<uint16_t> ToBf16Blocks(const std::vector<float>& keys, int64_t num_keys, int64_t capacity, int64_t d) {
+  std::vector<uint16_t> cache(IndexKeyBlocks(capacity) * d * kIndexKeyBlock, F32ToBf16(std::nanf("")));
+  for (int64_t j = 0; j < num_keys; ++j) {
+    for (int64_t t = 0; t < d; ++t) cache[IndexKeyBf16Offset(j, t, d)] = F32ToBf16(keys[j * d + t]);
+  }
+  return cache;
+}
+
+// Scores every key count around the 64-slot blocks with 1-3 rows, together and each row alone, and
+// holds every score bit for bit to Σ_h w_h · N_I^-½ · ReLU(dot(q_h, k_j) · d_I^-½) for j ≤ positions[r],
+// −∞ past it, each head's term one multiply-add onto the sum over the heads before it. `make_cache`
+// lays keys [num_keys, d] out as the cache of num_keys + 5 slots (NaN past the last key, so a read
+// past the end would show); `dot` is the chain one head's dot product must be.
+template <typename MakeCache, typename Dot>
+void CheckScoresBitForBit(const MakeCache& make_cache, const Dot& dot) {
   const RotaryEmbedding no_rope;  // rotary_dim 0: the queries stay as given
   for (int64_t d : {16, 128}) {
     for (int64_t num_keys : {1, 63, 64, 65, 200, 300}) {
@@ -47,7 +58,7 @@ TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
       dims.head_dim = d;
       const int64_t nh = dims.n_heads, rows = std::min<int64_t>(3, num_keys);
       const std::vector<float> keys = Random(num_keys * d, static_cast<uint32_t>(num_keys + d));
-      const std::vector<float> cache = ToBlocks(keys, num_keys, num_keys + 5, d);
+      const auto cache = make_cache(keys, num_keys, num_keys + 5, d);
       const std::vector<float> q = Random(rows * nh * d, 7), head_weights = Random(rows * nh, 8);
       std::vector<int64_t> positions(rows);
       for (int64_t r = 0; r < rows; ++r) positions[r] = num_keys - rows + r;
@@ -68,9 +79,8 @@ TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
           if (j <= positions[r]) {
             expected = 0.0f;
             for (int64_t h = 0; h < nh; ++h) {
-              float dot = 0.0f;
-              for (int64_t t = 0; t < d; ++t) dot = std::fma(q[(r * nh + h) * d + t], keys[j * d + t], dot);
-              expected = std::fma(head_weights[r * nh + h] * head_scale, std::max(dot * dot_scale, 0.0f), expected);
+              const float head_dot = dot(q.data() + (r * nh + h) * d, keys.data() + j * d, d);
+              expected = std::fma(head_weights[r * nh + h] * head_scale, std::max(head_dot * dot_scale, 0.0f), expected);
             }
           }
           ASSERT_EQ(std::bit_cast<uint32_t>(together[r * num_keys + j]), std::bit_cast<uint32_t>(expected))
@@ -81,6 +91,15 @@ TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
       }
     }
   }
+}
+
+// f32 keys: each head's dot product is one multiply-add chain over the d_I elements in order.
+TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
+  CheckScoresBitForBit(ToBlocks, [](const float* q, const float* k, int64_t d) {
+    float dot = 0.0f;
+    for (int64_t t = 0; t < d; ++t) dot = std::fma(q[t], k[t], dot);
+    return dot;
+  });
 }
 
 // KeepSlots moves a kept slot's indexer key, element by element across its transposed block, with
@@ -111,16 +130,6 @@ TEST(IndexerScoresTest, KeepSlotsMovesIndexKeysAcrossBlocks) {
   }
 }
 
-// keys: [num_keys, d] → a bf16 cache's blocks of pairs, [IndexKeyBlocks(capacity), d, 64] bf16, the
-// unused slots NaN. Written element by element through IndexKeyBf16Offset, not WriteIndexKey.
-std::vector<uint16_t> ToBf16Blocks(const std::vector<float>& keys, int64_t num_keys, int64_t capacity, int64_t d) {
-  std::vector<uint16_t> cache(IndexKeyBlocks(capacity) * d * kIndexKeyBlock, F32ToBf16(std::nanf("")));
-  for (int64_t j = 0; j < num_keys; ++j) {
-    for (int64_t t = 0; t < d; ++t) cache[IndexKeyBf16Offset(j, t, d)] = F32ToBf16(keys[j * d + t]);
-  }
-  return cache;
-}
-
 TEST(IndexerScoresTest, Bf16OffsetsPairElementsOfOneSlotAndCoverEachBlockOnce) {
   for (int64_t d : {2, 16, 128}) {
     std::vector<int> hits(2 * d * kIndexKeyBlock, 0);
@@ -140,56 +149,16 @@ TEST(IndexerScoresTest, Bf16OffsetsPairElementsOfOneSlotAndCoverEachBlockOnce) {
   }
 }
 
-// With bf16 keys, each head's dot product is one chain of bf16 pair steps over bf16(q) and bf16(k)
-// (kernels/bf16_pairs.h), then the same ReLU and weighted head sum as f32; exactly, for every key
-// count around the blocks, rows alone and together, NaN in the unused slots.
+// bf16 keys: each head's dot product is one chain of bf16 pair steps over bf16(q) and bf16(k)
+// (kernels/bf16_pairs.h); the ReLU and the weighted head sum are as in f32.
 TEST(IndexerScoresTest, Bf16KeysGiveOnePairChainPerHeadOverBlockedKeys) {
-  const RotaryEmbedding no_rope;
-  for (int64_t d : {16, 128}) {
-    for (int64_t num_keys : {1, 63, 64, 65, 200, 300}) {
-      IndexerDims dims;
-      dims.n_heads = 8;
-      dims.head_dim = d;
-      const int64_t nh = dims.n_heads, rows = std::min<int64_t>(3, num_keys), pairs = d / 2;
-      const std::vector<float> keys = Random(num_keys * d, static_cast<uint32_t>(num_keys + d));
-      const std::vector<uint16_t> cache = ToBf16Blocks(keys, num_keys, num_keys + 5, d);
-      const std::vector<float> q = Random(rows * nh * d, 7), head_weights = Random(rows * nh, 8);
-      std::vector<int64_t> positions(rows);
-      for (int64_t r = 0; r < rows; ++r) positions[r] = num_keys - rows + r;
-
-      std::vector<float> q_all = q, w_all = head_weights, together(rows * num_keys);
-      IndexerScoresFromProjections(dims, no_rope, q_all.data(), w_all.data(), rows, positions.data(), cache.data(),
-                                   num_keys, together.data());
-      const float head_scale = 1.0f / std::sqrt(static_cast<float>(nh));
-      const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> q_one(q.begin() + r * nh * d, q.begin() + (r + 1) * nh * d);
-        std::vector<float> w_one(head_weights.begin() + r * nh, head_weights.begin() + (r + 1) * nh);
-        std::vector<float> alone(num_keys);
-        IndexerScoresFromProjections(dims, no_rope, q_one.data(), w_one.data(), 1, &positions[r], cache.data(), num_keys,
-                                     alone.data());
-        for (int64_t j = 0; j < num_keys; ++j) {
-          float expected = -std::numeric_limits<float>::infinity();
-          if (j <= positions[r]) {
-            expected = 0.0f;
-            for (int64_t h = 0; h < nh; ++h) {
-              const float* qh = q.data() + (r * nh + h) * d;
-              float dot = 0.0f;
-              for (int64_t p = 0; p < pairs; ++p) {
-                dot = Bf16PairStep(dot, PackBf16Pair(qh[2 * p], qh[2 * p + 1]),
-                                   PackBf16Pair(keys[j * d + 2 * p], keys[j * d + 2 * p + 1]));
-              }
-              expected = std::fma(head_weights[r * nh + h] * head_scale, std::max(dot * dot_scale, 0.0f), expected);
-            }
-          }
-          ASSERT_EQ(std::bit_cast<uint32_t>(together[r * num_keys + j]), std::bit_cast<uint32_t>(expected))
-              << "d " << d << " keys " << num_keys << " row " << r << " key " << j;
-          ASSERT_EQ(std::bit_cast<uint32_t>(alone[j]), std::bit_cast<uint32_t>(expected))
-              << "alone: d " << d << " keys " << num_keys << " row " << r << " key " << j;
-        }
-      }
+  CheckScoresBitForBit(ToBf16Blocks, [](const float* q, const float* k, int64_t d) {
+    float dot = 0.0f;
+    for (int64_t p = 0; p < d / 2; ++p) {
+      dot = Bf16PairStep(dot, PackBf16Pair(q[2 * p], q[2 * p + 1]), PackBf16Pair(k[2 * p], k[2 * p + 1]));
     }
-  }
+    return dot;
+  });
 }
 
 // The bf16 scores against float64 scores of the f32 q and k: each dot product is off by the rounding

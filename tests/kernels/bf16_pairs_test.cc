@@ -2,8 +2,8 @@
 // the chain against a float64 sum of the same bf16 values, and the pair layout.
 #include "kernels/bf16_pairs.h"
 
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -11,12 +11,6 @@
 
 namespace mtpspec {
 namespace {
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 std::vector<uint32_t> RandomPairs(int64_t count, std::mt19937& rng, float spread) {
   std::normal_distribution<float> unit(0.0f, 1.0f);
@@ -62,7 +56,7 @@ TEST(Bf16PairsTest, CombineIsTheScalarChainForEveryShape) {
           for (int64_t c = 0; c < width; ++c) {
             float chain = 0.0f;
             for (int64_t p = 0; p < pairs; ++p) chain = Bf16PairStep(chain, x[r * x_stride + p], w[p * w_stride + c]);
-            ASSERT_EQ(Bits(y[r * y_stride + c]), Bits(chain))
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[r * y_stride + c]), std::bit_cast<uint32_t>(chain))
                 << "rows " << rows << " width " << width << " pairs " << pairs << " at (" << r << ", " << c << ")";
           }
           for (int64_t c = width; c < y_stride; ++c) ASSERT_EQ(y[r * y_stride + c], -7.0f) << "wrote past the width";
@@ -81,7 +75,7 @@ TEST(Bf16PairsTest, ARowAloneEqualsTheSameRowInABatch) {
   CombineBf16Pairs(x.data(), rows, pairs, w.data(), pairs, width, width, all.data(), width);
   for (int64_t r = 0; r < rows; ++r) {
     CombineBf16Pairs(x.data() + r * pairs, 1, pairs, w.data(), pairs, width, width, one.data(), width);
-    for (int64_t c = 0; c < width; ++c) ASSERT_EQ(Bits(one[c]), Bits(all[r * width + c])) << r << ", " << c;
+    for (int64_t c = 0; c < width; ++c) ASSERT_EQ(std::bit_cast<uint32_t>(one[c]), std::bit_cast<uint32_t>(all[r * width + c])) << r << ", " << c;
   }
 }
 
