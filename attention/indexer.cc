@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "attention/indexer_fp8.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/linear.h"
 #include "core/parallel.h"
@@ -15,17 +16,20 @@
 namespace mtpspec {
 namespace {
 
-template <typename Cache>
+// Norm and RoPE on each projected key [rows, d_I] in place, then write(slot, key) stores it.
+template <typename Write>
 void StoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, float* projected_keys,
-               int64_t rows, const int64_t* positions, Cache* index_key_cache, const TreeMask* tree) {
+               int64_t rows, const int64_t* positions, const TreeMask* tree, const Write& write) {
   const int64_t d = dims.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
     float* k = projected_keys + r * d;
     LayerNorm(k, w.k_norm_weight.data<float>(), w.k_norm_bias.data<float>(), d, 1e-6, k);
     rope.Apply(k, positions[r], dims.rope_style);
-    WriteIndexKey(index_key_cache, tree ? tree->slots[r] : positions[r], k, d);
+    write(tree ? tree->slots[r] : positions[r], k);
   }
 }
+
+bool IsPowerOfTwo(int64_t d) { return d > 0 && (d & (d - 1)) == 0; }
 
 // RoPE on the queries q [rows, N_I, d_I] and the head scale on head_weights [rows, N_I], in place.
 void PrepareQueries(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights, int64_t rows,
@@ -41,10 +45,12 @@ void PrepareQueries(const IndexerDims& dims, const RotaryEmbedding& rope, float*
 
 // The scores of every key block from the block's raw dot products: BlockDots(b, n, out) writes the
 // q · k of all heads of all rows against the n keys of block b, out: [rows·N_I, n]. Then ReLU and the
-// weighted head sum per (row, key), with head_weights [rows, N_I] already scaled.
+// weighted head sum per (row, key), with head_weights [rows, N_I] already scaled, and with key_scales
+// [≥ num_keys] (FP8 keys; else null) the sum times the key's scale.
 template <typename BlockDots>
 void ScoreBlocks(const IndexerDims& dims, const float* head_weights, int64_t rows, const int64_t* positions,
-                 int64_t num_keys, float* scores, const TreeMask* tree, const BlockDots& block_dots) {
+                 int64_t num_keys, float* scores, const TreeMask* tree, const float* key_scales,
+                 const BlockDots& block_dots) {
   const int64_t nh = dims.n_heads;
   const float dot_scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
 
@@ -71,6 +77,9 @@ void ScoreBlocks(const IndexerDims& dims, const float* head_weights, int64_t row
           for (int64_t k = 0; k < causal; ++k) {
             out[k] = std::fma(weights[h], std::max(s[h * n + k] * dot_scale, 0.0f), out[k]);
           }
+        }
+        if (key_scales != nullptr) {
+          for (int64_t k = 0; k < causal; ++k) out[k] *= key_scales[j0 + k];
         }
         std::fill(out + causal, out + n, neg_inf);
         if (tree) {  // the tree slots before the row's own that are not its ancestors
@@ -134,14 +143,31 @@ void IndexerWriteKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
 void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
                       float* projected_keys, int64_t rows, const int64_t* positions, float* index_key_cache,
                       const TreeMask* tree) {
-  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, tree, [&](int64_t slot, const float* key) {
+    WriteIndexKey(index_key_cache, slot, key, dims.head_dim);
+  });
 }
 
 void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
                       float* projected_keys, int64_t rows, const int64_t* positions, uint16_t* index_key_cache,
                       const TreeMask* tree) {
   MTPSPEC_CHECK(dims.head_dim % 2 == 0);
-  StoreKeys(w, dims, rope, projected_keys, rows, positions, index_key_cache, tree);
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, tree, [&](int64_t slot, const float* key) {
+    WriteIndexKey(index_key_cache, slot, key, dims.head_dim);
+  });
+}
+
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, uint8_t* index_key_cache,
+                      float* index_key_scales, const TreeMask* tree) {
+  const int64_t d = dims.head_dim;
+  MTPSPEC_CHECK(IsPowerOfTwo(d));
+  std::vector<uint8_t> bytes(d);  // [d_I] one key in e4m3
+  StoreKeys(w, dims, rope, projected_keys, rows, positions, tree, [&](int64_t slot, float* key) {
+    HadamardRotate(key, d);
+    index_key_scales[slot] = QuantizeFp8Row(key, d, bytes.data());
+    WriteIndexKey(index_key_cache, slot, bytes.data(), d);
+  });
 }
 
 void IndexerScores(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, const float* x,
@@ -163,7 +189,7 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
   // (row, head, key).
   const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads;
   PrepareQueries(dims, rope, q, head_weights, rows, positions);
-  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, nullptr, [&](int64_t b, int64_t n, float* out) {
     std::vector<const float*> key_rows(d);  // [d_I] the rows of block b
     for (int64_t t = 0; t < d; ++t) key_rows[t] = index_key_cache + IndexKeyOffset(b * kIndexKeyBlock, t, d);
     CombineRows(q, query_rows, d, key_rows.data(), d, n, out, n);
@@ -180,10 +206,37 @@ void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding
   for (int64_t i = 0; i < query_rows * pairs; ++i) q_pairs[i] = PackBf16Pair(q[2 * i], q[2 * i + 1]);
   // Block b is [d_I / 2, 64] pairs: pair row p of its 64 slots at b·(d_I / 2)·64 + p·64.
   const uint32_t* blocks = reinterpret_cast<const uint32_t*>(index_key_cache);
-  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, [&](int64_t b, int64_t n, float* out) {
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, nullptr, [&](int64_t b, int64_t n, float* out) {
     CombineBf16Pairs(q_pairs.data(), query_rows, pairs, blocks + b * pairs * kIndexKeyBlock, pairs, kIndexKeyBlock, n,
                      out, n);
   });
+}
+
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const uint8_t* index_key_cache,
+                                  const float* index_key_scales, int64_t num_keys, float* scores,
+                                  const TreeMask* tree) {
+  const int64_t d = dims.head_dim, query_rows = rows * dims.n_heads, pairs = d / 2;
+  MTPSPEC_CHECK(IsPowerOfTwo(d));
+  PrepareQueries(dims, rope, q, head_weights, rows, positions);
+  // Each rotated query head in e4m3 with its scale (which joins the head's weight), widened to bf16.
+  std::vector<uint16_t> q_bf16(query_rows * d);  // [rows·N_I, d_I], read as [rows·N_I, d_I / 2] pairs
+  std::vector<uint8_t> bytes(d);                 // [d_I]
+  for (int64_t i = 0; i < query_rows; ++i) {
+    HadamardRotate(q + i * d, d);
+    head_weights[i] *= QuantizeFp8Row(q + i * d, d, bytes.data());
+    WidenFp8ToBf16(bytes.data(), d, q_bf16.data() + i * d);
+  }
+  const uint32_t* q_pairs = reinterpret_cast<const uint32_t*>(q_bf16.data());
+  ScoreBlocks(dims, head_weights, rows, positions, num_keys, scores, tree, index_key_scales,
+              [&](int64_t b, int64_t n, float* out) {
+                // Block b's d_I · 64 bytes widened in order: the bf16 cache's block layout.
+                thread_local std::vector<uint16_t> block;  // [d_I / 2, 64] pairs
+                block.resize(d * kIndexKeyBlock);
+                WidenFp8ToBf16(index_key_cache + b * d * kIndexKeyBlock, d * kIndexKeyBlock, block.data());
+                CombineBf16Pairs(q_pairs, query_rows, pairs, reinterpret_cast<const uint32_t*>(block.data()), pairs,
+                                 kIndexKeyBlock, n, out, n);
+              });
 }
 
 TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, const int64_t* positions,

@@ -36,17 +36,27 @@ inline void ReadIndexKey(const float* cache, int64_t slot, int64_t d, float* key
 // as pairs: a block is [d_I / 2, 64] words of two bf16, word (p, i) holding elements 2p (low half) and
 // 2p + 1 (high half) of the block's slot i, so that the scores' bf16 pair products
 // (kernels/bf16_pairs.h) read pair p of 64 slots at once. d_I must be even. Element t of slot j is
-// bf16 number IndexKeyBf16Offset(j, t, d_I); a cache of `capacity` slots is
+// bf16 number IndexKeyPairOffset(j, t, d_I); a cache of `capacity` slots is
 // [IndexKeyBlocks(capacity), d_I / 2, 64] pairs, [IndexKeyBlocks(capacity), d_I, 64] bf16 values.
-inline int64_t IndexKeyBf16Offset(int64_t slot, int64_t t, int64_t d) {
+inline int64_t IndexKeyPairOffset(int64_t slot, int64_t t, int64_t d) {
   return ((slot / kIndexKeyBlock) * d + (t & ~int64_t{1})) * kIndexKeyBlock + (slot % kIndexKeyBlock) * 2 + (t & 1);
 }
 // Slot `slot`'s key [d] into a bf16 cache (rounded to nearest even), and out of it (widened).
 inline void WriteIndexKey(uint16_t* cache, int64_t slot, const float* key, int64_t d) {
-  for (int64_t t = 0; t < d; ++t) cache[IndexKeyBf16Offset(slot, t, d)] = F32ToBf16(key[t]);
+  for (int64_t t = 0; t < d; ++t) cache[IndexKeyPairOffset(slot, t, d)] = F32ToBf16(key[t]);
 }
 inline void ReadIndexKey(const uint16_t* cache, int64_t slot, int64_t d, float* key) {
-  for (int64_t t = 0; t < d; ++t) key[t] = Bf16ToF32(cache[IndexKeyBf16Offset(slot, t, d)]);
+  for (int64_t t = 0; t < d; ++t) key[t] = Bf16ToF32(cache[IndexKeyPairOffset(slot, t, d)]);
+}
+
+// A cache with FP8 keys (IndexKeyStorage::kFp8, attention/indexer_fp8.h) keeps the same pair layout
+// with one float8_e4m3fn byte per value (IndexKeyPairOffset counts bytes): [IndexKeyBlocks(capacity),
+// d_I, 64] bytes, and one f32 scale per slot beside them. Slot `slot`'s bytes [d] in and out:
+inline void WriteIndexKey(uint8_t* cache, int64_t slot, const uint8_t* key_bytes, int64_t d) {
+  for (int64_t t = 0; t < d; ++t) cache[IndexKeyPairOffset(slot, t, d)] = key_bytes[t];
+}
+inline void ReadIndexKey(const uint8_t* cache, int64_t slot, int64_t d, uint8_t* key_bytes) {
+  for (int64_t t = 0; t < d; ++t) key_bytes[t] = cache[IndexKeyPairOffset(slot, t, d)];
 }
 
 struct IndexerWeights {
@@ -110,6 +120,17 @@ void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const Ro
 void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
                                   int64_t rows, const int64_t* positions, const uint16_t* index_key_cache,
                                   int64_t num_keys, float* scores, const TreeMask* tree = nullptr);
+// The same with FP8 keys and their scales [capacity] (attention/indexer_fp8.h): keys and query heads
+// rotated and quantised; each (row, head, key) dot product of the e4m3 values is one chain of bf16
+// pair steps (e4m3 values are bf16 values, and their products exact in f32); the query's scale joins
+// its head weight and the key's scale multiplies the key's score. d_I must be a power of two.
+void IndexerStoreKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope,
+                      float* projected_keys, int64_t rows, const int64_t* positions, uint8_t* index_key_cache,
+                      float* index_key_scales, const TreeMask* tree = nullptr);
+void IndexerScoresFromProjections(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights,
+                                  int64_t rows, const int64_t* positions, const uint8_t* index_key_cache,
+                                  const float* index_key_scales, int64_t num_keys, float* scores,
+                                  const TreeMask* tree = nullptr);
 
 // Top-min(K, num_keys) per row of `scores` ([rows, num_keys], −∞ = masked). A row that sees at
 // most K keys selects all of them; with a tree, the rest of its row is −1.

@@ -21,8 +21,11 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t capacity) : shape_(shape), c
     }
     layers_[l].rope_key = Tensor::Zeros(DType::kF32, {capacity, shape.rope_dim});
     if (shape.has_indexer[l]) {
-      const DType dtype = shape.index_key_storage == IndexKeyStorage::kBf16 ? DType::kBF16 : DType::kF32;
+      const DType dtype = shape.index_key_storage == IndexKeyStorage::kBf16  ? DType::kBF16
+                          : shape.index_key_storage == IndexKeyStorage::kFp8 ? DType::kF8E4M3
+                                                                             : DType::kF32;
       layers_[l].index_key = Tensor::Zeros(dtype, {IndexKeyBlocks(capacity), shape.index_head_dim, kIndexKeyBlock});
+      if (dtype == DType::kF8E4M3) layers_[l].index_key_scale = Tensor::Zeros(DType::kF32, {capacity});
     }
   }
 }
@@ -52,9 +55,15 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
     std::memmove(base + to * row_bytes, base + from * row_bytes, row_bytes);
   };
   // The indexer keys lie in transposed blocks (attention/indexer.h), a slot's elements apart.
-  std::vector<float> index_key(shape_.index_head_dim);  // [d_I]
+  std::vector<float> index_key(shape_.index_head_dim);         // [d_I]
+  std::vector<uint8_t> index_key_bytes(shape_.index_head_dim);  // [d_I] (e4m3 keys)
   auto move_index_key = [&](Tensor& t, int64_t from, int64_t to) {
     if (t.empty() || from == to) return;
+    if (t.dtype() == DType::kF8E4M3) {
+      ReadIndexKey(t.data<uint8_t>(), from, t.dim(1), index_key_bytes.data());
+      WriteIndexKey(t.data<uint8_t>(), to, index_key_bytes.data(), t.dim(1));
+      return;
+    }
     if (t.dtype() == DType::kBF16) {  // widened and rounded back: the same bits
       ReadIndexKey(t.data<uint16_t>(), from, t.dim(1), index_key.data());
       WriteIndexKey(t.data<uint16_t>(), to, index_key.data(), t.dim(1));
@@ -65,7 +74,9 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
   };
   for (LayerKvCache& layer : layers_) {
     for (int64_t i = 0; i < kept; ++i) {
-      for (Tensor* t : {&layer.latent, &layer.latent_scale, &layer.rope_key}) move_row(*t, slots[i], first + i);
+      for (Tensor* t : {&layer.latent, &layer.latent_scale, &layer.rope_key, &layer.index_key_scale}) {
+        move_row(*t, slots[i], first + i);
+      }
       move_index_key(layer.index_key, slots[i], first + i);
     }
   }
@@ -84,20 +95,28 @@ const char* LatentStorageName(LatentStorage storage) { return storage == LatentS
 absl::StatusOr<IndexKeyStorage> ParseIndexKeyStorage(const std::string& text, const std::string& what) {
   if (text == "f32") return IndexKeyStorage::kF32;
   if (text == "bf16") return IndexKeyStorage::kBf16;
-  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32 or bf16, got \"", text, "\""));
+  if (text == "fp8") return IndexKeyStorage::kFp8;
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32, bf16 or fp8, got \"", text, "\""));
 }
 
 const char* IndexKeyStorageName(IndexKeyStorage storage) {
-  return storage == IndexKeyStorage::kBf16 ? "bf16" : "f32";
+  switch (storage) {
+    case IndexKeyStorage::kBf16: return "bf16";
+    case IndexKeyStorage::kFp8: return "fp8";
+    default: return "f32";
+  }
 }
 
 int64_t CacheBytesPerToken(const KvCacheShape& shape) {
   const bool int8 = shape.latent_storage == LatentStorage::kInt8;
-  const int64_t index_key_bytes = shape.index_key_storage == IndexKeyStorage::kBf16 ? 2 : 4;
+  const int64_t d = shape.index_head_dim;
+  const int64_t index_key_bytes = shape.index_key_storage == IndexKeyStorage::kBf16  ? d * 2
+                                  : shape.index_key_storage == IndexKeyStorage::kFp8 ? d + 4  // + its scale
+                                                                                     : d * 4;
   int64_t bytes = 0;
   for (bool full : shape.has_indexer) {
     bytes += int8 ? shape.kv_lora_rank + 4 : shape.kv_lora_rank * 4;  // latent (+ scale)
-    bytes += shape.rope_dim * 4 + (full ? shape.index_head_dim * index_key_bytes : 0);
+    bytes += shape.rope_dim * 4 + (full ? index_key_bytes : 0);
   }
   return bytes;
 }

@@ -23,10 +23,12 @@ enum class LatentStorage { kF32, kInt8 };
 absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const std::string& what);
 const char* LatentStorageName(LatentStorage storage);
 
-// How the indexer keys are stored, and so computed with (attention/indexer.h): kF32, or kBf16 (keys
-// rounded to bf16, scored with bf16 pair products; the index_head_dim must be even).
-enum class IndexKeyStorage { kF32, kBf16 };
-// "f32" or "bf16"; the error names `what`.
+// How the indexer keys are stored, and so computed with (attention/indexer.h): kF32; kBf16 (keys
+// rounded to bf16, scored with bf16 pair products; the index_head_dim must be even); or kFp8 (keys and
+// queries rotated and quantised to e4m3 with a power-of-two scale each, as DeepSeek-V3.2's reference
+// inference code does, attention/indexer_fp8.h; the index_head_dim must be a power of two).
+enum class IndexKeyStorage { kF32, kBf16, kFp8 };
+// "f32", "bf16" or "fp8"; the error names `what`.
 absl::StatusOr<IndexKeyStorage> ParseIndexKeyStorage(const std::string& text, const std::string& what);
 const char* IndexKeyStorageName(IndexKeyStorage storage);
 
@@ -44,7 +46,8 @@ struct LayerKvCache {
   Tensor latent_scale;  // [capacity] f32 per-token scales (kInt8 storage only)
   Tensor rope_key;      // [capacity, d_r] f32
   Tensor index_key;     // [⌈capacity / 64⌉, d_I, 64] f32, slots in transposed blocks (attention/indexer.h,
-                        // IndexKeyOffset), or bf16 in pairs (IndexKeyBf16Offset); empty on shared layers
+                        // IndexKeyOffset), or bf16 or e4m3 in pairs (IndexKeyPairOffset); empty on shared layers
+  Tensor index_key_scale;  // [capacity] f32, each slot's scale (e4m3 indexer keys only)
 
   bool int8() const { return latent.dtype() == DType::kI8; }
   int64_t latent_dim() const { return latent.dim(1); }

@@ -288,6 +288,9 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
     if (cache.index_key.dtype() == DType::kBF16) {
       IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<uint16_t>(),
                        tree);
+    } else if (cache.index_key.dtype() == DType::kF8E4M3) {
+      IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<uint8_t>(),
+                       cache.index_key_scale.data<float>(), tree);
     } else {
       IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<float>(),
                        tree);
@@ -301,6 +304,10 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
         if (cache.index_key.dtype() == DType::kBF16) {
           IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
                                        cache.index_key.data<uint16_t>(), num_keys, scores.data(), tree);
+        } else if (cache.index_key.dtype() == DType::kF8E4M3) {
+          IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
+                                       cache.index_key.data<uint8_t>(), cache.index_key_scale.data<float>(), num_keys,
+                                       scores.data(), tree);
         } else {
           IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
                                        cache.index_key.data<float>(), num_keys, scores.data(), tree);

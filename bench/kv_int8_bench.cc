@@ -13,9 +13,9 @@
 // Memory: bytes per token as f32, bf16 and int8, for the model and for any --memory-configs, and
 // what --memory-context tokens take. Writes JSON and prints a Markdown summary.
 //
-// --variant bf16-index-keys compares the indexer keys in bf16 (LoadOptions::index_keys; the latent
-// stays f32) with f32 the same way, and adds how many of each decode step's top-k keys the two
-// selections share, per full layer.
+// --variant bf16-index-keys (or fp8-index-keys) compares the indexer keys in bf16 (or fp8;
+// LoadOptions::index_keys; the latent stays f32) with f32 the same way, and adds how many of each
+// decode step's top-k keys the two selections share, per full layer.
 //
 //   build/release/bench/kv_int8_bench [--model DIR] [--heldout DIR | --random-tokens N] ...
 //   build/release/bench/kv_int8_bench --help
@@ -53,7 +53,8 @@ constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of t
   --k K                  MTP drafts per cycle (default 2; skipped when the model has no MTP layer)
   --memory-configs LIST  config.json files to report memory for (besides the model's)
   --memory-context T     context for the memory table (default 131072)
-  --variant V            int8-latent (default) or bf16-index-keys: what is compared with f32
+  --variant V            int8-latent (default), bf16-index-keys or fp8-index-keys: what is compared
+                         with f32
   --seed S   --threads N   --json PATH (default build/results/kv_int8.json)
 )";
 
@@ -63,14 +64,15 @@ struct Settings {
   uint64_t seed = 1;
   std::vector<std::string> memory_configs;
   std::string json_path;
-  bool bf16_index_keys = false;  // --variant bf16-index-keys
+  // --variant bf16-index-keys / fp8-index-keys: the indexer keys compared (kF32: the int8 latent is)
+  IndexKeyStorage index_keys = IndexKeyStorage::kF32;
 };
 
 // One side of the comparison: a model (loaded with its indexer-key storage) and its latent storage.
 struct Side {
   const Model* model = nullptr;
   LatentStorage storage = LatentStorage::kF32;
-  std::string name;  // "f32", "int8" or "bf16_index_keys"
+  std::string name;  // "f32", "int8", "bf16_index_keys" or "fp8_index_keys"
 };
 
 absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
@@ -86,11 +88,14 @@ absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
   s.memory_configs = SplitList(args.Get("memory-configs", ""));
   s.json_path = args.Get("json", "build/results/kv_int8.json");
   const std::string variant = args.Get("variant", "int8-latent");
-  if (variant != "int8-latent" && variant != "bf16-index-keys") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--variant must be int8-latent or bf16-index-keys, got \"", variant, "\""));
+  if (variant == "bf16-index-keys") {
+    s.index_keys = IndexKeyStorage::kBf16;
+  } else if (variant == "fp8-index-keys") {
+    s.index_keys = IndexKeyStorage::kFp8;
+  } else if (variant != "int8-latent") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--variant must be int8-latent, bf16-index-keys or fp8-index-keys, got \"", variant, "\""));
   }
-  s.bf16_index_keys = variant == "bf16-index-keys";
   if (s.windows < 1) return absl::InvalidArgumentError(absl::StrCat("--windows must be >= 1, got ", s.windows));
   if (s.context < 1) return absl::InvalidArgumentError(absl::StrCat("--context must be >= 1, got ", s.context));
   if (s.eval_tokens < 1) {
@@ -222,13 +227,14 @@ absl::Status Run(int argc, char** argv) {
     }
   }
   const bool mtp = model->has_mtp();
-  std::unique_ptr<Model> bf16_keys_model;
+  std::unique_ptr<Model> keys_model;
   Side sides[2] = {{model.get(), LatentStorage::kF32, "f32"}, {model.get(), LatentStorage::kInt8, "int8"}};
-  if (s.bf16_index_keys) {
+  const bool index_keys = s.index_keys != IndexKeyStorage::kF32;
+  if (index_keys) {
     LoadOptions load;
-    load.index_keys = IndexKeyStorage::kBf16;
-    ASSIGN_OR_RETURN(bf16_keys_model, Model::Load(s.model_dir, load));
-    sides[1] = {bf16_keys_model.get(), LatentStorage::kF32, "bf16_index_keys"};
+    load.index_keys = s.index_keys;
+    ASSIGN_OR_RETURN(keys_model, Model::Load(s.model_dir, load));
+    sides[1] = {keys_model.get(), LatentStorage::kF32, absl::StrCat(IndexKeyStorageName(s.index_keys), "_index_keys")};
   }
   std::unique_ptr<ModelTarget> targets[2];
   for (int i = 0; i < 2; ++i) {
@@ -316,8 +322,8 @@ absl::Status Run(int argc, char** argv) {
   nlohmann::json mtp_pooled = nullptr;
   if (mtp) {
     mtp_pooled = {{"k", s.k}, {"rule", "sampler-equality, T=0"},
-                  {"draft_cache", s.bf16_index_keys ? "the MTP layer's own, latent f32, indexer keys as its side keeps them"
-                                                    : "f32 (the MTP layer's own)"},
+                  {"draft_cache", index_keys ? "the MTP layer's own, latent f32, indexer keys as its side keeps them"
+                                             : "f32 (the MTP layer's own)"},
                   {"mean_acceptance_length_f32", mtp_drafts[0] > 0 ? mtp_len_drafts[0] / mtp_drafts[0] : 1.0},
                   {"mean_acceptance_length_" + sides[1].name, mtp_drafts[1] > 0 ? mtp_len_drafts[1] / mtp_drafts[1] : 1.0}};
   }
@@ -332,11 +338,14 @@ absl::Status Run(int argc, char** argv) {
        }()},
       {"settings", {{"windows", s.windows}, {"context", n}, {"eval_tokens", s.eval_tokens},
                     {"new_tokens", s.new_tokens}, {"k", s.k}, {"seed", s.seed}}},
-      {"variant", s.bf16_index_keys ? "bf16-index-keys" : "int8-latent"},
-      {"quantisation", s.bf16_index_keys
-                           ? "indexer keys and queries rounded to bf16 (products summed in f32); latent and rope key f32"
-                           : "int8 latent, one symmetric f32 scale per token and layer (max|c| / 127); rope and indexer "
-                             "keys f32"},
+      {"variant", index_keys ? absl::StrCat(IndexKeyStorageName(s.index_keys), "-index-keys") : "int8-latent"},
+      {"quantisation",
+       s.index_keys == IndexKeyStorage::kBf16
+           ? "indexer keys and queries rounded to bf16 (products summed in f32); latent and rope key f32"
+       : s.index_keys == IndexKeyStorage::kFp8
+           ? "indexer keys and queries Hadamard-rotated and quantised to e4m3 with a power-of-two scale each; latent "
+             "and rope key f32"
+           : "int8 latent, one symmetric f32 scale per token and layer (max|c| / 127); rope and indexer keys f32"},
       {"selection_overlap", [&] {
          nlohmann::json layers = nlohmann::json::array();
          for (int64_t l = 0; l < config.num_hidden_layers; ++l) {

@@ -43,41 +43,45 @@ execute_process(
 if(bad_rc EQUAL 0 OR NOT bad_err MATCHES "max_position_embeddings")
   message(FATAL_ERROR "a context beyond the limit was not rejected: rc=${bad_rc} ${bad_err}")
 endif()
-# --variant bf16-index-keys: the indexer keys in bf16 against f32, with the top-k keys the two
-# selections share on each layer with its own indexer (glm_a: layers 0, 1 and 3). The first sees the
-# same inputs in both runs, so only the rounding of q and k separates its selections: nearly all shared.
-execute_process(
-  COMMAND "${BENCH}" --model "${MODEL}" --variant bf16-index-keys --random-tokens 3000 --windows 2 --context 40
-          --eval-tokens 12 --new-tokens 8 --json "${OUT}/keys.json" --threads 1
-  RESULT_VARIABLE keys_rc OUTPUT_VARIABLE keys_table)
-if(NOT keys_rc EQUAL 0)
-  message(FATAL_ERROR "kv_int8_bench --variant bf16-index-keys exited with ${keys_rc}")
-endif()
-file(READ "${OUT}/keys.json" keys_text)
-string(JSON variant GET "${keys_text}" variant)
-string(JSON keys_kl GET "${keys_text}" teacher_forced mean_kl_nats)
-string(JSON keys_nll GET "${keys_text}" teacher_forced mean_nll_bf16_index_keys)
-string(JSON overlap_layers LENGTH "${keys_text}" selection_overlap)
-string(JSON first_layer GET "${keys_text}" selection_overlap 0 layer)
-string(JSON first_share GET "${keys_text}" selection_overlap 0 shared_fraction)
-string(JSON first_keys GET "${keys_text}" selection_overlap 0 selected_keys)
-if(NOT variant STREQUAL "bf16-index-keys" OR NOT overlap_layers EQUAL 3 OR NOT first_layer EQUAL 0)
-  message(FATAL_ERROR "bf16 keys: variant ${variant}, ${overlap_layers} layers compared (want 3), first ${first_layer}")
-endif()
-# 24 decode steps, each selecting index_topk = 8 of its 41 or more keys.
-if(NOT first_keys EQUAL 192 OR NOT first_share GREATER 0.9 OR first_share GREATER 1)
-  message(FATAL_ERROR "bf16 keys: layer 0 shares ${first_share} of ${first_keys} keys; want 192 keys, share in (0.9, 1]")
-endif()
-if(keys_kl LESS 0 OR NOT keys_kl LESS 5 OR NOT keys_nll GREATER 0)
-  message(FATAL_ERROR "bf16 keys: mean KL ${keys_kl}, held-out loss ${keys_nll}")
-endif()
-if(NOT keys_table MATCHES "shared with f32's selection")
-  message(FATAL_ERROR "no selection table printed: ${keys_table}")
-endif()
+# --variant bf16-index-keys and fp8-index-keys: the indexer keys in bf16 or fp8 against f32, with the
+# top-k keys the two selections share on each layer with its own indexer (glm_a: layers 0, 1 and 3).
+# The first sees the same inputs in both runs, so only the rounding of q and k separates its
+# selections: nearly all shared.
+foreach(keys bf16 fp8)
+  execute_process(
+    COMMAND "${BENCH}" --model "${MODEL}" --variant ${keys}-index-keys --random-tokens 3000 --windows 2 --context 40
+            --eval-tokens 12 --new-tokens 8 --json "${OUT}/${keys}_keys.json" --threads 1
+    RESULT_VARIABLE keys_rc OUTPUT_VARIABLE keys_table)
+  if(NOT keys_rc EQUAL 0)
+    message(FATAL_ERROR "kv_int8_bench --variant ${keys}-index-keys exited with ${keys_rc}")
+  endif()
+  file(READ "${OUT}/${keys}_keys.json" keys_text)
+  string(JSON variant GET "${keys_text}" variant)
+  string(JSON keys_kl GET "${keys_text}" teacher_forced mean_kl_nats)
+  string(JSON keys_nll GET "${keys_text}" teacher_forced mean_nll_${keys}_index_keys)
+  string(JSON overlap_layers LENGTH "${keys_text}" selection_overlap)
+  string(JSON first_layer GET "${keys_text}" selection_overlap 0 layer)
+  string(JSON first_share GET "${keys_text}" selection_overlap 0 shared_fraction)
+  string(JSON first_keys GET "${keys_text}" selection_overlap 0 selected_keys)
+  if(NOT variant STREQUAL "${keys}-index-keys" OR NOT overlap_layers EQUAL 3 OR NOT first_layer EQUAL 0)
+    message(FATAL_ERROR "${keys} keys: variant ${variant}, ${overlap_layers} layers compared (want 3), first ${first_layer}")
+  endif()
+  # 24 decode steps, each selecting index_topk = 8 of its 41 or more keys.
+  if(NOT first_keys EQUAL 192 OR NOT first_share GREATER 0.8 OR first_share GREATER 1)
+    message(FATAL_ERROR "${keys} keys: layer 0 shares ${first_share} of ${first_keys} keys; want 192, share in (0.8, 1]")
+  endif()
+  if(keys_kl LESS 0 OR NOT keys_kl LESS 5 OR NOT keys_nll GREATER 0)
+    message(FATAL_ERROR "${keys} keys: mean KL ${keys_kl}, held-out loss ${keys_nll}")
+  endif()
+  if(NOT keys_table MATCHES "shared with f32's selection")
+    message(FATAL_ERROR "no selection table printed: ${keys_table}")
+  endif()
+  set(share_${keys} ${first_share})
+endforeach()
 execute_process(
   COMMAND "${BENCH}" --model "${MODEL}" --variant fp4 --random-tokens 3000 --json "${OUT}/bad.json" --threads 1
   RESULT_VARIABLE variant_rc ERROR_VARIABLE variant_err)
 if(variant_rc EQUAL 0 OR NOT variant_err MATCHES "--variant")
   message(FATAL_ERROR "a bad --variant was not rejected by name: rc=${variant_rc} ${variant_err}")
 endif()
-message(STATUS "kv_int8_smoke: mean KL ${kl}, greedy agreement ${agreement}; bf16 keys share ${first_share} on layer 0")
+message(STATUS "kv_int8_smoke: mean KL ${kl}, greedy agreement ${agreement}; layer 0 shares ${share_bf16} (bf16 keys), ${share_fp8} (fp8 keys)")

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "attention/indexer.h"
+#include "attention/indexer_fp8.h"
 #include "bench/run_info.h"
 
 namespace mtpspec::bench {
@@ -84,6 +85,10 @@ void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed) {
         for (float& v : key) v = unit(rng);
         if (layer.index_key.dtype() == DType::kBF16) {
           WriteIndexKey(layer.index_key.data<uint16_t>(), j, key.data(), layer.index_key.dim(1));
+        } else if (layer.index_key.dtype() == DType::kF8E4M3) {
+          std::vector<uint8_t> bytes(key.size());  // [d_I]
+          layer.index_key_scale.data<float>()[j] = QuantizeFp8Row(key.data(), layer.index_key.dim(1), bytes.data());
+          WriteIndexKey(layer.index_key.data<uint8_t>(), j, bytes.data(), layer.index_key.dim(1));
         } else {
           WriteIndexKey(layer.index_key.data<float>(), j, key.data(), layer.index_key.dim(1));
         }

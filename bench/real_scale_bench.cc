@@ -64,7 +64,7 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
   --check-reps R      repetitions of L = 1, 3, 5 for the projection check alone, each timing the
                       parts and the forwards twice, parts first and last (default 0: the check
                       uses the --reps repetitions)
-  --index-keys f32|bf16  how the caches keep the indexer keys (default f32; LoadOptions::index_keys)
+  --index-keys f32|bf16|fp8  how the caches keep the indexer keys (default f32; LoadOptions::index_keys)
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
   --json PATH         (default build/results/real_scale.json)
 )";

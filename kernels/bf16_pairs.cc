@@ -4,13 +4,31 @@
 #include <cmath>
 #include <vector>
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
 #define MTPSPEC_BF16_DOT_SIMD 1
 #endif
 
 namespace mtpspec {
 namespace {
+
+// The bf16 bits of every e4m3 byte, from the scalar conversions (the NaN codes as ±480, as the SIMD
+// arithmetic below gives them).
+struct Fp8Bf16Table {
+  uint16_t bits[256];
+  Fp8Bf16Table() {
+    for (int b = 0; b < 256; ++b) {
+      const bool nan_code = (b & 0x7f) == 0x7f;
+      bits[b] = F32ToBf16(nan_code ? ((b & 0x80) ? -480.0f : 480.0f) : F8E4M3ToF32(static_cast<uint8_t>(b)));
+    }
+  }
+};
+const Fp8Bf16Table& Fp8ToBf16Bits() {
+  static const Fp8Bf16Table table;
+  return table;
+}
 
 #if defined(MTPSPEC_BF16_DOT_SIMD)
 // Rows in groups of NR against V vectors of 16 columns: NR × V accumulators, each w vector loaded once
@@ -63,6 +81,27 @@ void CombineColumns(const uint32_t* x, int64_t rows, int64_t x_stride, const uin
 #endif
 
 }  // namespace
+
+void WidenFp8ToBf16(const uint8_t* src, int64_t n, uint16_t* dst) {
+  const uint16_t* table = Fp8ToBf16Bits().bits;
+  int64_t i = 0;
+#if defined(__AVX512BW__)
+  // Normal bytes: sign, then the exponent and mantissa fields moved up by 4 bits with the exponent
+  // bias raised from 7 to 127 (+120 << 7). Subnormal bytes (exponent field 0): the table's first 8.
+  const __m512i subnormals = _mm512_maskz_loadu_epi16(0xff, table);
+  for (; i + 32 <= n; i += 32) {
+    const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    const __m512i magnitude = _mm512_and_si512(bytes, _mm512_set1_epi16(0x7f));
+    const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(magnitude, 4), _mm512_set1_epi16(120 << 7));
+    const __m512i subnormal = _mm512_permutexvar_epi16(magnitude, subnormals);
+    const __mmask32 is_subnormal = _mm512_cmplt_epu16_mask(magnitude, _mm512_set1_epi16(8));
+    const __m512i value = _mm512_mask_blend_epi16(is_subnormal, normal, subnormal);
+    const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(bytes, _mm512_set1_epi16(0x80)), 8);
+    _mm512_storeu_si512(dst + i, _mm512_or_si512(value, sign));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = table[src[i]];
+}
 
 void CombineBf16Pairs(const uint32_t* x, int64_t rows, int64_t x_stride, const uint32_t* w, int64_t pairs,
                       int64_t w_stride, int64_t width, float* y, int64_t y_stride) {

@@ -31,6 +31,11 @@ inline float Bf16PairStep(float acc, uint32_t x, uint32_t w) {
   return std::fma(Bf16PairLow(x), Bf16PairLow(w), odd_sum);
 }
 
+// dst[i] = the bf16 bits of the float8_e4m3fn byte src[i], for i < n: exact, since every e4m3 value
+// is a bf16 value (subnormals included). The NaN encodings 0x7f and 0xff come out as ±480; callers
+// pass bytes they quantised themselves, which hold no NaN.
+void WidenFp8ToBf16(const uint8_t* src, int64_t n, uint16_t* dst);
+
 // y[r·y_stride + c] = the chain over p < pairs of Bf16PairStep(·, x[r·x_stride + p], w[p·w_stride + c]),
 // started from 0, for r < rows and c < width: each output row combines the pair rows w[0 .. pairs).
 // x: [rows, ≥ pairs] pairs; w: [pairs, ≥ width] pairs; y: [rows, ≥ width] f32.

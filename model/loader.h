@@ -29,8 +29,9 @@ struct LoadOptions {
   // kMapped keeps the zero-copy mmap (e.g. to share one page cache copy between processes).
   FileMemory file_memory = FileMemory::kHugePages;
   // How the caches this model makes (Model::NewCache, MtpModule::NewCache) keep the indexer keys, and
-  // so how the indexer computes its scores: f32 by default, bf16 for half the bytes and twice the
-  // multiply-adds per instruction. Needs an even index_head_dim.
+  // so how the indexer computes its scores: f32 by default; bf16 for half the bytes and twice the
+  // multiply-adds per instruction (an even index_head_dim); fp8 as DeepSeek-V3.2's reference inference
+  // code (rotated e4m3 keys and queries with power-of-two scales; index_head_dim a power of two).
   IndexKeyStorage index_keys = IndexKeyStorage::kF32;
 };
 

@@ -186,10 +186,11 @@ class Model:
             128 x 128 block scales at load).
         cache_capacity: KV positions of every call's cache (None: each call sizes its own,
             capped at max_position_embeddings).
-        index_keys: "f32" or "bf16": how the caches keep the DSA indexer's keys, and so how its scores
-            are computed (bf16: keys and queries rounded to bf16, products summed in f32; half the
-            bytes and twice the multiply-adds per instruction of f32, and a slightly different
-            top-k selection).
+        index_keys: "f32", "bf16" or "fp8": how the caches keep the DSA indexer's keys, and so how
+            its scores are computed. bf16: keys and queries rounded to bf16, products summed in f32
+            (half the bytes and twice the multiply-adds per instruction of f32). fp8: as DeepSeek-V3.2's
+            reference inference code, keys and queries Hadamard-rotated and quantised to e4m3 with a
+            power-of-two scale each. Both change the top-k selection slightly.
         """
         if threads is not None:
             _ext.set_threads(int(threads))
@@ -229,7 +230,7 @@ class Model:
 
     @property
     def index_keys(self) -> str:
-        """How the caches keep the DSA indexer's keys: "f32" or "bf16" (see :meth:`load`)."""
+        """How the caches keep the DSA indexer's keys: "f32", "bf16" or "fp8" (see :meth:`load`)."""
         return str(self._m.index_keys)
 
     @property

@@ -34,11 +34,11 @@ std::vector<float> ToBlocks(const std::vector<float>& keys, int64_t num_keys, in
 }
 
 // keys: [num_keys, d] → a bf16 cache's blocks of pairs, [IndexKeyBlocks(capacity), d, 64] bf16, the
-// unused slots NaN. Written element by element through IndexKeyBf16Offset, not WriteIndexKey.
+// unused slots NaN. Written element by element through IndexKeyPairOffset, not WriteIndexKey.
 std::vector<uint16_t> ToBf16Blocks(const std::vector<float>& keys, int64_t num_keys, int64_t capacity, int64_t d) {
   std::vector<uint16_t> cache(IndexKeyBlocks(capacity) * d * kIndexKeyBlock, F32ToBf16(std::nanf("")));
   for (int64_t j = 0; j < num_keys; ++j) {
-    for (int64_t t = 0; t < d; ++t) cache[IndexKeyBf16Offset(j, t, d)] = F32ToBf16(keys[j * d + t]);
+    for (int64_t t = 0; t < d; ++t) cache[IndexKeyPairOffset(j, t, d)] = F32ToBf16(keys[j * d + t]);
   }
   return cache;
 }
@@ -135,11 +135,11 @@ TEST(IndexerScoresTest, Bf16OffsetsPairElementsOfOneSlotAndCoverEachBlockOnce) {
     std::vector<int> hits(2 * d * kIndexKeyBlock, 0);
     for (int64_t slot = 0; slot < 2 * kIndexKeyBlock; ++slot) {
       for (int64_t t = 0; t < d; ++t) {
-        const int64_t at = IndexKeyBf16Offset(slot, t, d);
+        const int64_t at = IndexKeyPairOffset(slot, t, d);
         ASSERT_LT(at, static_cast<int64_t>(hits.size()));
         ++hits[at];
         // The pair (2p, 2p + 1) of a slot is one 32-bit word: low half, then high half.
-        if (t % 2 == 1) ASSERT_EQ(at, IndexKeyBf16Offset(slot, t - 1, d) + 1);
+        if (t % 2 == 1) ASSERT_EQ(at, IndexKeyPairOffset(slot, t - 1, d) + 1);
         // Pair p of the 64 slots of a block is one row of 64 words.
         ASSERT_EQ(at / 2, (slot / kIndexKeyBlock) * (d / 2) * kIndexKeyBlock + (t / 2) * kIndexKeyBlock +
                               slot % kIndexKeyBlock);
@@ -212,7 +212,7 @@ TEST(IndexerScoresTest, KeepSlotsMovesBf16IndexKeysAcrossBlocks) {
   ASSERT_EQ(layer.index_key.numel(), IndexKeyBlocks(capacity) * d * kIndexKeyBlock);
   auto key = [&](int64_t slot, int64_t t) { return static_cast<uint16_t>(0x3f80 + 8 * slot + t); };
   for (int64_t j = 0; j < 150; ++j) {
-    for (int64_t t = 0; t < d; ++t) layer.index_key.data<uint16_t>()[IndexKeyBf16Offset(j, t, d)] = key(j, t);
+    for (int64_t t = 0; t < d; ++t) layer.index_key.data<uint16_t>()[IndexKeyPairOffset(j, t, d)] = key(j, t);
   }
   cache.SetLength(150);
   const std::vector<int64_t> slots = {62, 70, 129, 149};  // kept at 60, 61, 62, 63
@@ -220,7 +220,7 @@ TEST(IndexerScoresTest, KeepSlotsMovesBf16IndexKeysAcrossBlocks) {
   for (int64_t j = 0; j < 64; ++j) {
     const int64_t source = j < 60 ? j : slots[j - 60];
     for (int64_t t = 0; t < d; ++t) {
-      ASSERT_EQ(layer.index_key.data<uint16_t>()[IndexKeyBf16Offset(j, t, d)], key(source, t))
+      ASSERT_EQ(layer.index_key.data<uint16_t>()[IndexKeyPairOffset(j, t, d)], key(source, t))
           << "slot " << j << " t " << t;
     }
   }
@@ -233,10 +233,10 @@ TEST(IndexerScoresTest, KeepSlotsMovesBf16IndexKeysAcrossBlocks) {
 TEST(IndexerScoresTest, IndexKeyStorageParsesAndNamesTheFlagOnError) {
   EXPECT_EQ(*ParseIndexKeyStorage("f32", "--index-keys"), IndexKeyStorage::kF32);
   EXPECT_EQ(*ParseIndexKeyStorage("bf16", "--index-keys"), IndexKeyStorage::kBf16);
-  const auto bad = ParseIndexKeyStorage("fp8", "--index-keys");
+  const auto bad = ParseIndexKeyStorage("int4", "--index-keys");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--index-keys"), std::string::npos) << bad.status();
-  EXPECT_NE(bad.status().message().find("fp8"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("int4"), std::string::npos) << bad.status();
 }
 
 }  // namespace

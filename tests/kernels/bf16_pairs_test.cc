@@ -102,5 +102,25 @@ TEST(Bf16PairsTest, TheChainIsWithinItsRoundingBoundOfFloat64) {
   }
 }
 
+// Every e4m3 byte widens to the bf16 of its value (exact), at every position of a run of any length
+// (the SIMD body and its scalar tail); the NaN codes give ±480.
+TEST(Bf16PairsTest, WidenFp8ToBf16IsExactForEveryByte) {
+  std::vector<uint8_t> bytes;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    for (int b = 0; b < 256; ++b) bytes.push_back(static_cast<uint8_t>((b * 37 + repeat) & 0xff));
+  }
+  for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, static_cast<int64_t>(bytes.size())}) {
+    std::vector<uint16_t> out(n + 1, 0xdead);
+    WidenFp8ToBf16(bytes.data(), n, out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t b = bytes[i];
+      const float expected = (b & 0x7f) == 0x7f ? ((b & 0x80) ? -480.0f : 480.0f) : F8E4M3ToF32(b);
+      ASSERT_EQ(std::bit_cast<uint32_t>(Bf16ToF32(out[i])), std::bit_cast<uint32_t>(expected))
+          << "byte 0x" << std::hex << static_cast<int>(b) << " at " << std::dec << i << " of " << n;
+    }
+    ASSERT_EQ(out[n], 0xdead) << "wrote past n = " << n;
+  }
+}
+
 }  // namespace
 }  // namespace mtpspec

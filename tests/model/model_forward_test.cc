@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -247,64 +248,74 @@ TEST(ModelForwardTest, CacheBytesPerToken) {
   EXPECT_EQ(cache->BytesPerToken(), (4 * (c.kv_lora_rank + c.qk_rope_head_dim) + 3 * c.index_head_dim) * 4);
 }
 
-// LoadOptions::index_keys = bf16: the caches keep the indexer keys in bf16 (2 bytes each), rows that
-// see at most index_topk keys (which take every key, whatever the scores) are bit-identical to f32's,
-// and decode steps still equal the rows of a prefill.
-TEST(ModelForwardTest, Bf16IndexKeysOnlyChangeTheScoresOfTheIndexer) {
-  LoadOptions options;
-  options.index_keys = IndexKeyStorage::kBf16;
-  auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const Model& bf16 = **loaded;
-  EXPECT_EQ(bf16.index_key_storage(), IndexKeyStorage::kBf16);
-  const auto& c = Tiny().config();
-  const int64_t K = c.index_topk, T = K + 12, vocab = c.vocab_size;
-  auto cache = *bf16.NewCache(T + 4);
-  auto f32_cache = *Tiny().NewCache(T + 4);
-  int64_t full_layers = 0;
-  for (int64_t l = 0; l < cache->num_layers(); ++l) {
-    if (cache->layer(l).index_key.empty()) continue;
-    ++full_layers;
-    EXPECT_EQ(cache->layer(l).index_key.dtype(), DType::kBF16) << "layer " << l;
-  }
-  ASSERT_GT(full_layers, 0);
-  EXPECT_EQ(f32_cache->BytesPerToken() - cache->BytesPerToken(), full_layers * c.index_head_dim * 2);
+// LoadOptions::index_keys = bf16 or fp8: the caches keep the indexer keys in that format (2 bytes a
+// value, or 1 and a 4-byte scale a key), rows that see at most index_topk keys (which take every key,
+// whatever the scores) are bit-identical to f32's, and decode steps still equal the rows of a prefill.
+TEST(ModelForwardTest, ReducedPrecisionIndexKeysOnlyChangeTheScoresOfTheIndexer) {
+  for (const auto [storage, dtype, key_bytes] : {std::tuple{IndexKeyStorage::kBf16, DType::kBF16, int64_t{-1}},
+                                                  std::tuple{IndexKeyStorage::kFp8, DType::kF8E4M3, int64_t{-2}}}) {
+    LoadOptions options;
+    options.index_keys = storage;
+    auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const Model& model = **loaded;
+    const char* name = IndexKeyStorageName(storage);
+    EXPECT_EQ(model.index_key_storage(), storage);
+    const auto& c = Tiny().config();
+    const int64_t K = c.index_topk, T = K + 12, vocab = c.vocab_size, d_i = c.index_head_dim;
+    auto cache = *model.NewCache(T + 4);
+    auto f32_cache = *Tiny().NewCache(T + 4);
+    int64_t full_layers = 0;
+    for (int64_t l = 0; l < cache->num_layers(); ++l) {
+      if (cache->layer(l).index_key.empty()) continue;
+      ++full_layers;
+      EXPECT_EQ(cache->layer(l).index_key.dtype(), dtype) << name << " layer " << l;
+    }
+    ASSERT_GT(full_layers, 0);
+    // Bytes saved per key against f32: 2·d_I (bf16), or 3·d_I less the scale's 4 (fp8).
+    const int64_t saved = key_bytes == -1 ? 2 * d_i : 3 * d_i - 4;
+    EXPECT_EQ(f32_cache->BytesPerToken() - cache->BytesPerToken(), full_layers * saved) << name;
 
-  const auto tokens = TestTokens(T, vocab, 17);
-  const auto positions = Range(0, T);
-  auto out = bf16.Forward(*cache, tokens, positions);
-  ASSERT_TRUE(out.ok()) << out.status();
-  const ForwardOutput f32 = RunTiny(*f32_cache, tokens, 0);
-  for (int64_t i = 0; i < K * vocab; ++i) {
-    ASSERT_EQ(out->logits.data<float>()[i], f32.logits.data<float>()[i]) << "row " << i / vocab;
-  }
-  for (int64_t i = K * vocab; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i]));
+    const auto tokens = TestTokens(T, vocab, 17);
+    auto out = model.Forward(*cache, tokens, Range(0, T));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const ForwardOutput f32 = RunTiny(*f32_cache, tokens, 0);
+    for (int64_t i = 0; i < K * vocab; ++i) {
+      ASSERT_EQ(out->logits.data<float>()[i], f32.logits.data<float>()[i]) << name << " row " << i / vocab;
+    }
+    for (int64_t i = K * vocab; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i])) << name;
 
-  auto step_cache = *bf16.NewCache(T + 4);
-  ASSERT_TRUE(bf16.Forward(*step_cache, std::span(tokens).first(K), Range(0, K)).ok());
-  for (int64_t p = K; p < T; ++p) {
-    auto step = bf16.Forward(*step_cache, std::span(tokens).subspan(p, 1), Range(p, p + 1));
-    ASSERT_TRUE(step.ok()) << step.status();
-    EXPECT_LT(RelativeMaxDiff(step->logits.data<float>(), out->logits.data<float>() + p * vocab, vocab), 1e-5)
-        << "position " << p;
+    auto step_cache = *model.NewCache(T + 4);
+    ASSERT_TRUE(model.Forward(*step_cache, std::span(tokens).first(K), Range(0, K)).ok());
+    for (int64_t p = K; p < T; ++p) {
+      auto step = model.Forward(*step_cache, std::span(tokens).subspan(p, 1), Range(p, p + 1));
+      ASSERT_TRUE(step.ok()) << step.status();
+      EXPECT_LT(RelativeMaxDiff(step->logits.data<float>(), out->logits.data<float>() + p * vocab, vocab), 1e-5)
+          << name << " position " << p;
+    }
   }
 }
 
-// bf16 indexer keys are stored in pairs: an odd index_head_dim is refused at load, naming the field.
-TEST(ModelForwardTest, Bf16IndexKeysNeedAnEvenIndexHeadDim) {
-  testing_util::ScopedTempDir temp;
+// bf16 indexer keys are stored in pairs and fp8 keys are Hadamard-rotated: an odd index_head_dim, and
+// for fp8 one that is not a power of two, is refused at load, naming the file and the field.
+TEST(ModelForwardTest, ReducedPrecisionIndexKeysNeedTheirIndexHeadDim) {
   std::ifstream in(TinyModelEnv::Get().dir() + "/config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
-  config["index_head_dim"] = config["qk_rope_head_dim"].get<int64_t>() + 1;
-  if (config["index_head_dim"].get<int64_t>() % 2 == 0) config["index_head_dim"] = config["index_head_dim"].get<int64_t>() + 1;
-  std::ofstream(temp.File("config.json")) << config.dump();
-  LoadOptions options;
-  options.index_keys = IndexKeyStorage::kBf16;
-  auto loaded = Model::Load(temp.path(), options);
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(loaded.status().message(), testing::HasSubstr("index_head_dim"));
-  EXPECT_THAT(loaded.status().message(), testing::HasSubstr("config.json"));
+  const nlohmann::json config = nlohmann::json::parse(in);
+  const int64_t rope = config["qk_rope_head_dim"].get<int64_t>();
+  for (const auto [storage, head_dim] : {std::pair{IndexKeyStorage::kBf16, rope + 1 + rope % 2},
+                                         std::pair{IndexKeyStorage::kFp8, 3 * rope + 3 * (rope % 2) + 2}}) {
+    testing_util::ScopedTempDir temp;
+    nlohmann::json changed = config;
+    changed["index_head_dim"] = head_dim;  // bf16: odd; fp8: even, ≥ rope, and not a power of two
+    std::ofstream(temp.File("config.json")) << changed.dump();
+    LoadOptions options;
+    options.index_keys = storage;
+    auto loaded = Model::Load(temp.path(), options);
+    ASSERT_FALSE(loaded.ok()) << IndexKeyStorageName(storage) << " index_head_dim " << head_dim;
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(loaded.status().message(), testing::HasSubstr("index_head_dim"));
+    EXPECT_THAT(loaded.status().message(), testing::HasSubstr("config.json"));
+  }
 }
 
 }  // namespace

@@ -227,10 +227,11 @@ TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
   }
 }
 
-// "+bf16-keys": the same models with their indexer keys in bf16 (a different selection, and still
-// speculative output equal to plain output).
+// "+bf16-keys", "+fp8-keys": the same models with their indexer keys in bf16 or fp8 (a different
+// selection, and still speculative output equal to plain output).
 INSTANTIATE_TEST_SUITE_P(Models, LosslessTest,
-                         ::testing::Values("glm_a", "dsv32_b", "tiny_fp8", "glm_a+bf16-keys", "dsv32_b+bf16-keys"));
+                         ::testing::Values("glm_a", "dsv32_b", "tiny_fp8", "glm_a+bf16-keys", "dsv32_b+bf16-keys",
+                                           "glm_a+fp8-keys", "dsv32_b+fp8-keys"));
 
 // index_share_for_mtp_iteration: identical drafts to exact mode whenever the MTP cache ≤ K.
 TEST(MtpIndexShareTest, SharedEqualsExactWhileTheCacheFitsTopK) {

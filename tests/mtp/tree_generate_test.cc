@@ -182,7 +182,7 @@ TEST(MtpTreeDraftTest, SampledChildrenAreDistinctDrawsFromTheHead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TreeGenerateTest,
-                         ::testing::Values("glm_a", "dsv32_b", "trained", "trained+bf16-keys"));
+                         ::testing::Values("glm_a", "dsv32_b", "trained", "trained+bf16-keys", "trained+fp8-keys"));
 
 // The head's `count` best tokens (ties by lower id) and their softmax probabilities, as ProposeTree
 // ranks a node's children.

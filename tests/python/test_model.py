@@ -72,9 +72,9 @@ def test_bf16_index_key_logits_equal_the_cli_and_bad_storage_is_named(cli: Path,
     expected = np.load(out)
     bf16 = mtpspec.Model.load(GLM_A, index_keys="bf16")
     np.testing.assert_array_equal(bf16.logits(IDS), expected)  # one process or the other, the same bits
-    bad = subprocess.run(base + ["--index-keys", "fp8"], capture_output=True, text=True)
+    bad = subprocess.run(base + ["--index-keys", "int4"], capture_output=True, text=True)
     assert bad.returncode != 0
-    assert '--index-keys must be f32 or bf16, got "fp8"' in bad.stderr
+    assert '--index-keys must be f32, bf16 or fp8, got "int4"' in bad.stderr
 
 
 def test_logits_arguments(model: mtpspec.Model) -> None:
@@ -127,19 +127,20 @@ def test_weight_dtypes(model: mtpspec.Model) -> None:
         mtpspec.Model.load(GLM_A, dtype="int4")
 
 
-def test_bf16_index_keys(model: mtpspec.Model) -> None:
-    bf16 = mtpspec.Model.load(GLM_A, index_keys="bf16")
-    assert bf16.index_keys == "bf16" and model.index_keys == "f32"
+@pytest.mark.parametrize("storage", ["bf16", "fp8"])
+def test_reduced_precision_index_keys(model: mtpspec.Model, storage: str) -> None:
+    reduced = mtpspec.Model.load(GLM_A, index_keys=storage)
+    assert reduced.index_keys == storage and model.index_keys == "f32"
     k = model.config["index_topk"]
     assert len(IDS) > k
     # Rows that see at most index_topk keys take them all, whatever the scores: identical to f32.
-    np.testing.assert_array_equal(bf16.logits(IDS)[:k], model.logits(IDS)[:k])
-    assert np.isfinite(bf16.logits(IDS)).all()
-    plain = bf16.generate(IDS, 16, draft="none", stop_at_eos=False)
-    speculative = bf16.generate(IDS, 16, draft="mtp", k=3, stop_at_eos=False)
+    np.testing.assert_array_equal(reduced.logits(IDS)[:k], model.logits(IDS)[:k])
+    assert np.isfinite(reduced.logits(IDS)).all()
+    plain = reduced.generate(IDS, 16, draft="none", stop_at_eos=False)
+    speculative = reduced.generate(IDS, 16, draft="mtp", k=3, stop_at_eos=False)
     assert speculative.tokens == plain.tokens
     with pytest.raises(ValueError, match="index_keys"):
-        mtpspec.Model.load(GLM_A, index_keys="fp8")
+        mtpspec.Model.load(GLM_A, index_keys="int4")
 
 
 def test_missing_model_directory(tmp_path: Path) -> None:
