@@ -6,10 +6,10 @@
 #   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
-#   docs/results/index-keys.md  the indexer keys in bf16 against f32: kv_int8_bench --variant
-#                               bf16-index-keys (accuracy, selection) and real_scale_bench --index-keys
-#                               on the GLM-5.2 and DeepSeek-V3.2 cuts (speed; ~25 min, the cuts as
-#                               real-scale writes them)
+#   docs/results/index-keys.md  the indexer keys in bf16 and fp8 against f32: kv_int8_bench --variant
+#                               bf16-index-keys|fp8-index-keys (accuracy, selection) and real_scale_bench
+#                               --index-keys on the GLM-5.2 and DeepSeek-V3.2 cuts (speed; ~10 min, the
+#                               cuts as real-scale writes them)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
@@ -93,11 +93,13 @@ for target in "${targets[@]}"; do
         --command "scripts/reproduce_results.sh real-scale" ;;
     index-keys)
       heldout
-      $bench/kv_int8_bench --model models/glm-tiny-mtp --variant bf16-index-keys --windows 8 --context 512 \
-        --eval-tokens 256 --new-tokens 128 --k 2 --json build/results/index_keys_trained.json
-      for m in glm_a dsv32_b; do
-        $bench/kv_int8_bench --model tests/golden/$m --variant bf16-index-keys --random-tokens 4000 --windows 8 \
-          --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/index_keys_$m.json
+      for keys in bf16 fp8; do
+        $bench/kv_int8_bench --model models/glm-tiny-mtp --variant $keys-index-keys --windows 8 --context 512 \
+          --eval-tokens 256 --new-tokens 128 --k 2 --json build/results/index_keys_${keys}_trained.json
+        for m in glm_a dsv32_b; do
+          $bench/kv_int8_bench --model tests/golden/$m --variant $keys-index-keys --random-tokens 4000 --windows 8 \
+            --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/index_keys_${keys}_$m.json
+        done
       done
       cli=build/release/cli/mtpspec
       mkdir -p build/rs
@@ -105,10 +107,10 @@ for target in "${targets[@]}"; do
         set -- $cut
         [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
       done
-      # f32 and bf16 keys one after the other for each cut; each repetition pairs its step with the read
-      # bandwidth measured just before it.
+      # Each key storage one after the other for each cut; each repetition pairs its step with the
+      # read bandwidth measured just before it.
       for cut in glm7 dsv4; do
-        for keys in f32 bf16; do
+        for keys in f32 bf16 fp8; do
           $bench/real_scale_bench --model build/rs/$cut --max-rows 1 --reps 7 --prefix-layers 2 --index-keys $keys \
             --json build/results/index_keys_${cut}_$keys.json
         done
