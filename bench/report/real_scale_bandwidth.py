@@ -162,6 +162,6 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
             "(G multiply-adds) | at the row kernels' rate (ms) | at the peak (ms) | bound, these kernels | "
             "bound, f32 at the peak | measured |", "|---|---|---|---|---|---|---|---|---|"] + rows + [
             "", "Against the goal of 0.75:", ""] + [f"- {v}." for v in verdicts] + [
-            "", "Where the bound is the compute over the cache, bf16 indexer keys (`--index-keys bf16`) do the "
-            "indexer's share in bf16 pair products at 32 multiply-adds per instruction; what that saves on these "
-            "cuts, and what it changes in the selection, is in [index-keys.md](index-keys.md).", ""]
+            "", "Where the bound is the compute over the cache, bf16 or fp8 indexer keys (`--index-keys bf16|fp8`) "
+            "do the indexer's share in bf16 pair products at 32 multiply-adds per instruction; what that saves on "
+            "these cuts, and what it changes in the selection, is in [index-keys.md](index-keys.md).", ""]
