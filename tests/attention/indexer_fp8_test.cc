@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "gtest/gtest.h"
 #include "kernels/bf16_pairs.h"
+#include "tests/attention/indexer_test_util.h"
 
 namespace mtpspec {
 namespace {
@@ -107,61 +108,34 @@ uint32_t PairOf(const uint8_t* bytes, int64_t p) {
 
 // Each score is, bit for bit: per head, the query rotated and quantised (its scale joining the head
 // weight), one chain of bf16 pair steps over the e4m3 values of query and key, ReLU of the chain times
-// d_I^-½, weighted and summed over the heads in order, times the key's scale. Rows alone and together,
-// key counts around the blocks.
+// d_I^-½, weighted and summed over the heads in order, times the key's scale.
 TEST(IndexerFp8Test, ScoresAreTheRotatedQuantisedPipelineBitForBit) {
   const RotaryEmbedding no_rope;
-  for (int64_t d : {16, 128}) {
-    for (int64_t num_keys : {1, 63, 64, 65, 200}) {
-      IndexerDims dims;
-      dims.n_heads = 8;
-      dims.head_dim = d;
-      const int64_t nh = dims.n_heads, rows = std::min<int64_t>(3, num_keys);
-      const std::vector<float> keys = Random(num_keys * d, static_cast<uint32_t>(num_keys + d));
-      const Fp8Cache cache = ToFp8Cache(keys, num_keys, num_keys + 5, d);
-      const std::vector<float> q = Random(rows * nh * d, 7), head_weights = Random(rows * nh, 8);
-      std::vector<int64_t> positions(rows);
-      for (int64_t r = 0; r < rows; ++r) positions[r] = num_keys - rows + r;
-      std::vector<float> q_all = q, w_all = head_weights, together(rows * num_keys);
-      IndexerScoresFromProjections(dims, no_rope, q_all.data(), w_all.data(), rows, positions.data(), cache.data(),
-                                   cache.scales.data(), num_keys, together.data());
-      const float head_scale = 1.0f / std::sqrt(static_cast<float>(nh));
-      const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> q_one(q.begin() + r * nh * d, q.begin() + (r + 1) * nh * d);
-        std::vector<float> w_one(head_weights.begin() + r * nh, head_weights.begin() + (r + 1) * nh);
-        std::vector<float> alone(num_keys);
-        IndexerScoresFromProjections(dims, no_rope, q_one.data(), w_one.data(), 1, &positions[r], cache.data(),
-                                     cache.scales.data(), num_keys, alone.data());
-        // The model: each head's query rotated and quantised.
-        std::vector<uint8_t> q8(nh * d);
-        std::vector<float> weight(nh);
+  testing_util::CheckScoresBitForBit(
+      [&](const IndexerDims& dims, const std::vector<float>& keys, int64_t num_keys, float* q, float* w, int64_t rows,
+          const int64_t* positions, float* out) {
+        const Fp8Cache cache = ToFp8Cache(keys, num_keys, num_keys + 5, dims.head_dim);
+        IndexerScoresFromProjections(dims, no_rope, q, w, rows, positions, cache.data(), cache.scales.data(), num_keys,
+                                     out);
+      },
+      [](const IndexerDims& dims, const float* q, const float* w, const std::vector<float>& keys, int64_t j) {
+        const int64_t nh = dims.n_heads, d = dims.head_dim;
+        std::vector<uint8_t> q8(nh * d), k8(d);
+        std::vector<float> weights(nh), rotated(d);
         for (int64_t h = 0; h < nh; ++h) {
-          std::vector<float> qh(q.begin() + (r * nh + h) * d, q.begin() + (r * nh + h + 1) * d);
-          HadamardRotate(qh.data(), d);
-          weight[h] = head_weights[r * nh + h] * head_scale * QuantizeFp8Row(qh.data(), d, q8.data() + h * d);
+          std::copy(q + h * d, q + (h + 1) * d, rotated.begin());
+          HadamardRotate(rotated.data(), d);
+          weights[h] = w[h] * (1.0f / std::sqrt(static_cast<float>(nh))) * QuantizeFp8Row(rotated.data(), d, q8.data() + h * d);
         }
-        std::vector<uint8_t> k8(d);
-        for (int64_t j = 0; j < num_keys; ++j) {
-          float expected = -std::numeric_limits<float>::infinity();
-          if (j <= positions[r]) {
-            ReadIndexKey(cache.data(), j, d, k8.data());
-            expected = 0.0f;
-            for (int64_t h = 0; h < nh; ++h) {
-              float dot = 0.0f;
-              for (int64_t p = 0; p < d / 2; ++p) dot = Bf16PairStep(dot, PairOf(q8.data() + h * d, p), PairOf(k8.data(), p));
-              expected = std::fma(weight[h], std::max(dot * dot_scale, 0.0f), expected);
-            }
-            expected *= cache.scales[j];
-          }
-          ASSERT_EQ(std::bit_cast<uint32_t>(together[r * num_keys + j]), std::bit_cast<uint32_t>(expected))
-              << "d " << d << " keys " << num_keys << " row " << r << " key " << j;
-          ASSERT_EQ(std::bit_cast<uint32_t>(alone[j]), std::bit_cast<uint32_t>(expected))
-              << "alone: d " << d << " keys " << num_keys << " row " << r << " key " << j;
-        }
-      }
-    }
-  }
+        std::copy(keys.begin() + j * d, keys.begin() + (j + 1) * d, rotated.begin());
+        HadamardRotate(rotated.data(), d);
+        const float key_scale = QuantizeFp8Row(rotated.data(), d, k8.data());
+        return key_scale * testing_util::WeightedReluSum(nh, d, weights.data(), [&](int64_t h) {
+          float dot = 0.0f;
+          for (int64_t p = 0; p < d / 2; ++p) dot = Bf16PairStep(dot, PairOf(q8.data() + h * d, p), PairOf(k8.data(), p));
+          return dot;
+        });
+      });
 }
 
 // Against float64 scores of the f32 q and k (no rotation: it leaves exact dot products unchanged):

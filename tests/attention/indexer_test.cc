@@ -12,17 +12,15 @@
 #include "attention/rope.h"
 #include "gtest/gtest.h"
 #include "kernels/bf16_pairs.h"
+#include "tests/attention/indexer_test_util.h"
 
 namespace mtpspec {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
+using testing_util::CheckScoresBitForBit;
+using testing_util::WeightedReluSum;
+
+std::vector<float> Random(int64_t n, uint32_t seed) { return testing_util::UniformValues(n, seed); }
 
 // keys: [num_keys, d] → the cache's transposed blocks, [IndexKeyBlocks(capacity), d, 64].
 std::vector<float> ToBlocks(const std::vector<float>& keys, int64_t num_keys, int64_t capacity, int64_t d) {
@@ -43,63 +41,26 @@ std::vector<uint16_t> ToBf16Blocks(const std::vector<float>& keys, int64_t num_k
   return cache;
 }
 
-// Scores every key count around the 64-slot blocks with 1-3 rows, together and each row alone, and
-// holds every score bit for bit to Σ_h w_h · N_I^-½ · ReLU(dot(q_h, k_j) · d_I^-½) for j ≤ positions[r],
-// −∞ past it, each head's term one multiply-add onto the sum over the heads before it. `make_cache`
-// lays keys [num_keys, d] out as the cache of num_keys + 5 slots (NaN past the last key, so a read
-// past the end would show); `dot` is the chain one head's dot product must be.
-template <typename MakeCache, typename Dot>
-void CheckScoresBitForBit(const MakeCache& make_cache, const Dot& dot) {
-  const RotaryEmbedding no_rope;  // rotary_dim 0: the queries stay as given
-  for (int64_t d : {16, 128}) {
-    for (int64_t num_keys : {1, 63, 64, 65, 200, 300}) {
-      IndexerDims dims;
-      dims.n_heads = 8;
-      dims.head_dim = d;
-      const int64_t nh = dims.n_heads, rows = std::min<int64_t>(3, num_keys);
-      const std::vector<float> keys = Random(num_keys * d, static_cast<uint32_t>(num_keys + d));
-      const auto cache = make_cache(keys, num_keys, num_keys + 5, d);
-      const std::vector<float> q = Random(rows * nh * d, 7), head_weights = Random(rows * nh, 8);
-      std::vector<int64_t> positions(rows);
-      for (int64_t r = 0; r < rows; ++r) positions[r] = num_keys - rows + r;
-
-      std::vector<float> q_all = q, w_all = head_weights, together(rows * num_keys);
-      IndexerScoresFromProjections(dims, no_rope, q_all.data(), w_all.data(), rows, positions.data(), cache.data(),
-                                   num_keys, together.data());
-      const float head_scale = 1.0f / std::sqrt(static_cast<float>(nh));
-      const float dot_scale = 1.0f / std::sqrt(static_cast<float>(d));
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> q_one(q.begin() + r * nh * d, q.begin() + (r + 1) * nh * d);
-        std::vector<float> w_one(head_weights.begin() + r * nh, head_weights.begin() + (r + 1) * nh);
-        std::vector<float> alone(num_keys);
-        IndexerScoresFromProjections(dims, no_rope, q_one.data(), w_one.data(), 1, &positions[r], cache.data(), num_keys,
-                                     alone.data());
-        for (int64_t j = 0; j < num_keys; ++j) {
-          float expected = -std::numeric_limits<float>::infinity();
-          if (j <= positions[r]) {
-            expected = 0.0f;
-            for (int64_t h = 0; h < nh; ++h) {
-              const float head_dot = dot(q.data() + (r * nh + h) * d, keys.data() + j * d, d);
-              expected = std::fma(head_weights[r * nh + h] * head_scale, std::max(head_dot * dot_scale, 0.0f), expected);
-            }
-          }
-          ASSERT_EQ(std::bit_cast<uint32_t>(together[r * num_keys + j]), std::bit_cast<uint32_t>(expected))
-              << "d " << d << " keys " << num_keys << " row " << r << " key " << j;
-          ASSERT_EQ(std::bit_cast<uint32_t>(alone[j]), std::bit_cast<uint32_t>(expected))
-              << "alone: d " << d << " keys " << num_keys << " row " << r << " key " << j;
-        }
-      }
-    }
-  }
-}
+const RotaryEmbedding kNoRope;  // rotary_dim 0: the queries stay as given
 
 // f32 keys: each head's dot product is one multiply-add chain over the d_I elements in order.
 TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
-  CheckScoresBitForBit(ToBlocks, [](const float* q, const float* k, int64_t d) {
-    float dot = 0.0f;
-    for (int64_t t = 0; t < d; ++t) dot = std::fma(q[t], k[t], dot);
-    return dot;
-  });
+  CheckScoresBitForBit(
+      [](const IndexerDims& dims, const std::vector<float>& keys, int64_t num_keys, float* q, float* w, int64_t rows,
+         const int64_t* positions, float* out) {
+        const std::vector<float> cache = ToBlocks(keys, num_keys, num_keys + 5, dims.head_dim);
+        IndexerScoresFromProjections(dims, kNoRope, q, w, rows, positions, cache.data(), num_keys, out);
+      },
+      [](const IndexerDims& dims, const float* q, const float* w, const std::vector<float>& keys, int64_t j) {
+        const int64_t d = dims.head_dim;
+        std::vector<float> weights(dims.n_heads);
+        for (int64_t h = 0; h < dims.n_heads; ++h) weights[h] = w[h] * (1.0f / std::sqrt(static_cast<float>(dims.n_heads)));
+        return WeightedReluSum(dims.n_heads, d, weights.data(), [&](int64_t h) {
+          float dot = 0.0f;
+          for (int64_t t = 0; t < d; ++t) dot = std::fma(q[h * d + t], keys[j * d + t], dot);
+          return dot;
+        });
+      });
 }
 
 // KeepSlots moves a kept slot's indexer key, element by element across its transposed block, with
@@ -152,13 +113,26 @@ TEST(IndexerScoresTest, Bf16OffsetsPairElementsOfOneSlotAndCoverEachBlockOnce) {
 // bf16 keys: each head's dot product is one chain of bf16 pair steps over bf16(q) and bf16(k)
 // (kernels/bf16_pairs.h); the ReLU and the weighted head sum are as in f32.
 TEST(IndexerScoresTest, Bf16KeysGiveOnePairChainPerHeadOverBlockedKeys) {
-  CheckScoresBitForBit(ToBf16Blocks, [](const float* q, const float* k, int64_t d) {
-    float dot = 0.0f;
-    for (int64_t p = 0; p < d / 2; ++p) {
-      dot = Bf16PairStep(dot, PackBf16Pair(q[2 * p], q[2 * p + 1]), PackBf16Pair(k[2 * p], k[2 * p + 1]));
-    }
-    return dot;
-  });
+  CheckScoresBitForBit(
+      [](const IndexerDims& dims, const std::vector<float>& keys, int64_t num_keys, float* q, float* w, int64_t rows,
+         const int64_t* positions, float* out) {
+        const std::vector<uint16_t> cache = ToBf16Blocks(keys, num_keys, num_keys + 5, dims.head_dim);
+        IndexerScoresFromProjections(dims, kNoRope, q, w, rows, positions, cache.data(), num_keys, out);
+      },
+      [](const IndexerDims& dims, const float* q, const float* w, const std::vector<float>& keys, int64_t j) {
+        const int64_t d = dims.head_dim;
+        const float* k = keys.data() + j * d;
+        std::vector<float> weights(dims.n_heads);
+        for (int64_t h = 0; h < dims.n_heads; ++h) weights[h] = w[h] * (1.0f / std::sqrt(static_cast<float>(dims.n_heads)));
+        return WeightedReluSum(dims.n_heads, d, weights.data(), [&](int64_t h) {
+          float dot = 0.0f;
+          for (int64_t p = 0; p < d / 2; ++p) {
+            dot = Bf16PairStep(dot, PackBf16Pair(q[h * d + 2 * p], q[h * d + 2 * p + 1]),
+                               PackBf16Pair(k[2 * p], k[2 * p + 1]));
+          }
+          return dot;
+        });
+      });
 }
 
 // The bf16 scores against float64 scores of the f32 q and k: each dot product is off by the rounding
