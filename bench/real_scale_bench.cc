@@ -65,6 +65,9 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
                       parts and the forwards twice, parts first and last (default 0: the check
                       uses the --reps repetitions)
   --index-keys f32|bf16|fp8  how the caches keep the indexer keys (default f32; LoadOptions::index_keys)
+  --decode-side-by-side LIST  instead of the above: only one-row decode steps at each context, with the
+                      indexer keys in each storage of LIST (f32,bf16,fp8), alternating within every one
+                      of --reps repetitions, each paired with the read bandwidth measured before it
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
   --json PATH         (default build/results/real_scale.json)
 )";
@@ -371,10 +374,52 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
   return j;
 }
 
+// One-row decode steps at context N with the indexer keys in each of `storages`, side by side: one
+// cache per storage, filled with the same random values, and per repetition, for each storage in
+// turn (the first one rotating from repetition to repetition), the read bandwidth (StreamSum over
+// 512 MiB) and then one whole Model::Forward of a random token. The model's weights serve every cache;
+// the attention reads each cache's keys as that cache stores them.
+absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(const Model& model, int64_t N,
+                                                       const std::vector<IndexKeyStorage>& storages, int64_t reps,
+                                                       uint64_t seed) {
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (IndexKeyStorage storage : storages) {
+    KvCacheShape shape = model.CacheShape();
+    shape.index_key_storage = storage;
+    caches.push_back(std::make_unique<KvCache>(shape, N + 2));
+    FillCacheRandom(*caches.back(), N, seed);
+  }
+  std::mt19937_64 rng(seed);
+  const int64_t count = static_cast<int64_t>(storages.size());
+  std::vector<std::vector<double>> whole(count), bandwidth(count);  // [storage][rep]
+  const std::vector<int64_t> position = {N};
+  for (int64_t rep = -1; rep < reps; ++rep) {  // repetition −1 warms up
+    const std::vector<int32_t> token = {static_cast<int32_t>(rng() % static_cast<uint64_t>(model.config().vocab_size))};
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t s = (i + std::max<int64_t>(rep, 0)) % count;
+      const double bytes_per_second = MeasureReadBandwidth(512, 3)["bytes_per_second"].get<double>();
+      const double t = NowSeconds();
+      RETURN_IF_ERROR(model.Forward(*caches[s], token, position).status());
+      const double seconds = NowSeconds() - t;
+      RETURN_IF_ERROR(caches[s]->Truncate(N));
+      if (rep >= 0) {
+        whole[s].push_back(seconds);
+        bandwidth[s].push_back(bytes_per_second);
+      }
+    }
+  }
+  nlohmann::json point = {{"context", N}, {"storages", nlohmann::json::object()}};
+  for (int64_t s = 0; s < count; ++s) {
+    point["storages"][IndexKeyStorageName(storages[s])] = {{"whole", whole[s]}, {"read_bandwidth", bandwidth[s]},
+                                                           {"cache_bytes_per_token", caches[s]->BytesPerToken()}};
+  }
+  return point;
+}
+
 absl::Status Run(int argc, char** argv) {
   const std::set<std::string> names = {"model",      "contexts", "max-rows",   "reps",    "e2e",  "rates",
                                        "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json",
-                                       "prefix-layers", "check-reps", "index-keys"};
+                                       "prefix-layers", "check-reps", "index-keys", "decode-side-by-side"};
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, names, std::set<std::string>{"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -406,6 +451,33 @@ absl::Status Run(int argc, char** argv) {
   LoadOptions load;
   ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
   ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model"), load));
+  if (args.Has("decode-side-by-side")) {
+    std::vector<IndexKeyStorage> storages;
+    for (const std::string& name : SplitList(args.Get("decode-side-by-side"))) {
+      ASSIGN_OR_RETURN(IndexKeyStorage storage, ParseIndexKeyStorage(name, "--decode-side-by-side"));
+      storages.push_back(storage);
+    }
+    if (storages.empty()) return absl::InvalidArgumentError("--decode-side-by-side needs at least one storage");
+    nlohmann::json j = {{"benchmark", "real_scale_bench"}, {"run", RunInfo(argc, argv)}, {"mode", "decode_side_by_side"}};
+    {
+      std::ifstream in(args.Get("model") + "/config.json");
+      j["config"] = nlohmann::json::parse(in, nullptr, false);
+    }
+    int64_t step_bytes = static_cast<int64_t>(model->weights().lm_head.nbytes());
+    for (int64_t l = 0; l < model->config().num_hidden_layers; ++l) {
+      step_bytes += LayerRowBytes(model->weights().layers[l], model->config());
+    }
+    j["step_weight_bytes"] = step_bytes;
+    j["contexts"] = nlohmann::json::array();
+    for (int64_t N : contexts) {
+      std::fprintf(stderr, "real_scale_bench: side by side, N = %lld\n", static_cast<long long>(N));
+      ASSIGN_OR_RETURN(nlohmann::json point,
+                       MeasureDecodeSideBySide(*model, N, storages, reps, static_cast<uint64_t>(seed)));
+      j["contexts"].push_back(point);
+    }
+    j["elapsed_seconds"] = NowSeconds() - start;
+    return WriteTextFile(args.Get("json", "build/results/real_scale.json"), j.dump(1) + "\n");
+  }
   ASSIGN_OR_RETURN(std::vector<int64_t> prefixes, ParseIntList("prefix-layers", args.Get("prefix-layers", "2,3,4")));
   std::erase_if(prefixes, [&](int64_t n) { return n < 1 || n >= model->config().num_hidden_layers; });
   std::unique_ptr<MtpModule> mtp;

@@ -7,9 +7,9 @@
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
 #   docs/results/index-keys.md  the indexer keys in bf16 and fp8 against f32: kv_int8_bench --variant
-#                               bf16-index-keys|fp8-index-keys (accuracy, selection) and real_scale_bench
-#                               --index-keys on the GLM-5.2 and DeepSeek-V3.2 cuts (speed; ~10 min, the
-#                               cuts as real-scale writes them)
+#                               bf16-index-keys|fp8-index-keys (accuracy, selection), real_scale_bench
+#                               --index-keys and --decode-side-by-side on the GLM-5.2 and DeepSeek-V3.2
+#                               cuts (speed; ~15 min, the cuts as real-scale writes them)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
@@ -107,13 +107,16 @@ for target in "${targets[@]}"; do
         set -- $cut
         [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
       done
-      # Each key storage one after the other for each cut; each repetition pairs its step with the
-      # read bandwidth measured just before it.
+      # Per cut: the per-layer costs with each key storage, one run after the other (the indexer's time,
+      # the projection), then whole decode steps with all three alternating in every repetition; each
+      # repetition pairs its step with the read bandwidth measured just before it.
       for cut in glm7 dsv4; do
         for keys in f32 bf16 fp8; do
           $bench/real_scale_bench --model build/rs/$cut --max-rows 1 --reps 7 --prefix-layers 2 --index-keys $keys \
             --json build/results/index_keys_${cut}_$keys.json
         done
+        $bench/real_scale_bench --model build/rs/$cut --reps 9 --decode-side-by-side f32,bf16,fp8 \
+          --json build/results/index_keys_${cut}_side_by_side.json
       done
       "$python" bench/report/index_keys_report.py --results build/results \
         --command "scripts/reproduce_results.sh index-keys" ;;

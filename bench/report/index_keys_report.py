@@ -5,7 +5,9 @@ Reads, from --results (build/results), for each variant V in bf16 and fp8 that i
   index_keys_V_trained.json, index_keys_V_glm_a.json, index_keys_V_dsv32_b.json
       kv_int8_bench --variant V-index-keys (accuracy, selection overlap, MTP acceptance)
   index_keys_<cut>_f32.json and index_keys_<cut>_V.json for the cuts glm7 and dsv4
-      real_scale_bench --max-rows 1 --index-keys f32|V (speed, decode bandwidth)
+      real_scale_bench --max-rows 1 --index-keys f32|V (the indexer's time, the projection)
+  index_keys_<cut>_side_by_side.json
+      real_scale_bench --decode-side-by-side f32,bf16,fp8 (whole decode steps, alternating)
 
   python bench/report/index_keys_report.py --results build/results [--command "..."] [--out docs/results]
 
@@ -160,6 +162,45 @@ def speed_section(name: str, cut: CutRuns) -> list[str]:
     return lines + [""]
 
 
+def side_by_side_lines(run: dict) -> list[str]:
+    """Whole one-row decode steps of the cut with each key storage, alternating within every repetition
+    (real_scale_bench --decode-side-by-side), each paired with the read bandwidth measured before it."""
+    step_bytes = run["step_weight_bytes"]
+    storages = [s for s in ["f32"] + VARIANTS if s in run["contexts"][0]["storages"]]
+    others = [s for s in storages if s != "f32"]
+    lines = ["Measured side by side: one cache per key storage, filled with the same random values, and in every "
+             "repetition one whole decode step with each, in turn (the order rotating), each after its own read "
+             "bandwidth measurement. The step ratio is the median over repetitions of f32's step over the other "
+             "storage's step in the same repetition.", "",
+             "| N | " + " | ".join(f"step, {s} (ms)" for s in storages) + " | " +
+             " | ".join(f"f32 ÷ {s}" for s in others) + " | " +
+             " | ".join(f"÷ read bandwidth, {s}" for s in storages) + " |",
+             "|---|" + "---|" * (2 * len(storages) + len(others))]
+    pooled = {s: [] for s in storages}
+    for point in run["contexts"]:
+        st = point["storages"]
+        ratios = {s: [step_bytes / w / bw for w, bw in zip(st[s]["whole"], st[s]["read_bandwidth"])] for s in storages}
+        for s in storages:
+            pooled[s] += ratios[s]
+        lines.append(f"| {point['context']} | " +
+                     " | ".join(f"{1e3 * median(st[s]['whole']):.1f}" for s in storages) + " | " +
+                     " | ".join(f"{median(a / b for a, b in zip(st['f32']['whole'], st[s]['whole'])):.2f}"
+                                for s in others) + " | " +
+                     " | ".join(f"{median(ratios[s]):.2f}" for s in storages) + " |")
+    lines.append("")
+    reps = len(run["contexts"][0]["storages"][storages[0]]["whole"])
+    for s in storages:
+        overall = median(pooled[s])
+        verdict = "meets" if overall >= 0.75 else "is below"
+        lines.append(f"- Decode weight bytes per second ÷ read bandwidth with {s} keys, measured side by side: median "
+                     f"{overall:.2f} over {len(pooled[s])} paired repetitions ({reps} per context); it {verdict} the "
+                     "0.75 goal.")
+    bws = [b for p in run["contexts"] for s in storages for b in p["storages"][s]["read_bandwidth"]]
+    lines.append(f"- Read bandwidth in this run: median {median(bws) / 1e9:.1f} GB/s "
+                 f"({min(bws) / 1e9:.1f}-{max(bws) / 1e9:.1f}).")
+    return lines + [""]
+
+
 def memory_lines(runs: list[tuple[str, dict]]) -> list[str]:
     lines = ["### Cache bytes per token of the full releases", "",
              "The f32 cache keeps, per layer, the latent (kv_lora_rank values) and the rope key, and on layers with "
@@ -263,11 +304,13 @@ def main() -> None:
 
     accuracy = {(v, key): r for v in VARIANTS for key, _ in ACCURACY
                 if (r := load(f"index_keys_{v}_{key}.json")) is not None}
-    speed = {}
+    speed, side_by_side = {}, {}
     for cut, name in CUTS:
         runs = {keys: r for keys in ["f32"] + VARIANTS if (r := load(f"index_keys_{cut}_{keys}.json")) is not None}
         if "f32" in runs and len(runs) > 1:
             speed[name] = CutRuns(runs)
+        if (run := load(f"index_keys_{cut}_side_by_side.json")) is not None:
+            side_by_side[name] = run
     first = next(iter(speed.values())).runs["f32"] if speed else next(iter(accuracy.values()))
     run = first["run"]
     md = [f"# The indexer's keys in bf16 and fp8 (run of {run['date_utc'][:10]})", "", INTRO, "",
@@ -279,6 +322,8 @@ def main() -> None:
     md += ["## What reduced-precision keys save", ""]
     for name, cut in speed.items():
         md += speed_section(name, cut)
+        if name in side_by_side:
+            md += side_by_side_lines(side_by_side[name])
     if speed:
         md += memory_lines([(name, cut.runs["f32"]) for name, cut in speed.items()])
     md += accuracy_lines(accuracy)
