@@ -260,7 +260,8 @@ def accuracy_lines(results: dict[tuple[str, str], dict]) -> list[str]:
     return lines + [""]
 
 
-def summary_lines(speed: dict[str, CutRuns], accuracy: dict[tuple[str, str], dict]) -> list[str]:
+def summary_lines(speed: dict[str, CutRuns], side_by_side: dict[str, dict],
+                  accuracy: dict[tuple[str, str], dict]) -> list[str]:
     lines = ["## Summary", ""]
     for v in VARIANTS:
         for name, cut in speed.items():
@@ -268,8 +269,16 @@ def summary_lines(speed: dict[str, CutRuns], accuracy: dict[tuple[str, str], dic
                 continue
             speedups = [indexer_ms(cut.f32, n) / indexer_ms(cut.costs[v], n) for n in cut.contexts]
             projected = [f"{cut.projected_ms('f32', n) / cut.projected_ms(v, n):.2f}x at N = {n}" for n in cut.contexts]
+            measured = ""
+            if name in side_by_side and v in side_by_side[name]["contexts"][0]["storages"]:
+                cells = []
+                for point in side_by_side[name]["contexts"]:
+                    st = point["storages"]
+                    ratio = median(a / b for a, b in zip(st["f32"]["whole"], st[v]["whole"]))
+                    cells.append(f"{ratio:.2f}x at N = {point['context']}")
+                measured = f"; the cut's whole step, measured side by side: {', '.join(cells)}"
             lines.append(f"- {v} keys, {name}: the indexer and its top-k run {min(speedups):.2f}-{max(speedups):.2f}x "
-                         f"as fast as with f32 keys (measured); the full model's decode step, PROJECTED: "
+                         f"as fast as with f32 keys (measured){measured}; the full model's decode step, PROJECTED: "
                          f"{', '.join(projected)}.")
         t = accuracy.get((v, "trained"))
         if t:
@@ -318,7 +327,7 @@ def main() -> None:
           f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
           "- Data: `index-keys-data/` (the JSON of every run).", "", "Commands:", "", "```"]
     md += args.command + ["```", ""]
-    md += summary_lines(speed, accuracy)
+    md += summary_lines(speed, side_by_side, accuracy)
     md += ["## What reduced-precision keys save", ""]
     for name, cut in speed.items():
         md += speed_section(name, cut)
