@@ -235,6 +235,36 @@ absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dim
 
 namespace {
 
+// The indexer's two steps on a layer's cache, with its keys in whichever storage the cache keeps them
+// (f32, bf16 or e4m3 with scales: attention/indexer.h).
+void StoreIndexKeys(const IndexerWeights& w, const IndexerDims& dims, const RotaryEmbedding& rope, float* keys,
+                    int64_t rows, const int64_t* positions, LayerKvCache& cache, const TreeMask* tree) {
+  switch (cache.index_key.dtype()) {
+    case DType::kBF16:
+      return IndexerStoreKeys(w, dims, rope, keys, rows, positions, cache.index_key.data<uint16_t>(), tree);
+    case DType::kF8E4M3:
+      return IndexerStoreKeys(w, dims, rope, keys, rows, positions, cache.index_key.data<uint8_t>(),
+                              cache.index_key_scale.data<float>(), tree);
+    default:
+      return IndexerStoreKeys(w, dims, rope, keys, rows, positions, cache.index_key.data<float>(), tree);
+  }
+}
+void ScoreIndexKeys(const IndexerDims& dims, const RotaryEmbedding& rope, float* q, float* head_weights, int64_t rows,
+                    const int64_t* positions, const LayerKvCache& cache, int64_t num_keys, float* scores,
+                    const TreeMask* tree) {
+  switch (cache.index_key.dtype()) {
+    case DType::kBF16:
+      return IndexerScoresFromProjections(dims, rope, q, head_weights, rows, positions,
+                                          cache.index_key.data<uint16_t>(), num_keys, scores, tree);
+    case DType::kF8E4M3:
+      return IndexerScoresFromProjections(dims, rope, q, head_weights, rows, positions, cache.index_key.data<uint8_t>(),
+                                          cache.index_key_scale.data<float>(), num_keys, scores, tree);
+    default:
+      return IndexerScoresFromProjections(dims, rope, q, head_weights, rows, positions, cache.index_key.data<float>(),
+                                          num_keys, scores, tree);
+  }
+}
+
 // One segment's attention (after the projections): RoPE on its queries, its keys into its cache,
 // its selection, and its rows of o. The projections are rotated and scaled in place. q: [rows, N_h, d_qk] (rotated here); kv: [rows, r_kv + d_r];
 // index_keys: [rows, d_I] on full layers; index_q, index_weights: [rows, N_I·d_I], [rows, N_I]
@@ -285,33 +315,15 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
   // Selection: full layers run their indexer; shared layers received the donor's top-k.
   if (w.indexer.has_value()) {
     ScopedTimer timer(profile, Component::kIndexerScores);
-    if (cache.index_key.dtype() == DType::kBF16) {
-      IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<uint16_t>(),
-                       tree);
-    } else if (cache.index_key.dtype() == DType::kF8E4M3) {
-      IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<uint8_t>(),
-                       cache.index_key_scale.data<float>(), tree);
-    } else {
-      IndexerStoreKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache.index_key.data<float>(),
-                       tree);
-    }
+    StoreIndexKeys(*w.indexer, dims.indexer, rope, index_keys, rows, positions, cache, tree);
   }
   if (!use_given_topk) {
     if (score_keys) {
       std::vector<float> scores(rows * num_keys);  // [rows, T]
       {
         ScopedTimer timer(profile, Component::kIndexerScores);
-        if (cache.index_key.dtype() == DType::kBF16) {
-          IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
-                                       cache.index_key.data<uint16_t>(), num_keys, scores.data(), tree);
-        } else if (cache.index_key.dtype() == DType::kF8E4M3) {
-          IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
-                                       cache.index_key.data<uint8_t>(), cache.index_key_scale.data<float>(), num_keys,
-                                       scores.data(), tree);
-        } else {
-          IndexerScoresFromProjections(dims.indexer, rope, index_q, index_weights, rows, positions,
-                                       cache.index_key.data<float>(), num_keys, scores.data(), tree);
-        }
+        ScoreIndexKeys(dims.indexer, rope, index_q, index_weights, rows, positions, cache, num_keys, scores.data(),
+                       tree);
       }
       ScopedTimer timer(profile, Component::kTopK);
       *topk = SelectTopK(scores.data(), rows, num_keys, k_top, positions, tree);
