@@ -54,23 +54,14 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
     uint8_t* base = t.data<uint8_t>();
     std::memmove(base + to * row_bytes, base + from * row_bytes, row_bytes);
   };
-  // The indexer keys lie in transposed blocks (attention/indexer.h), a slot's elements apart.
-  std::vector<float> index_key(shape_.index_head_dim);         // [d_I]
-  std::vector<uint8_t> index_key_bytes(shape_.index_head_dim);  // [d_I] (e4m3 keys)
-  auto move_index_key = [&](Tensor& t, int64_t from, int64_t to) {
+  // The indexer keys lie in blocks (attention/indexer.h), a slot's elements apart: each element's
+  // bytes move as they are, whatever the storage.
+  auto move_index_key = [](Tensor& t, int64_t from, int64_t to) {
     if (t.empty() || from == to) return;
-    if (t.dtype() == DType::kF8E4M3) {
-      ReadIndexKey(t.data<uint8_t>(), from, t.dim(1), index_key_bytes.data());
-      WriteIndexKey(t.data<uint8_t>(), to, index_key_bytes.data(), t.dim(1));
-      return;
-    }
-    if (t.dtype() == DType::kBF16) {  // widened and rounded back: the same bits
-      ReadIndexKey(t.data<uint16_t>(), from, t.dim(1), index_key.data());
-      WriteIndexKey(t.data<uint16_t>(), to, index_key.data(), t.dim(1));
-      return;
-    }
-    ReadIndexKey(t.data<float>(), from, t.dim(1), index_key.data());
-    WriteIndexKey(t.data<float>(), to, index_key.data(), t.dim(1));
+    const int64_t d = t.dim(1), size = static_cast<int64_t>(DTypeSize(t.dtype()));
+    const auto offset = t.dtype() == DType::kF32 ? IndexKeyOffset : IndexKeyPairOffset;
+    uint8_t* base = t.data<uint8_t>();
+    for (int64_t e = 0; e < d; ++e) std::memcpy(base + offset(to, e, d) * size, base + offset(from, e, d) * size, size);
   };
   for (LayerKvCache& layer : layers_) {
     for (int64_t i = 0; i < kept; ++i) {
@@ -91,6 +82,18 @@ absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const 
 }
 
 const char* LatentStorageName(LatentStorage storage) { return storage == LatentStorage::kInt8 ? "int8" : "f32"; }
+
+absl::Status CheckIndexKeyStorage(IndexKeyStorage storage, int64_t index_head_dim) {
+  const int64_t d = index_head_dim;
+  if (storage == IndexKeyStorage::kBf16 && d % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bf16 indexer keys need an even index_head_dim, got ", d));
+  }
+  if (storage == IndexKeyStorage::kFp8 && (d < 2 || (d & (d - 1)) != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fp8 indexer keys (Hadamard-rotated) need index_head_dim a power of two, got ", d));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<IndexKeyStorage> ParseIndexKeyStorage(const std::string& text, const std::string& what) {
   if (text == "f32") return IndexKeyStorage::kF32;

@@ -31,6 +31,8 @@ enum class IndexKeyStorage { kF32, kBf16, kFp8 };
 // "f32", "bf16" or "fp8"; the error names `what`.
 absl::StatusOr<IndexKeyStorage> ParseIndexKeyStorage(const std::string& text, const std::string& what);
 const char* IndexKeyStorageName(IndexKeyStorage storage);
+// Whether a model with this index_head_dim can keep its indexer keys so; the error names the field.
+absl::Status CheckIndexKeyStorage(IndexKeyStorage storage, int64_t index_head_dim);
 
 struct KvCacheShape {
   LatentStorage latent_storage = LatentStorage::kF32;
@@ -61,7 +63,7 @@ struct LayerKvCache {
 };
 
 // Bytes one token takes in a cache of this shape, as stored (f32, or int8 latent + its scale, and the
-// indexer key in f32 or bf16).
+// indexer key in f32, bf16, or e4m3 + its scale).
 int64_t CacheBytesPerToken(const KvCacheShape& shape);
 // The same values counted at 2 bytes each (bf16), the unit engines usually quote (§3.4).
 int64_t CacheBf16BytesPerToken(const KvCacheShape& shape);

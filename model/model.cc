@@ -11,14 +11,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   std::unique_ptr<Model> model(new Model());
   model->dir_ = dir;
   ASSIGN_OR_RETURN(model->config_, LoadModelConfig(dir + "/config.json"));
-  const int64_t d_i = model->config_.index_head_dim;
-  if (options.index_keys == IndexKeyStorage::kBf16 && d_i % 2 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, "/config.json: bf16 indexer keys need an even index_head_dim, got ", d_i));
-  }
-  if (options.index_keys == IndexKeyStorage::kFp8 && (d_i < 2 || (d_i & (d_i - 1)) != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, "/config.json: fp8 indexer keys (Hadamard-rotated) need index_head_dim a power of two, got ", d_i));
+  if (absl::Status fits = CheckIndexKeyStorage(options.index_keys, model->config_.index_head_dim); !fits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: ", fits.message()));
   }
   model->index_keys_ = options.index_keys;
   ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->config_, dir, options, &model->report_));

@@ -121,11 +121,11 @@ TEST(IndexerFp8Test, ScoresAreTheRotatedQuantisedPipelineBitForBit) {
       [](const IndexerDims& dims, const float* q, const float* w, const std::vector<float>& keys, int64_t j) {
         const int64_t nh = dims.n_heads, d = dims.head_dim;
         std::vector<uint8_t> q8(nh * d), k8(d);
-        std::vector<float> weights(nh), rotated(d);
-        for (int64_t h = 0; h < nh; ++h) {
+        std::vector<float> weights = testing_util::ScaledHeadWeights(dims, w), rotated(d);
+        for (int64_t h = 0; h < nh; ++h) {  // each query head's scale joins its weight
           std::copy(q + h * d, q + (h + 1) * d, rotated.begin());
           HadamardRotate(rotated.data(), d);
-          weights[h] = w[h] * (1.0f / std::sqrt(static_cast<float>(nh))) * QuantizeFp8Row(rotated.data(), d, q8.data() + h * d);
+          weights[h] *= QuantizeFp8Row(rotated.data(), d, q8.data() + h * d);
         }
         std::copy(keys.begin() + j * d, keys.begin() + (j + 1) * d, rotated.begin());
         HadamardRotate(rotated.data(), d);

@@ -53,8 +53,7 @@ TEST(IndexerScoresTest, EachScoreIsOneMultiplyAddChainPerHeadOverBlockedKeys) {
       },
       [](const IndexerDims& dims, const float* q, const float* w, const std::vector<float>& keys, int64_t j) {
         const int64_t d = dims.head_dim;
-        std::vector<float> weights(dims.n_heads);
-        for (int64_t h = 0; h < dims.n_heads; ++h) weights[h] = w[h] * (1.0f / std::sqrt(static_cast<float>(dims.n_heads)));
+        const std::vector<float> weights = testing_util::ScaledHeadWeights(dims, w);
         return WeightedReluSum(dims.n_heads, d, weights.data(), [&](int64_t h) {
           float dot = 0.0f;
           for (int64_t t = 0; t < d; ++t) dot = std::fma(q[h * d + t], keys[j * d + t], dot);
@@ -122,8 +121,7 @@ TEST(IndexerScoresTest, Bf16KeysGiveOnePairChainPerHeadOverBlockedKeys) {
       [](const IndexerDims& dims, const float* q, const float* w, const std::vector<float>& keys, int64_t j) {
         const int64_t d = dims.head_dim;
         const float* k = keys.data() + j * d;
-        std::vector<float> weights(dims.n_heads);
-        for (int64_t h = 0; h < dims.n_heads; ++h) weights[h] = w[h] * (1.0f / std::sqrt(static_cast<float>(dims.n_heads)));
+        const std::vector<float> weights = testing_util::ScaledHeadWeights(dims, w);
         return WeightedReluSum(dims.n_heads, d, weights.data(), [&](int64_t h) {
           float dot = 0.0f;
           for (int64_t p = 0; p < d / 2; ++p) {

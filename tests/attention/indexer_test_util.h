@@ -24,6 +24,14 @@ inline std::vector<float> UniformValues(int64_t n, uint32_t seed) {
   return v;
 }
 
+// The head weights w [N_I] times N_I^-½, as the indexer scales them.
+inline std::vector<float> ScaledHeadWeights(const IndexerDims& dims, const float* w) {
+  std::vector<float> weights(dims.n_heads);  // [N_I]
+  const float head_scale = 1.0f / std::sqrt(static_cast<float>(dims.n_heads));
+  for (int64_t h = 0; h < dims.n_heads; ++h) weights[h] = w[h] * head_scale;
+  return weights;
+}
+
 // Σ_h weights[h] · ReLU(dot(h) · d^-½), each head's term one multiply-add onto the sum over the heads
 // before it: the order every score is summed in. weights: [n_heads], with every factor already in.
 template <typename Dot>
