@@ -8,15 +8,14 @@
 
 #include <cstdint>
 
+#include "core/fp8_quantise.h"
+
 namespace mtpspec {
 
 // x ← H x / √d in place, H the Sylvester-ordered Hadamard matrix of order d (a power of two): the
 // butterfly over strides 1, 2, 4, …, d/2, then the scale. Applying it twice gives x back.
 void HadamardRotate(float* x, int64_t d);
 
-// Quantises x [d] to float8_e4m3fn: scale = the smallest power of two ≥ max(max|x|, 1e-4) / 448,
-// out[i] = e4m3(x[i] / scale) rounded to nearest even (x[i] / scale is exact, and |x[i] / scale| ≤
-// 448). Returns the scale: x[i] ≈ e4m3 value of out[i] · scale.
-float QuantizeFp8Row(const float* x, int64_t d, uint8_t* out);
+// The quantisation of each rotated head or key is QuantizeFp8Row (core/fp8_quantise.h).
 
 }  // namespace mtpspec

@@ -43,8 +43,9 @@ double BestRate(double work, Call call) {
 }
 
 // One row against an FP8 matrix of about 1 MiB per thread (inside each core's L2, with x and y): a
-// random matrix quantised as the releases store theirs (core/fp8_quantise.h).
-double Fp8GemvRate(int64_t hidden, int threads) {
+// random matrix quantised as the releases store theirs (core/fp8_quantise.h), its Linear taking the
+// row in `activations`.
+double Fp8GemvRate(int64_t hidden, int threads, ActivationPrecision activations) {
   const int64_t out = std::max<int64_t>(kFp8Block, (int64_t{1} << 20) * threads / hidden / kFp8Block * kFp8Block);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
@@ -55,6 +56,7 @@ double Fp8GemvRate(int64_t hidden, int threads) {
   view.block_scale = fp8.scales.data<float>();
   view.scale_stride = fp8.scales.dim(1);
   view.fp8_nan_free = !Fp8HasNanCode(view);
+  view.fp8_activations = activations;
   std::vector<float> x(hidden), y(out);  // [hidden], [out]
   for (float& v : x) v = unit(rng);
   return BestRate(static_cast<double>(out * hidden), [&] { Linear(x.data(), 1, view, y.data()); });
@@ -128,7 +130,9 @@ double FmaRate(int /*threads*/) { return 0.0; }
 nlohmann::json MeasureComputeCeilings(int64_t hidden) {
   const int threads = DefaultThreadPool().num_threads();
   return {{"threads", threads},
-          {"fp8_gemv_weights_per_second", Fp8GemvRate(hidden, threads)},
+          {"fp8_gemv_weights_per_second", Fp8GemvRate(hidden, threads, ActivationPrecision::kF32)},
+          {"fp8_gemv_bf16_activations_weights_per_second", Fp8GemvRate(hidden, threads, ActivationPrecision::kBf16)},
+          {"fp8_gemv_fp8_activations_weights_per_second", Fp8GemvRate(hidden, threads, ActivationPrecision::kFp8)},
           {"f32_row_kernel_macs_per_second", RowKernelRate(threads)},
           {"fma_macs_per_second", FmaRate(threads)}};
 }

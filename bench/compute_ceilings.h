@@ -13,6 +13,8 @@ namespace mtpspec::bench {
 // {"threads", and, for all threads together:
 //  "fp8_gemv_weights_per_second": Linear on one row of x against an FP8 matrix [out, hidden] with
 //      block scales and no NaN codes (the weight streaming parts of a decode step), resident;
+//  "fp8_gemv_bf16_activations_weights_per_second", "fp8_gemv_fp8_activations_weights_per_second":
+//      the same with the row taken in bf16 or fp8 (ActivationPrecision, the pair tiles);
 //  "f32_row_kernel_macs_per_second": DotRows of 32 latent queries [32, 512] against 256 f32 cache
 //      rows [256, 512] (the attention's and the indexer's score kernel), resident;
 //  "fma_macs_per_second": 512-bit f32 multiply-adds on registers alone (the cores' multiply-add

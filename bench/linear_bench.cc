@@ -5,7 +5,10 @@
 // measured in the same run. The resident rate is the kernel's compute ceiling: a streamed GEMV
 // cannot beat it whatever the memory can deliver. FP8 decode reaches its read bandwidth only where
 // that ceiling lies above it. FP8 runs twice: marked free of NaN encodings, as the loader marks such
-// a matrix (the direct widening), and unmarked (the fp16 route with its NaN check).
+// a matrix (the direct widening), and unmarked (the fp16 route with its NaN check). Then an FP8
+// matrix quantised from normally distributed weights as the releases quantise theirs runs with its
+// input rows in f32, bf16 and fp8 (ActivationPrecision: the reduced ones take the pair tiles, whose
+// speed depends on how often a line holds a zero or subnormal code, so they need realistic codes).
 //
 //   build/release/bench/linear_bench [--benchmark_filter=...]
 //
@@ -19,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +32,7 @@
 #include "core/fp8_quantise.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "kernels/fp8_pairs.h"
 #include "kernels/linear.h"
 #include "kernels/row_kernels.h"
 
@@ -60,20 +65,35 @@ std::map<int, double>& ReadBandwidth() {  // threads -> bytes/s of BM_StreamRead
 struct Matrix {
   Tensor data;    // [out, kIn] bf16 or F8_E4M3
   Tensor scales;  // [⌈out/128⌉, kIn/128] f32, FP8 only
+  Tensor line_flags;  // the quantised FP8 matrix's Fp8PairLinesToFix, as the loader attaches them
   TensorView view;
   int64_t out = 0;
 };
 
-const Matrix& GetMatrix(DType dtype, int64_t bytes) {
-  static std::map<std::pair<int, int64_t>, std::unique_ptr<Matrix>> cache;
-  std::unique_ptr<Matrix>& m = cache[{static_cast<int>(dtype), bytes}];
+const Matrix& GetMatrix(DType dtype, int64_t bytes, bool quantised = false) {
+  static std::map<std::tuple<int, int64_t, bool>, std::unique_ptr<Matrix>> cache;
+  std::unique_ptr<Matrix>& m = cache[{static_cast<int>(dtype), bytes, quantised}];
   if (m != nullptr) return *m;
   m = std::make_unique<Matrix>();
   const int64_t width = DTypeSize(dtype);
   m->out = std::max<int64_t>(4, bytes / (kIn * width) / 4 * 4);
   m->data = Tensor::Empty(dtype, {m->out, kIn});
   std::mt19937 rng(20261204);
-  if (dtype == DType::kF8E4M3) {
+  if (quantised) {  // N(0, 1) weights quantised with max|w| / 448 block scales
+    Tensor dense = Tensor::Empty(DType::kF32, {m->out, kIn});  // [out, kIn]
+    std::normal_distribution<float> value(0.0f, 1.0f);
+    for (int64_t i = 0; i < dense.numel(); ++i) dense.data<float>()[i] = value(rng);
+    Fp8Matrix q = QuantiseFp8(dense.view(), /*power_of_two_scales=*/false, &Pool(2));
+    m->data = std::move(q.codes);
+    m->scales = std::move(q.scales);
+    m->view = m->data.view();
+    m->view.block_scale = m->scales.data<float>();
+    m->view.scale_stride = m->scales.dim(1);
+    m->view.fp8_nan_free = !Fp8HasNanCode(m->view);
+    m->line_flags = Fp8PairLinesToFix(m->view);
+    m->view.fp8_line_flags = reinterpret_cast<const uint64_t*>(m->line_flags.data<int64_t>());
+    m->view.line_flag_stride = m->line_flags.dim(1);
+  } else if (dtype == DType::kF8E4M3) {
     uint8_t* codes = m->data.data<uint8_t>();
     for (int64_t i = 0; i < m->out * kIn; ++i) {
       const uint8_t b = static_cast<uint8_t>(rng());
@@ -112,15 +132,19 @@ void BM_StreamRead(benchmark::State& state) {
 }
 
 // Args: dtype (0 = bf16, 1 = FP8 marked free of NaN encodings as loaded, 2 = the same FP8 unmarked,
-// so the kernel checks for them), input rows, threads, resident (1) or streamed (0).
+// so the kernel checks for them; 3, 4, 5 = the quantised FP8 matrix with f32, bf16 and fp8
+// activations), input rows, threads, resident (1) or streamed (0).
 void BM_Linear(benchmark::State& state) {
-  const DType dtype = state.range(0) >= 1 ? DType::kF8E4M3 : DType::kBF16;
+  const int64_t kind = state.range(0);
+  const DType dtype = kind >= 1 ? DType::kF8E4M3 : DType::kBF16;
   const int64_t rows = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   const bool resident = state.range(3) == 1;
-  const Matrix& m = GetMatrix(dtype, resident ? kResidentBytesPerThread * threads : kStreamedBytes);
+  const Matrix& m = GetMatrix(dtype, resident ? kResidentBytesPerThread * threads : kStreamedBytes, kind >= 3);
   TensorView view = m.view;
-  if (state.range(0) == 2) view.fp8_nan_free = false;
+  if (kind == 2) view.fp8_nan_free = false;
+  if (kind == 4) view.fp8_activations = ActivationPrecision::kBf16;
+  if (kind == 5) view.fp8_activations = ActivationPrecision::kFp8;
   // x starts on a 64-byte line (a Tensor), so that a run does not depend on where the heap puts it:
   // a tile of several rows reads x for every 16 weights, and Linear copies rows off a line to one
   // only for ranges longer than the resident ones here.
@@ -235,7 +259,7 @@ void BM_KvBProjRows(benchmark::State& state) {
 BENCHMARK(BM_StreamRead)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Linear)
     ->ArgNames({"fp8", "rows", "threads", "resident"})
-    ->ArgsProduct({{0, 1, 2}, {1, 3, 4}, {1, 2}, {1, 0}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 3, 4}, {1, 2}, {1, 0}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(1.0);

@@ -22,7 +22,8 @@ const std::set<std::string>& GenerateOptionNames() {
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
       "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
-      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule", "index-keys"};
+      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule", "index-keys",
+      "activations"};
   return names;
 }
 
@@ -261,6 +262,7 @@ absl::Status RunGenerate(const CliArgs& args) {
   LoadOptions load;
   ASSIGN_OR_RETURN(load.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
   ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
+  ASSIGN_OR_RETURN(load.activations, ParseActivationPrecision(args.Get("activations", "f32"), "--activations"));
   std::vector<PromptLine> lines;
   if (args.Has("prompts-file")) {
     ASSIGN_OR_RETURN(lines, ReadPromptLines(args.Get("prompts-file")));

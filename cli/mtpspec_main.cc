@@ -29,16 +29,17 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  mtpspec info DIR [--check-weights]\n"
+    "  mtpspec info DIR [--check-weights] [--weights stored|f32|bf16|fp8] [--activations f32|bf16|fp8]\n"
     "  mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|i,j]\n"
     "                 [--path auto|dense|mask|gather] [--weights stored|f32|bf16|fp8] [--threads N] [--kv-cache f32|int8]\n"
-    "                 [--index-keys f32|bf16|fp8]\n"
+    "                 [--index-keys f32|bf16|fp8] [--activations f32|bf16|fp8]\n"
     "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
     "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
     "                 [--weights stored|f32|bf16|fp8] [--kv-cache f32|int8] [--index-keys f32|bf16|fp8]\n"
+    "                 [--activations f32|bf16|fp8]   (the FP8 matrices' input rows: as given, bf16, or fp8 per 128)\n"
     "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"
     "                 [--batch B [--k-schedule B1:k1,B2:k2,..]]   (the prompts B at a time, one verify forward per cycle)\n"
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
@@ -48,6 +49,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const CliArgs& args) {
   LoadOptions options;
   ASSIGN_OR_RETURN(options.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
   ASSIGN_OR_RETURN(options.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
+  ASSIGN_OR_RETURN(options.activations, ParseActivationPrecision(args.Get("activations", "f32"), "--activations"));
   return options;
 }
 
@@ -147,6 +149,10 @@ absl::Status RunInfo(const CliArgs& args) {
               << (c.quantization.scale_fmt == "ue8m0" ? " (ue8m0 scales)" : "") << "; " << report.fp8_tensors_in_place
               << " matrices used as FP8, " << report.fp8_tensors_dequantised << " widened at load";
     if (report.fp8_tensors_quantised > 0) std::cout << ", " << report.fp8_tensors_quantised << " quantised to FP8 at load";
+    if (report.fp8_tensors_reduced_activations > 0) {
+      std::cout << "; " << report.fp8_tensors_reduced_activations << " take their input rows in "
+                << ActivationPrecisionName(model->activation_precision());
+    }
     if (!c.quantization.modules_to_not_convert.empty()) {
       std::cout << "; " << c.quantization.modules_to_not_convert.size() << " modules not converted";
     }
@@ -246,13 +252,13 @@ int Main(int argc, char** argv) {
   const std::string command = argv[1];
   absl::Status status;
   if (command == "info") {
-    auto args = CliArgs::Parse(argc, argv, 2, {"weights", "threads"}, {"check-weights"});
+    auto args = CliArgs::Parse(argc, argv, 2, {"weights", "threads", "activations"}, {"check-weights"});
     status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunInfo(*args);
   } else if (command == "logits") {
     auto args =
         CliArgs::Parse(argc, argv, 2, {"ids", "positions", "out", "rows", "path", "weights", "threads", "kv-cache",
-                                              "index-keys"});
+                                              "index-keys", "activations"});
     status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunLogits(*args);
   } else if (command == "make-checkpoint") {

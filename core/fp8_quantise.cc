@@ -65,4 +65,20 @@ Fp8Matrix QuantiseFp8(const TensorView& w, bool power_of_two_scales, ThreadPool*
   return q;
 }
 
+float Fp8GroupScale(float max_abs) {
+  // The smallest power of two ≥ max(max_abs, 1e-4) / 448, from its binary exponent: v = m · 2^e with
+  // m in [½, 1).
+  int exponent = 0;
+  const float mantissa = std::frexp(std::max(max_abs, 1e-4f) / 448.0f, &exponent);
+  return std::ldexp(1.0f, mantissa == 0.5f ? exponent - 1 : exponent);
+}
+
+float QuantizeFp8Row(const float* x, int64_t d, uint8_t* out) {
+  float max_abs = 0.0f;
+  for (int64_t i = 0; i < d; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  const float scale = Fp8GroupScale(max_abs);
+  for (int64_t i = 0; i < d; ++i) out[i] = F32ToF8E4M3(x[i] / scale);
+  return scale;
+}
+
 }  // namespace mtpspec

@@ -4,6 +4,8 @@
 // bf16 when a model is loaded with every matrix in FP8 (WeightDType::kFP8).
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 
 namespace mtpspec {
@@ -20,5 +22,14 @@ struct Fp8Matrix {
 // format demands, the next power of two up), and each weight becomes the e4m3 code nearest
 // w / scale, ties to even. Blocks at the edges may be partial. Parallel over bands of 128 rows.
 Fp8Matrix QuantiseFp8(const TensorView& w, bool power_of_two_scales, ThreadPool* pool = nullptr);
+
+// Quantises one group x [d] to float8_e4m3fn as DeepSeek-V3.2's reference code quantises activations
+// (`act_quant` with power-of-two scales): scale = the smallest power of two ≥ max(max|x|, 1e-4) / 448,
+// out[i] = e4m3(x[i] / scale) rounded to nearest even (x[i] / scale is exact, and |x[i] / scale| ≤
+// 448). Returns the scale: x[i] ≈ e4m3 value of out[i] · scale. Used by the FP8 indexer (its keys and
+// query heads) and the FP8 Linear's fp8 activations (ActivationPrecision::kFp8).
+float QuantizeFp8Row(const float* x, int64_t d, uint8_t* out);
+// QuantizeFp8Row's scale for a group whose largest magnitude is max_abs (finite, ≥ 0).
+float Fp8GroupScale(float max_abs);
 
 }  // namespace mtpspec

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace mtpspec {
@@ -43,6 +44,21 @@ bool TensorView::is_contiguous() const {
     s *= shape[i];
   }
   return true;
+}
+
+absl::StatusOr<ActivationPrecision> ParseActivationPrecision(const std::string& text, const std::string& what) {
+  if (text == "f32") return ActivationPrecision::kF32;
+  if (text == "bf16") return ActivationPrecision::kBf16;
+  if (text == "fp8") return ActivationPrecision::kFp8;
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32, bf16 or fp8, got \"", text, "\""));
+}
+
+const char* ActivationPrecisionName(ActivationPrecision precision) {
+  switch (precision) {
+    case ActivationPrecision::kBf16: return "bf16";
+    case ActivationPrecision::kFp8: return "fp8";
+    default: return "f32";
+  }
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {

@@ -27,6 +27,16 @@ inline constexpr int64_t kFp8Block = 128;
 // beyond f32's range, and the kernels, which scale by 2^8 on the way, rely on the bound.
 inline constexpr float kMaxFp8BlockScale = 3.40282347e38f / 448.0f;
 
+// The precision in which a Linear with FP8 weights takes its input rows (LoadOptions::activations).
+// kF32: as given; each weight is widened to f32 in registers and every product is exact. kBf16: each
+// row rounded to bf16; kFp8: each row quantised to float8_e4m3fn in groups of 128 with power-of-two
+// scales, as DeepSeek-V3.2's reference code quantises activations before its FP8 GEMM. The reduced
+// settings multiply bf16 pairs (kernels/fp8_pairs.h), twice the weights per instruction on CPUs with
+// AVX-512 BF16.
+enum class ActivationPrecision { kF32, kBf16, kFp8 };
+absl::StatusOr<ActivationPrecision> ParseActivationPrecision(const std::string& text, const std::string& what);
+const char* ActivationPrecisionName(ActivationPrecision precision);
+
 // Non-owning view of an element array. Copying a view never copies data. The memory belongs to a
 // Tensor, an mmap'd file or a caller; the view must not outlive it.
 struct TensorView {
@@ -43,6 +53,13 @@ struct TensorView {
   // by reading them (Fp8HasNanCode, kernels/linear.h). The kernels then skip their NaN check; when
   // unset they check, so a NaN weight gives NaN.
   bool fp8_nan_free = false;
+  // F8_E4M3 only: how Linear takes its input rows with this matrix (set by the loader).
+  ActivationPrecision fp8_activations = ActivationPrecision::kF32;
+  // F8_E4M3 with bf16 or fp8 activations, optional: which 64-byte lines of each row hold a byte the
+  // pair kernels must widen by table (Fp8PairLinesToFix, kernels/fp8_pairs.h), [rows, line_flag_stride]
+  // bits. Without them the kernels check every line.
+  const uint64_t* fp8_line_flags = nullptr;
+  int64_t line_flag_stride = 0;  // 64-bit words per row
 
   static TensorView Contiguous(DType dtype, void* data, std::initializer_list<int64_t> shape);
   static TensorView Contiguous(DType dtype, void* data, const std::vector<int64_t>& shape);

@@ -7,8 +7,10 @@
 
 #include "Eigen/Core"
 #include "core/parallel.h"
-#include "kernels/simd_tiles.h"
 #include "core/status.h"
+#include "kernels/fp8_pair_tiles.h"
+#include "kernels/fp8_pairs.h"
+#include "kernels/simd_tiles.h"
 
 namespace mtpspec {
 namespace {
@@ -143,6 +145,56 @@ struct Fp8Rows {
   }
 };
 
+#if defined(MTPSPEC_FP8_PAIRS_SIMD)
+// FP8 rows against input rows taken as bf16 or fp8 codes (kernels/fp8_pairs.h): the pair tiles.
+struct Fp8PairRows {
+  const uint8_t* w;
+  int64_t stride;            // bytes between rows
+  const float* scale;        // [⌈out/128⌉, ⌈in/128⌉]
+  int64_t scale_stride;
+  bool nan_free = false;
+  const uint64_t* line_flags = nullptr;  // [out, flag_stride] (TensorView::fp8_line_flags), or null
+  int64_t flag_stride = 0;
+  int64_t row_bytes(int64_t in) const { return in; }
+  // Weight rows per tile of NR input rows: two accumulators per (row, weight row), two line vectors
+  // per weight row and two input vectors must fit the 32 registers.
+  template <int NR>
+  static constexpr int kTileWeights = NR <= 2 ? kWeightBlock : NR == 3 ? 3 : 2;
+  template <int NR, int NK>
+  void Dot(const uint32_t* const* x, int64_t in, int64_t o, float (*out)[kRowBlock]) const {
+    const uint8_t* wr[NK];
+    const float* sr[NK];
+    const uint64_t* fr[NK];
+    uintptr_t ahead[NK];
+    for (int k = 0; k < NK; ++k) {
+      wr[k] = w + (o + k) * stride;
+      sr[k] = scale + ((o + k) / kFp8Block) * scale_stride;
+      fr[k] = line_flags == nullptr ? nullptr : line_flags + (o + k) * flag_stride;
+      ahead[k] = reinterpret_cast<uintptr_t>(wr[k]) + 2 * kPrefetchTiles * NK * stride;
+    }
+    const uint64_t* const* fix = line_flags == nullptr ? nullptr : fr;
+    if (nan_free) {
+      tiles::DotTileFp8Pairs<NR, NK, true>(x, wr, sr, in, fix, ahead, out);
+    } else {
+      tiles::DotTileFp8Pairs<NR, NK, false>(x, wr, sr, in, fix, ahead, out);
+    }
+  }
+};
+#endif
+
+// The input rows as the tiles take them: f32 rows, or prepared codes (kernels/fp8_pairs.h).
+struct FloatInput {
+  const float* x;  // [rows, in]
+  int64_t in;
+  using Row = const float*;
+  Row RowAt(int64_t r) const { return x + r * in; }
+};
+struct PairInput {
+  const Fp8PairInput* codes;
+  using Row = const uint32_t*;
+  Row RowAt(int64_t r) const { return codes->Row(r); }
+};
+
 #if defined(MTPSPEC_FP8_SIMD)
 // The input of the Fp8Direct tiles: scaled[r] = x[r] · 2^112, and unscale[r] = 1, unless row r holds
 // a value of magnitude 2^15 or more, whose product with 2^112 could overflow; such a row is scaled by
@@ -178,12 +230,12 @@ void ScaleRowsForFp8Direct(const float* x, int64_t rows, int64_t in, LineAligned
 }
 #endif
 
-// Output rows [o_begin, o_end) for NR input rows starting at x.
-template <int NR, typename Rows>
-void LinearRowGroup(const float* x, int64_t in, const Rows& w, int64_t o_begin, int64_t o_end, float* y,
-                    int64_t y_stride, int64_t y_col0) {
-  const float* xr[NR];
-  for (int r = 0; r < NR; ++r) xr[r] = x + r * in;
+// Output rows [o_begin, o_end) for NR input rows starting at row `first` of the input.
+template <int NR, typename Input, typename Rows>
+void LinearRowGroup(const Input& input, int64_t first, int64_t in, const Rows& w, int64_t o_begin, int64_t o_end,
+                    float* y, int64_t y_stride, int64_t y_col0) {
+  typename Input::Row xr[NR];
+  for (int r = 0; r < NR; ++r) xr[r] = input.RowAt(first + r);
   float out[kRowBlock][kWeightBlock];
   constexpr int kTile = Rows::template kTileWeights<NR>;
   int64_t o = o_begin;
@@ -199,14 +251,14 @@ void LinearRowGroup(const float* x, int64_t in, const Rows& w, int64_t o_begin, 
   }
 }
 
-template <typename Rows>
-void LinearRowBlock(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t o_begin, int64_t o_end,
-                    int64_t y_stride, int64_t y_col0, float* y) {
+template <typename Input, typename Rows>
+void LinearRowBlock(const Input& input, int64_t first, int64_t rows, const Rows& w, int64_t in, int64_t o_begin,
+                    int64_t o_end, int64_t y_stride, int64_t y_col0, float* y) {
   switch (rows) {
-    case 1: LinearRowGroup<1>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
-    case 2: LinearRowGroup<2>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
-    case 3: LinearRowGroup<3>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
-    default: LinearRowGroup<4>(x, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    case 1: LinearRowGroup<1>(input, first, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    case 2: LinearRowGroup<2>(input, first, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    case 3: LinearRowGroup<3>(input, first, in, w, o_begin, o_end, y, y_stride, y_col0); break;
+    default: LinearRowGroup<4>(input, first, in, w, o_begin, o_end, y, y_stride, y_col0); break;
   }
 }
 
@@ -214,11 +266,11 @@ void LinearRowBlock(const float* x, int64_t rows, const Rows& w, int64_t in, int
 // memory and the others find it in L2 (2 MiB per core here).
 constexpr int64_t kReuseChunkBytes = 256 << 10;
 
-template <typename Rows>
-void LinearSmallRows(const float* x, int64_t rows, const Rows& w, int64_t in, int64_t o_begin, int64_t o_end,
+template <typename Input, typename Rows>
+void LinearSmallRows(const Input& input, int64_t rows, const Rows& w, int64_t in, int64_t o_begin, int64_t o_end,
                      int64_t y_stride, int64_t y_col0, float* y) {
   if (rows <= kRowBlock) {
-    LinearRowBlock(x, rows, w, in, o_begin, o_end, y_stride, y_col0, y);
+    LinearRowBlock(input, 0, rows, w, in, o_begin, o_end, y_stride, y_col0, y);
     return;
   }
   // More than one row group (a verify of k + 1 >= 5 rows): walk the weights once, in chunks, and
@@ -230,7 +282,7 @@ void LinearSmallRows(const float* x, int64_t rows, const Rows& w, int64_t in, in
   for (int64_t c0 = o_begin; c0 < o_end; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, o_end);
     for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
-      LinearRowBlock(x + r0 * in, std::min<int64_t>(kRowBlock, rows - r0), w, in, c0, c1, y_stride, y_col0,
+      LinearRowBlock(input, r0, std::min<int64_t>(kRowBlock, rows - r0), w, in, c0, c1, y_stride, y_col0,
                      y + r0 * y_stride);
     }
   }
@@ -273,20 +325,66 @@ void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int6
   if (gemm) {
     LinearManyRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
   } else {
-    LinearSmallRows(x, rows, w, in, ob, oe, y_stride, y_col0, y);
+    LinearSmallRows(FloatInput{x, in}, rows, w, in, ob, oe, y_stride, y_col0, y);
+  }
+}
+
+// The input of one product whose FP8 matrix takes its rows in bf16 or fp8 (TensorView::
+// fp8_activations): the rows' codes for the pair tiles, or, on the GEMM path (and in builds without
+// the pair tiles), the codes' values in f32 for the f32 paths. Prepared once per call on the calling
+// thread, before the work is split.
+struct ReducedInput {
+  Fp8PairInput codes;
+  std::vector<float> values;  // [rows, in], when the f32 paths read them
+  const float* x = nullptr;                  // what the f32 paths read
+  const Fp8PairInput* pair_codes = nullptr;  // what the pair tiles read, or null
+};
+
+bool TakesReducedInput(const TensorView& w) {
+  return w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32;
+}
+
+void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, ReducedInput* out) {
+  PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes);
+#if defined(MTPSPEC_FP8_PAIRS_SIMD)
+  const bool pair_tiles = !gemm;
+#else
+  const bool pair_tiles = false;
+#endif
+  if (pair_tiles) {
+    out->x = x;
+    out->pair_codes = &out->codes;
+  } else {
+    out->values.resize(rows * w.shape[1]);
+    DequantiseFp8PairInput(out->codes, out->values.data());
+    out->x = out->values.data();
   }
 }
 
 // Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
-// calling thread.
-void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, int64_t oe, float* y,
-                 int64_t y_stride, int64_t y_col0, bool gemm) {
+// calling thread. `codes`: the rows as the pair tiles take them, for an FP8 matrix with reduced
+// activations (ReducedInput), or null.
+void LinearRange(const float* x, int64_t rows, const TensorView& w, const Fp8PairInput* codes, int64_t ob,
+                 int64_t oe, float* y, int64_t y_stride, int64_t y_col0, bool gemm) {
   const int64_t in = w.shape[1];
   switch (w.dtype) {
     case DType::kBF16:
       LinearRangeOf(x, rows, DenseRows<uint16_t>{w.as<uint16_t>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0, gemm);
       break;
     case DType::kF8E4M3: {
+#if defined(MTPSPEC_FP8_PAIRS_SIMD)
+      if (codes != nullptr) {
+        const Fp8PairRows pairs{w.as<uint8_t>(), w.stride[0],      w.block_scale,
+                                w.scale_stride,    w.fp8_nan_free, w.fp8_line_flags,
+                                w.line_flag_stride};
+        LinearSmallRows(PairInput{codes}, rows, pairs, in, ob, oe, y_stride, y_col0, y);
+        for (int64_t r = 0; r < rows; ++r) {  // each row's 2^-e (kernels/fp8_pairs.h)
+          for (int64_t o = ob; o < oe; ++o) y[r * y_stride + (o - y_col0)] *= codes->unscale[r];
+        }
+        break;
+      }
+#endif
+      MTPSPEC_CHECK(codes == nullptr);
       Fp8Rows fp8{w.as<uint8_t>(), w.stride[0], w.block_scale, w.scale_stride};
 #if defined(MTPSPEC_FP8_SIMD)
       if (w.fp8_nan_free && !gemm) {
@@ -294,7 +392,7 @@ void LinearRange(const float* x, int64_t rows, const TensorView& w, int64_t ob, 
         thread_local std::vector<float> unscale;  // [rows]
         ScaleRowsForFp8Direct(x, rows, in, scaled, unscale);
         fp8.nan_free = true;
-        LinearSmallRows(scaled.data(), rows, fp8, in, ob, oe, y_stride, y_col0, y);
+        LinearSmallRows(FloatInput{scaled.data(), in}, rows, fp8, in, ob, oe, y_stride, y_col0, y);
         for (int64_t r = 0; r < rows; ++r) {
           if (unscale[r] == 1.0f) continue;
           for (int64_t o = ob; o < oe; ++o) y[r * y_stride + (o - y_col0)] *= unscale[r];
@@ -331,8 +429,13 @@ void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_b
   if (rows == 0 || out_end == out_begin) return;
   if (pool == nullptr) pool = &DefaultThreadPool();
   const bool gemm = UseGemm(rows);  // decided on the calling thread, where a RowInvariantScope lives
+  ReducedInput reduced;
+  if (TakesReducedInput(w)) {
+    PrepareReducedInput(x, rows, w, gemm, &reduced);
+    x = reduced.x;
+  }
   pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
-    LinearRange(x, rows, w, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin, gemm);
+    LinearRange(x, rows, w, reduced.pair_codes, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin, gemm);
   });
 }
 
@@ -348,6 +451,26 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
   if (pool == nullptr) pool = &DefaultThreadPool();
   std::vector<char> gemm(jobs.size());  // [jobs] decided on the calling thread
   for (size_t j = 0; j < jobs.size(); ++j) gemm[j] = UseGemm(jobs[j].rows);
+  // The inputs of the jobs with reduced activations, prepared once for every job that shares them
+  // (a MoE expert's gate and up projections read the same rows).
+  std::vector<const ReducedInput*> reduced(jobs.size(), nullptr);  // [jobs]
+  std::vector<ReducedInput> prepared;
+  prepared.reserve(jobs.size());  // no reallocation: `reduced` points into it
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const LinearJob& job = jobs[j];
+    if (job.rows == 0 || !TakesReducedInput(job.w)) continue;
+    for (size_t i = 0; i < j && reduced[j] == nullptr; ++i) {
+      if (reduced[i] != nullptr && jobs[i].x == job.x && jobs[i].rows == job.rows &&
+          jobs[i].w.shape[1] == job.w.shape[1] && jobs[i].w.fp8_activations == job.w.fp8_activations &&
+          gemm[i] == gemm[j]) {
+        reduced[j] = reduced[i];
+      }
+    }
+    if (reduced[j] == nullptr) {
+      PrepareReducedInput(job.x, job.rows, job.w, gemm[j] != 0, &prepared.emplace_back());
+      reduced[j] = &prepared.back();
+    }
+  }
   pool->ParallelFor(first_row.back(), min_chunk, [&](int64_t b, int64_t e) {
     // Walk the jobs whose output rows overlap [b, e).
     size_t j = std::upper_bound(first_row.begin(), first_row.end(), b) - first_row.begin() - 1;
@@ -355,7 +478,9 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
       const LinearJob& job = jobs[j];
       const int64_t ob = std::max(b, first_row[j]) - first_row[j];
       const int64_t oe = std::min(e, first_row[j + 1]) - first_row[j];
-      if (ob < oe) LinearRange(job.x, job.rows, job.w, ob, oe, job.y, job.w.shape[0], 0, gemm[j] != 0);
+      const float* x = reduced[j] != nullptr ? reduced[j]->x : job.x;
+      const Fp8PairInput* codes = reduced[j] != nullptr ? reduced[j]->pair_codes : nullptr;
+      if (ob < oe) LinearRange(x, job.rows, job.w, codes, ob, oe, job.y, job.w.shape[0], 0, gemm[j] != 0);
     }
   });
 }

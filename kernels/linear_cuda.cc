@@ -36,6 +36,11 @@ absl::StatusOr<DeviceMatrix> WeightArena::UploadMatrix(const TensorView& w, cons
     return absl::InvalidArgumentError(absl::StrCat(name, ": GPU weights must be f32, bf16 or FP8 with block scales on ",
                                                    "the host (got ", DTypeName(w.dtype), ")"));
   }
+  if (w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the CUDA kernels take f32 input rows, but this FP8 matrix was "
+                                                   "loaded for ", ActivationPrecisionName(w.fp8_activations),
+                                                   " activations; load it with activations f32 for the device"));
+  }
   const int64_t out = w.shape[0];
   const int64_t in = w.shape[1];
   std::vector<uint16_t> packed(static_cast<size_t>(out * in));  // [out, in] bf16 bits, contiguous

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/fp8_quantise.h"
+#include "kernels/fp8_pairs.h"
 #include "kernels/linear.h"
 #include "model/tensor_table.h"
 
@@ -61,7 +62,7 @@ class WeightBuilder {
       ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
       if (in_place) {
         ++report_.fp8_tensors_in_place;
-        return Count(WithScales(view, scale));
+        return Count(Activations(WithScales(view, scale), use));
       }
       ++report_.fp8_tensors_dequantised;
       return Count(Dequantise(view, scale, target));
@@ -81,7 +82,7 @@ class WeightBuilder {
       }
       ++report_.fp8_tensors_quantised;
       const TensorView codes = Keep(std::move(q.codes));
-      return Count(WithScales(codes, Keep(std::move(q.scales))));
+      return Count(Activations(WithScales(codes, Keep(std::move(q.scales))), use));
     }
     const bool keep = (view.dtype == DType::kF32 || view.dtype == DType::kBF16) && (in_place || view.dtype == target) &&
                       Aligned(view);
@@ -176,6 +177,18 @@ class WeightBuilder {
     fp8.scale_stride = scale.stride[0];
     fp8.fp8_nan_free = !Fp8HasNanCode(fp8);
     weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
+    return fp8;
+  }
+  // The precision Linear takes its input rows in with this FP8 matrix: the options' for the Linear
+  // matrices, f32 for the router (its scores pick the experts) and the row kernels' kv_b_proj. With
+  // bf16 or fp8 rows the matrix gets its line flags (kernels/fp8_pairs.h; 1/512 of its bytes).
+  TensorView Activations(TensorView fp8, Use use) {
+    if (use != Use::kLinear || options_.activations == ActivationPrecision::kF32) return fp8;
+    fp8.fp8_activations = options_.activations;
+    const TensorView flags = Keep(Fp8PairLinesToFix(fp8));
+    fp8.fp8_line_flags = flags.as<const uint64_t>();
+    fp8.line_flag_stride = flags.shape[1];
+    ++report_.fp8_tensors_reduced_activations;
     return fp8;
   }
   TensorView Keep(Tensor t) {

@@ -15,6 +15,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
     return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: ", fits.message()));
   }
   model->index_keys_ = options.index_keys;
+  model->activations_ = options.activations;
   ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->config_, dir, options, &model->report_));
   model->ctx_ = MakeLayerContext(model->config_);
   return model;

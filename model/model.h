@@ -80,6 +80,8 @@ class Model {
   }
   // How this model's caches keep the indexer keys (LoadOptions::index_keys).
   IndexKeyStorage index_key_storage() const { return index_keys_; }
+  // The precision the FP8 matrices' Linear takes its input rows in (LoadOptions::activations).
+  ActivationPrecision activation_precision() const { return activations_; }
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
   // cache.length(); a start before the end first truncates the cache there. On error the cache is
@@ -120,6 +122,7 @@ class Model {
   LoadReport report_;
   LayerContext ctx_;
   IndexKeyStorage index_keys_ = IndexKeyStorage::kF32;
+  ActivationPrecision activations_ = ActivationPrecision::kF32;
 };
 
 }  // namespace mtpspec

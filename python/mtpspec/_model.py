@@ -174,6 +174,7 @@ class Model:
         dtype: Optional[str] = None,
         cache_capacity: Optional[int] = None,
         index_keys: str = "f32",
+        activations: str = "f32",
     ) -> "Model":
         """Loads ``path/config.json`` and its safetensors checkpoint, and ``path/tokenizer.json``
         when present.
@@ -191,11 +192,16 @@ class Model:
             (half the bytes and twice the multiply-adds per instruction of f32). fp8: as DeepSeek-V3.2's
             reference inference code, keys and queries Hadamard-rotated and quantised to e4m3 with a
             power-of-two scale each. Both change the top-k selection slightly.
+        activations: "f32", "bf16" or "fp8": the precision in which the FP8 matrices take their
+            input rows. f32 multiplies the rows as given (exact products). bf16 rounds each row to
+            bf16; fp8 quantises it to e4m3 in groups of 128 with power-of-two scales, as DeepSeek-V3.2's
+            reference code does before its FP8 GEMM. Both multiply bf16 pairs, twice the weights per
+            instruction; matrices stored in f32 or bf16, the MoE router and kv_b_proj take f32 rows.
         """
         if threads is not None:
             _ext.set_threads(int(threads))
         path = os.fspath(path)
-        handle = _ext.Model.load(path, dtype, cache_capacity, index_keys)
+        handle = _ext.Model.load(path, dtype, cache_capacity, index_keys, activations)
         tokenizer = None
         tokenizer_path = os.path.join(path, "tokenizer.json")
         if os.path.lexists(tokenizer_path):  # present but not a readable file is an error, not None
@@ -232,6 +238,11 @@ class Model:
     def index_keys(self) -> str:
         """How the caches keep the DSA indexer's keys: "f32", "bf16" or "fp8" (see :meth:`load`)."""
         return str(self._m.index_keys)
+
+    @property
+    def activations(self) -> str:
+        """The precision of the FP8 matrices' input rows: "f32", "bf16" or "fp8" (see :meth:`load`)."""
+        return str(self._m.activations)
 
     @property
     def eos_token_ids(self) -> List[int]:

@@ -30,10 +30,12 @@ absl::StatusOr<AttentionPath> ParsePath(const std::string& name) {
 const Model& Get(const ModelHandle& h) { return *h.model; }
 
 std::unique_ptr<ModelHandle> Load(const std::string& path, std::optional<std::string> dtype,
-                                  std::optional<int64_t> capacity, const std::string& index_keys) {
+                                  std::optional<int64_t> capacity, const std::string& index_keys,
+                                  const std::string& activations) {
   LoadOptions options;
   options.weight_dtype = ValueOrThrow(ParseWeightDType(dtype.value_or("stored"), Frontend::kPython));
   options.index_keys = ValueOrThrow(ParseIndexKeyStorage(index_keys, "index_keys"));
+  options.activations = ValueOrThrow(ParseActivationPrecision(activations, "activations"));
   if (capacity && *capacity < 1) {
     ThrowIfError(absl::InvalidArgumentError(absl::StrCat("cache_capacity must be >= 1 (or None), got ", *capacity)));
   }
@@ -126,6 +128,7 @@ py::dict LoadReportDict(const ModelHandle& h) {
   d["fp8_tensors_in_place"] = r.fp8_tensors_in_place;
   d["fp8_tensors_dequantised"] = r.fp8_tensors_dequantised;
   d["fp8_tensors_quantised"] = r.fp8_tensors_quantised;
+  d["fp8_tensors_reduced_activations"] = r.fp8_tensors_reduced_activations;
   d["mtp_present"] = r.mtp_present;
   d["mtp_note"] = r.mtp_note;
   d["parameter_count"] = model.weights().parameter_count;
@@ -301,9 +304,12 @@ int64_t CacheCapacityFor(const ModelHandle& handle, int64_t wanted) {
 void RegisterModel(py::module_& m) {
   py::class_<ModelHandle>(m, "Model", "A loaded checkpoint (see mtpspec.Model for the documented wrapper).")
       .def_static("load", &Load, py::arg("path"), py::arg("dtype") = py::none(),
-                  py::arg("cache_capacity") = py::none(), py::arg("index_keys") = "f32")
+                  py::arg("cache_capacity") = py::none(), py::arg("index_keys") = "f32",
+                  py::arg("activations") = "f32")
       .def_property_readonly("index_keys",
                              [](const ModelHandle& h) { return IndexKeyStorageName(Get(h).index_key_storage()); })
+      .def_property_readonly("activations",
+                             [](const ModelHandle& h) { return ActivationPrecisionName(Get(h).activation_precision()); })
       .def_property_readonly("path", [](const ModelHandle& h) { return Get(h).dir(); })
       .def_property_readonly("vocab_size", [](const ModelHandle& h) { return Get(h).config().vocab_size; })
       .def_property_readonly("has_mtp", [](const ModelHandle& h) { return Get(h).has_mtp(); })

@@ -318,6 +318,56 @@ TEST(ModelForwardTest, ReducedPrecisionIndexKeysNeedTheirIndexHeadDim) {
   }
 }
 
+// LoadOptions::activations on a model whose matrices are FP8 (quantised at load): every Linear
+// matrix takes its rows in bf16 or fp8 and carries its line flags, kv_b_proj (the row kernels) stays
+// f32, and the logits move away from those with f32 rows (the rows were quantised) but stay finite.
+// How far they move is measured on the trained model (tests/mtp/reduced_activations_test.cc): this
+// random model's top-k selection and routing flip at the slightest change.
+TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
+  LoadOptions fp8_weights;
+  fp8_weights.weight_dtype = WeightDType::kFP8;
+  auto baseline = Model::Load(TinyModelEnv::Get().dir(), fp8_weights);
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  const int64_t T = 30, vocab = Tiny().config().vocab_size;
+  const auto tokens = TestTokens(T, vocab, 23);
+  auto base_cache = *(*baseline)->NewCache(T + 2);
+  auto base = (*baseline)->Forward(*base_cache, tokens, Range(0, T));
+  ASSERT_TRUE(base.ok()) << base.status();
+  EXPECT_EQ((*baseline)->load_report().fp8_tensors_reduced_activations, 0);
+  for (ActivationPrecision precision : {ActivationPrecision::kBf16, ActivationPrecision::kFp8}) {
+    const char* name = ActivationPrecisionName(precision);
+    LoadOptions options = fp8_weights;
+    options.activations = precision;
+    auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const Model& model = **loaded;
+    EXPECT_EQ(model.activation_precision(), precision);
+    EXPECT_GT(model.load_report().fp8_tensors_quantised, 0);
+    EXPECT_EQ(model.load_report().fp8_tensors_reduced_activations, model.load_report().fp8_tensors_quantised) << name;
+    for (const DecoderLayerWeights& layer : model.weights().layers) {
+      EXPECT_EQ(layer.attn.q_a_proj.fp8_activations, precision) << name;
+      EXPECT_NE(layer.attn.q_a_proj.fp8_line_flags, nullptr) << name;
+      EXPECT_EQ(layer.attn.kv_b_proj.fp8_activations, ActivationPrecision::kF32) << name;
+    }
+    auto cache = *model.NewCache(T + 2);
+    auto out = model.Forward(*cache, tokens, Range(0, T));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_GT(RelativeMaxDiff(out->logits.data<float>(), base->logits.data<float>(), T * vocab), 0.0) << name;
+    for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i])) << name;
+  }
+  // f32 and bf16 matrices take f32 rows whatever the option says.
+  LoadOptions as_stored;
+  as_stored.activations = ActivationPrecision::kFp8;
+  auto stored = Model::Load(TinyModelEnv::Get().dir(), as_stored);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ((*stored)->load_report().fp8_tensors_reduced_activations, 0);
+  auto stored_cache = *(*stored)->NewCache(T + 2);
+  auto f32_cache = *Tiny().NewCache(T + 2);
+  EXPECT_EQ(RelativeMaxDiff((*stored)->Forward(*stored_cache, tokens, Range(0, T))->logits,
+                            RunTiny(*f32_cache, tokens, 0).logits),
+            0.0);
+}
+
 }  // namespace
 }  // namespace mtpspec
 

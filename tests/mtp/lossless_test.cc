@@ -39,8 +39,9 @@ const Model& Golden(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>>* models = new std::map<std::string, std::unique_ptr<Model>>();
   auto& slot = (*models)[name];
   if (!slot) {
-    if (name != "tiny_fp8") return testing_util::LoadMtpTestModel(name);
-    auto m = Model::Load(WriteFp8Model());
+    LoadOptions options;
+    if (testing_util::ParseTestModelName(name, &options) != "tiny_fp8") return testing_util::LoadMtpTestModel(name);
+    auto m = Model::Load(WriteFp8Model(), options);
     EXPECT_TRUE(m.ok()) << m.status();
     slot = std::move(*m);
   }
@@ -228,10 +229,13 @@ TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
 }
 
 // "+bf16-keys", "+fp8-keys": the same models with their indexer keys in bf16 or fp8 (a different
-// selection, and still speculative output equal to plain output).
+// selection, and still speculative output equal to plain output). "+bf16-act", "+fp8-act": the FP8
+// matrices take their input rows in bf16 or fp8 (the pair tiles, whose rows must stay independent
+// for the verify to give the decode's bits); "+fp8-weights" quantises the golden models at load.
 INSTANTIATE_TEST_SUITE_P(Models, LosslessTest,
                          ::testing::Values("glm_a", "dsv32_b", "tiny_fp8", "glm_a+bf16-keys", "dsv32_b+bf16-keys",
-                                           "glm_a+fp8-keys", "dsv32_b+fp8-keys"));
+                                           "glm_a+fp8-keys", "dsv32_b+fp8-keys", "tiny_fp8+fp8-act", "tiny_fp8+bf16-act",
+                                           "dsv32_b+fp8-weights+fp8-act", "glm_a+fp8-weights+bf16-act+bf16-keys"));
 
 // index_share_for_mtp_iteration: identical drafts to exact mode whenever the MTP cache ≤ K.
 TEST(MtpIndexShareTest, SharedEqualsExactWhileTheCacheFitsTopK) {

@@ -1,7 +1,9 @@
 // The models the tests of mtp/ run on, loaded once per test binary: a golden checkpoint by its
 // directory name under tests/golden ("glm_a", "dsv32_b", ...), or "trained" for the bundled
-// models/glm-tiny-mtp. A name ending in "+bf16-keys" or "+fp8-keys" loads that model with its indexer
-// keys in bf16 or fp8 (LoadOptions::index_keys).
+// models/glm-tiny-mtp. Suffixes change how it loads, in any order: "+bf16-keys" or "+fp8-keys" keep the
+// indexer keys in bf16 or fp8 (LoadOptions::index_keys), "+fp8-weights" quantises every matrix to FP8
+// at load (WeightDType::kFP8), "+bf16-act" or "+fp8-act" has the FP8 matrices take their input rows in
+// bf16 or fp8 (LoadOptions::activations).
 #pragma once
 
 #include <map>
@@ -15,19 +17,31 @@
 
 namespace mtpspec::testing_util {
 
+// Splits a test model's name into its base name and the load options its suffixes ask for.
+inline std::string ParseTestModelName(const std::string& name, LoadOptions* options) {
+  std::string base = name;
+  for (bool found = true; found;) {
+    found = false;
+    auto strip = [&](std::string_view suffix) {
+      if (!base.ends_with(suffix)) return false;
+      base.resize(base.size() - suffix.size());
+      return found = true;
+    };
+    if (strip("+bf16-keys")) options->index_keys = IndexKeyStorage::kBf16;
+    if (strip("+fp8-keys")) options->index_keys = IndexKeyStorage::kFp8;
+    if (strip("+fp8-weights")) options->weight_dtype = WeightDType::kFP8;
+    if (strip("+bf16-act")) options->activations = ActivationPrecision::kBf16;
+    if (strip("+fp8-act")) options->activations = ActivationPrecision::kFp8;
+  }
+  return base;
+}
+
 inline const Model& LoadMtpTestModel(const std::string& name) {
   static auto* models = new std::map<std::string, std::unique_ptr<Model>>();
   auto& slot = (*models)[name];
   if (!slot) {
-    std::string base = name;
     LoadOptions options;
-    for (const auto& [suffix, storage] : {std::pair{std::string_view("+bf16-keys"), IndexKeyStorage::kBf16},
-                                          std::pair{std::string_view("+fp8-keys"), IndexKeyStorage::kFp8}}) {
-      if (base.ends_with(suffix)) {
-        base.resize(base.size() - suffix.size());
-        options.index_keys = storage;
-      }
-    }
+    const std::string base = ParseTestModelName(name, &options);
     const std::string dir = base == "trained" ? absl::StrCat(MTPSPEC_MODELS_DIR, "/glm-tiny-mtp")
                                               : absl::StrCat(MTPSPEC_GOLDEN_DIR, "/", base);
     auto m = Model::Load(dir, options);

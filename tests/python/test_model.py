@@ -143,6 +143,32 @@ def test_reduced_precision_index_keys(model: mtpspec.Model, storage: str) -> Non
         mtpspec.Model.load(GLM_A, index_keys="int4")
 
 
+@pytest.mark.parametrize("activations", ["bf16", "fp8"])
+def test_reduced_precision_activations(activations: str, cli: Path, tmp_path: Path) -> None:
+    fp8 = mtpspec.Model.load(GLM_A, dtype="fp8")
+    reduced = mtpspec.Model.load(GLM_A, dtype="fp8", activations=activations)
+    assert reduced.activations == activations and fp8.activations == "f32"
+    report = reduced.load_report
+    assert report["fp8_tensors_reduced_activations"] == report["fp8_tensors_quantised"] > 0
+    assert fp8.load_report["fp8_tensors_reduced_activations"] == 0
+    logits = reduced.logits(IDS)
+    assert np.isfinite(logits).all() and not np.array_equal(logits, fp8.logits(IDS))
+    plain = reduced.generate(IDS, 16, draft="none", stop_at_eos=False)
+    speculative = reduced.generate(IDS, 16, draft="mtp", k=3, stop_at_eos=False)
+    assert speculative.tokens == plain.tokens
+    # The CLI gives the bindings' bits.
+    out = tmp_path / "logits.npy"
+    subprocess.run([str(cli), "logits", str(GLM_A), "--ids", ",".join(map(str, IDS)), "--out", str(out),
+                    "--threads", str(THREADS), "--weights", "fp8", "--activations", activations],
+                   check=True, capture_output=True)
+    np.testing.assert_array_equal(np.load(out), logits)
+    bad = subprocess.run([str(cli), "logits", str(GLM_A), "--ids", "1,2", "--out", str(out), "--activations", "int4"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and '--activations must be f32, bf16 or fp8, got "int4"' in bad.stderr
+    with pytest.raises(ValueError, match='activations must be f32, bf16 or fp8, got "int4"'):
+        mtpspec.Model.load(GLM_A, activations="int4")
+
+
 def test_missing_model_directory(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
     with pytest.raises(FileNotFoundError, match="no-such-model") as info:
