@@ -15,7 +15,9 @@
 //
 // --variant bf16-index-keys (or fp8-index-keys) compares the indexer keys in bf16 (or fp8;
 // LoadOptions::index_keys; the latent stays f32) with f32 the same way, and adds how many of each
-// decode step's top-k keys the two selections share, per full layer.
+// decode step's top-k keys the two selections share, per full layer. --variant bf16-activations (or
+// fp8-activations) loads the model with every matrix in FP8 (as stored, or quantised at load) and
+// compares its matrices' input rows in bf16 (or fp8; LoadOptions::activations) with f32 rows.
 //
 //   build/release/bench/kv_int8_bench [--model DIR] [--heldout DIR | --random-tokens N] ...
 //   build/release/bench/kv_int8_bench --help
@@ -53,8 +55,8 @@ constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of t
   --k K                  MTP drafts per cycle (default 2; skipped when the model has no MTP layer)
   --memory-configs LIST  config.json files to report memory for (besides the model's)
   --memory-context T     context for the memory table (default 131072)
-  --variant V            int8-latent (default), bf16-index-keys or fp8-index-keys: what is compared
-                         with f32
+  --variant V            int8-latent (default), bf16-index-keys, fp8-index-keys, bf16-activations or
+                         fp8-activations: what is compared with f32
   --seed S   --threads N   --json PATH (default build/results/kv_int8.json)
 )";
 
@@ -66,6 +68,8 @@ struct Settings {
   std::string json_path;
   // --variant bf16-index-keys / fp8-index-keys: the indexer keys compared (kF32: the int8 latent is)
   IndexKeyStorage index_keys = IndexKeyStorage::kF32;
+  // --variant bf16-activations / fp8-activations: the FP8 matrices' input rows compared
+  ActivationPrecision activations = ActivationPrecision::kF32;
 };
 
 // One side of the comparison: a model (loaded with its indexer-key storage) and its latent storage.
@@ -92,9 +96,13 @@ absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
     s.index_keys = IndexKeyStorage::kBf16;
   } else if (variant == "fp8-index-keys") {
     s.index_keys = IndexKeyStorage::kFp8;
+  } else if (variant == "bf16-activations") {
+    s.activations = ActivationPrecision::kBf16;
+  } else if (variant == "fp8-activations") {
+    s.activations = ActivationPrecision::kFp8;
   } else if (variant != "int8-latent") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--variant must be int8-latent, bf16-index-keys or fp8-index-keys, got \"", variant, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("--variant must be int8-latent, bf16-index-keys, fp8-index-keys, "
+                                                   "bf16-activations or fp8-activations, got \"", variant, "\""));
   }
   if (s.windows < 1) return absl::InvalidArgumentError(absl::StrCat("--windows must be >= 1, got ", s.windows));
   if (s.context < 1) return absl::InvalidArgumentError(absl::StrCat("--context must be >= 1, got ", s.context));
@@ -205,7 +213,10 @@ absl::Status Run(int argc, char** argv) {
   RETURN_IF_ERROR(ApplyThreadsOption(args));
   ASSIGN_OR_RETURN(Settings s, ParseSettings(args));
   const nlohmann::json run_info = RunInfo(argc, argv);
-  ASSIGN_OR_RETURN(auto model, Model::Load(s.model_dir));
+  const bool activations = s.activations != ActivationPrecision::kF32;
+  LoadOptions base_load;
+  if (activations) base_load.weight_dtype = WeightDType::kFP8;
+  ASSIGN_OR_RETURN(auto model, Model::Load(s.model_dir, base_load));
   const ModelConfig& config = model->config();
   const int64_t n = s.context;
   // The window holds the prompt, the teacher-forced tokens and the next token of the last one; the
@@ -230,11 +241,14 @@ absl::Status Run(int argc, char** argv) {
   std::unique_ptr<Model> keys_model;
   Side sides[2] = {{model.get(), LatentStorage::kF32, "f32"}, {model.get(), LatentStorage::kInt8, "int8"}};
   const bool index_keys = s.index_keys != IndexKeyStorage::kF32;
-  if (index_keys) {
-    LoadOptions load;
+  if (index_keys || activations) {
+    LoadOptions load = base_load;
     load.index_keys = s.index_keys;
+    load.activations = s.activations;
     ASSIGN_OR_RETURN(keys_model, Model::Load(s.model_dir, load));
-    sides[1] = {keys_model.get(), LatentStorage::kF32, absl::StrCat(IndexKeyStorageName(s.index_keys), "_index_keys")};
+    sides[1] = {keys_model.get(), LatentStorage::kF32,
+                index_keys ? absl::StrCat(IndexKeyStorageName(s.index_keys), "_index_keys")
+                           : absl::StrCat(ActivationPrecisionName(s.activations), "_activations")};
   }
   std::unique_ptr<ModelTarget> targets[2];
   for (int i = 0; i < 2; ++i) {
@@ -324,6 +338,7 @@ absl::Status Run(int argc, char** argv) {
     mtp_pooled = {{"k", s.k}, {"rule", "sampler-equality, T=0"},
                   {"draft_cache", index_keys ? "the MTP layer's own, latent f32, indexer keys as its side keeps them"
                                              : "f32 (the MTP layer's own)"},
+                  {"draft_rows", activations ? "the MTP layer's matrices take their side's input rows" : "f32"},
                   {"mean_acceptance_length_f32", mtp_drafts[0] > 0 ? mtp_len_drafts[0] / mtp_drafts[0] : 1.0},
                   {"mean_acceptance_length_" + sides[1].name, mtp_drafts[1] > 0 ? mtp_len_drafts[1] / mtp_drafts[1] : 1.0}};
   }
@@ -338,9 +353,16 @@ absl::Status Run(int argc, char** argv) {
        }()},
       {"settings", {{"windows", s.windows}, {"context", n}, {"eval_tokens", s.eval_tokens},
                     {"new_tokens", s.new_tokens}, {"k", s.k}, {"seed", s.seed}}},
-      {"variant", index_keys ? absl::StrCat(IndexKeyStorageName(s.index_keys), "-index-keys") : "int8-latent"},
+      {"variant", index_keys    ? absl::StrCat(IndexKeyStorageName(s.index_keys), "-index-keys")
+                  : activations ? absl::StrCat(ActivationPrecisionName(s.activations), "-activations")
+                                : "int8-latent"},
       {"quantisation",
-       s.index_keys == IndexKeyStorage::kBf16
+       s.activations == ActivationPrecision::kBf16
+           ? "every matrix in FP8 on both sides; its input rows rounded to bf16 against f32 rows"
+       : s.activations == ActivationPrecision::kFp8
+           ? "every matrix in FP8 on both sides; its input rows quantised to e4m3 in groups of 128 with power-of-two "
+             "scales against f32 rows"
+       : s.index_keys == IndexKeyStorage::kBf16
            ? "indexer keys and queries rounded to bf16 (products summed in f32); latent and rope key f32"
        : s.index_keys == IndexKeyStorage::kFp8
            ? "indexer keys and queries Hadamard-rotated and quantised to e4m3 with a power-of-two scale each; latent "

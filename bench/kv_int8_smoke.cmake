@@ -78,6 +78,24 @@ foreach(keys bf16 fp8)
   endif()
   set(share_${keys} ${first_share})
 endforeach()
+# --variant bf16-activations and fp8-activations: both sides with every matrix in FP8, the input rows
+# reduced on one; the logits move (KL above 0) and the held-out loss stays finite.
+foreach(acts bf16 fp8)
+  execute_process(
+    COMMAND "${BENCH}" --model "${MODEL}" --variant ${acts}-activations --random-tokens 3000 --windows 2 --context 40
+            --eval-tokens 12 --new-tokens 8 --json "${OUT}/${acts}_activations.json" --threads 1
+    RESULT_VARIABLE acts_rc)
+  if(NOT acts_rc EQUAL 0)
+    message(FATAL_ERROR "kv_int8_bench --variant ${acts}-activations exited with ${acts_rc}")
+  endif()
+  file(READ "${OUT}/${acts}_activations.json" acts_text)
+  string(JSON variant GET "${acts_text}" variant)
+  string(JSON acts_kl GET "${acts_text}" teacher_forced mean_kl_nats)
+  string(JSON acts_nll GET "${acts_text}" teacher_forced mean_nll_${acts}_activations)
+  if(NOT variant STREQUAL "${acts}-activations" OR NOT acts_kl GREATER 0 OR NOT acts_kl LESS 5 OR NOT acts_nll GREATER 0)
+    message(FATAL_ERROR "${acts} activations: variant ${variant}, mean KL ${acts_kl}, held-out loss ${acts_nll}")
+  endif()
+endforeach()
 execute_process(
   COMMAND "${BENCH}" --model "${MODEL}" --variant fp4 --random-tokens 3000 --json "${OUT}/bad.json" --threads 1
   RESULT_VARIABLE variant_rc ERROR_VARIABLE variant_err)

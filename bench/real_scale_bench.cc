@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <random>
 #include <set>
@@ -65,9 +66,13 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
                       parts and the forwards twice, parts first and last (default 0: the check
                       uses the --reps repetitions)
   --index-keys f32|bf16|fp8  how the caches keep the indexer keys (default f32; LoadOptions::index_keys)
-  --decode-side-by-side LIST  instead of the above: only one-row decode steps at each context, with the
-                      indexer keys in each storage of LIST (f32,bf16,fp8), alternating within every one
-                      of --reps repetitions, each paired with the read bandwidth measured before it
+  --activations f32|bf16|fp8  the precision of the FP8 matrices' input rows (default f32;
+                      LoadOptions::activations)
+  --decode-side-by-side LIST  instead of the above: only one-row decode steps at each context, for each
+                      entry KEYS[:ACTIVATIONS] of LIST (say f32,bf16,f32:fp8: the indexer keys' storage and
+                      the input rows' precision, f32 when left out; one model, switched between
+                      precisions by Model::SetActivationPrecision), alternating within every one of
+                      --reps repetitions, each paired with the read bandwidth measured before it
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
   --json PATH         (default build/results/real_scale.json)
 )";
@@ -379,24 +384,34 @@ absl::StatusOr<nlohmann::json> MeasureEndToEnd(const Model& model, int64_t N, co
 // turn (the first one rotating from repetition to repetition), the read bandwidth (StreamSum over
 // 512 MiB) and then one whole Model::Forward of a random token. The model's weights serve every cache;
 // the attention reads each cache's keys as that cache stores them.
-absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(const Model& model, int64_t N,
-                                                       const std::vector<IndexKeyStorage>& storages, int64_t reps,
+// One entry of --decode-side-by-side: the indexer keys' storage and the input rows' precision.
+struct SideBySideEntry {
+  std::string name;
+  IndexKeyStorage storage = IndexKeyStorage::kF32;
+  ActivationPrecision activations = ActivationPrecision::kF32;
+};
+
+absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(Model& model, const std::vector<SideBySideEntry>& entries,
+                                                       int64_t N, const std::vector<int64_t>& verify_rows, int64_t reps,
                                                        uint64_t seed) {
   std::vector<std::unique_ptr<KvCache>> caches;
-  for (IndexKeyStorage storage : storages) {
+  for (const SideBySideEntry& entry : entries) {
     KvCacheShape shape = model.CacheShape();
-    shape.index_key_storage = storage;
-    caches.push_back(std::make_unique<KvCache>(shape, N + 2));
+    shape.index_key_storage = entry.storage;
+    const int64_t most_rows = verify_rows.empty() ? 1 : *std::max_element(verify_rows.begin(), verify_rows.end());
+    caches.push_back(std::make_unique<KvCache>(shape, N + std::max<int64_t>(most_rows, 2)));
     FillCacheRandom(*caches.back(), N, seed);
   }
   std::mt19937_64 rng(seed);
-  const int64_t count = static_cast<int64_t>(storages.size());
-  std::vector<std::vector<double>> whole(count), bandwidth(count);  // [storage][rep]
+  const int64_t count = static_cast<int64_t>(entries.size());
+  std::vector<std::vector<double>> whole(count), bandwidth(count);  // [entry][rep]
+  std::vector<std::map<int64_t, std::vector<double>>> verify(count);  // [entry][rows][rep]
   const std::vector<int64_t> position = {N};
   for (int64_t rep = -1; rep < reps; ++rep) {  // repetition −1 warms up
     const std::vector<int32_t> token = {static_cast<int32_t>(rng() % static_cast<uint64_t>(model.config().vocab_size))};
     for (int64_t i = 0; i < count; ++i) {
       const int64_t s = (i + std::max<int64_t>(rep, 0)) % count;
+      model.SetActivationPrecision(entries[s].activations);
       const double bytes_per_second = MeasureReadBandwidth(512, 3)["bytes_per_second"].get<double>();
       const double t = NowSeconds();
       RETURN_IF_ERROR(model.Forward(*caches[s], token, position).status());
@@ -406,12 +421,23 @@ absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(const Model& model, int64
         whole[s].push_back(seconds);
         bandwidth[s].push_back(bytes_per_second);
       }
+      for (int64_t rows : verify_rows) {  // a verify of `rows` rows right after the step
+        std::vector<int32_t> tokens(rows);
+        for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(model.config().vocab_size));
+        std::vector<int64_t> positions(rows);
+        for (int64_t r = 0; r < rows; ++r) positions[r] = N + r;
+        const double start = NowSeconds();
+        RETURN_IF_ERROR(model.Forward(*caches[s], tokens, positions).status());
+        if (rep >= 0) verify[s][rows].push_back(NowSeconds() - start);
+        RETURN_IF_ERROR(caches[s]->Truncate(N));
+      }
     }
   }
   nlohmann::json point = {{"context", N}, {"storages", nlohmann::json::object()}};
   for (int64_t s = 0; s < count; ++s) {
-    point["storages"][IndexKeyStorageName(storages[s])] = {{"whole", whole[s]}, {"read_bandwidth", bandwidth[s]},
-                                                           {"cache_bytes_per_token", caches[s]->BytesPerToken()}};
+    point["storages"][entries[s].name] = {{"whole", whole[s]}, {"read_bandwidth", bandwidth[s]},
+                                          {"cache_bytes_per_token", caches[s]->BytesPerToken()}};
+    for (const auto& [rows, seconds] : verify[s]) point["storages"][entries[s].name]["verify"][std::to_string(rows)] = seconds;
   }
   return point;
 }
@@ -419,7 +445,8 @@ absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(const Model& model, int64
 absl::Status Run(int argc, char** argv) {
   const std::set<std::string> names = {"model",      "contexts", "max-rows",   "reps",    "e2e",  "rates",
                                        "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json",
-                                       "prefix-layers", "check-reps", "index-keys", "decode-side-by-side"};
+                                       "prefix-layers", "check-reps", "index-keys", "decode-side-by-side",
+                                       "activations", "side-by-side-rows"};
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, names, std::set<std::string>{"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -450,14 +477,29 @@ absl::Status Run(int argc, char** argv) {
   const double start = NowSeconds();
   LoadOptions load;
   ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
+  ASSIGN_OR_RETURN(load.activations, ParseActivationPrecision(args.Get("activations", "f32"), "--activations"));
   ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model"), load));
   if (args.Has("decode-side-by-side")) {
-    std::vector<IndexKeyStorage> storages;
+    std::vector<SideBySideEntry> entries;
     for (const std::string& name : SplitList(args.Get("decode-side-by-side"))) {
-      ASSIGN_OR_RETURN(IndexKeyStorage storage, ParseIndexKeyStorage(name, "--decode-side-by-side"));
-      storages.push_back(storage);
+      const size_t colon = name.find(':');
+      SideBySideEntry entry{name};
+      ASSIGN_OR_RETURN(entry.storage, ParseIndexKeyStorage(name.substr(0, colon), "--decode-side-by-side"));
+      if (colon != std::string::npos) {
+        ASSIGN_OR_RETURN(entry.activations, ParseActivationPrecision(name.substr(colon + 1), "--decode-side-by-side"));
+      }
+      entries.push_back(entry);
     }
-    if (storages.empty()) return absl::InvalidArgumentError("--decode-side-by-side needs at least one storage");
+    if (entries.empty()) return absl::InvalidArgumentError("--decode-side-by-side needs at least one entry");
+    std::vector<int64_t> verify_rows;
+    if (args.Has("side-by-side-rows")) {
+      ASSIGN_OR_RETURN(verify_rows, ParseIntList("side-by-side-rows", args.Get("side-by-side-rows")));
+    }
+    for (int64_t rows : verify_rows) {
+      if (rows < 2 || rows > kMaxVerifyRows) {
+        return absl::InvalidArgumentError(absl::StrCat("--side-by-side-rows: ", rows, " rows; give 2 to ", kMaxVerifyRows));
+      }
+    }
     nlohmann::json j = {{"benchmark", "real_scale_bench"}, {"run", RunInfo(argc, argv)}, {"mode", "decode_side_by_side"}};
     {
       std::ifstream in(args.Get("model") + "/config.json");
@@ -472,7 +514,7 @@ absl::Status Run(int argc, char** argv) {
     for (int64_t N : contexts) {
       std::fprintf(stderr, "real_scale_bench: side by side, N = %lld\n", static_cast<long long>(N));
       ASSIGN_OR_RETURN(nlohmann::json point,
-                       MeasureDecodeSideBySide(*model, N, storages, reps, static_cast<uint64_t>(seed)));
+                       MeasureDecodeSideBySide(*model, entries, N, verify_rows, reps, static_cast<uint64_t>(seed)));
       j["contexts"].push_back(point);
     }
     j["elapsed_seconds"] = NowSeconds() - start;
@@ -487,7 +529,8 @@ absl::Status Run(int argc, char** argv) {
   const ModelConfig& c = model->config();
   nlohmann::json j = {{"benchmark", "real_scale_bench"},
                       {"run", RunInfo(argc, argv)},
-                      {"index_keys", IndexKeyStorageName(load.index_keys)}};
+                      {"index_keys", IndexKeyStorageName(load.index_keys)},
+                      {"activations", ActivationPrecisionName(load.activations)}};
   j["read_bandwidth_start"] = MeasureReadBandwidth(stream_mib, 5);
   j["compute_ceilings_start"] = MeasureComputeCeilings(c.hidden_size);
   {

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/fp8_quantise.h"
-#include "kernels/fp8_pairs.h"
 #include "kernels/linear.h"
 #include "model/tensor_table.h"
 
@@ -62,7 +61,7 @@ class WeightBuilder {
       ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
       if (in_place) {
         ++report_.fp8_tensors_in_place;
-        return Count(Activations(WithScales(view, scale), use));
+        return Count(WithScales(view, scale));
       }
       ++report_.fp8_tensors_dequantised;
       return Count(Dequantise(view, scale, target));
@@ -82,7 +81,7 @@ class WeightBuilder {
       }
       ++report_.fp8_tensors_quantised;
       const TensorView codes = Keep(std::move(q.codes));
-      return Count(Activations(WithScales(codes, Keep(std::move(q.scales))), use));
+      return Count(WithScales(codes, Keep(std::move(q.scales))));
     }
     const bool keep = (view.dtype == DType::kF32 || view.dtype == DType::kBF16) && (in_place || view.dtype == target) &&
                       Aligned(view);
@@ -177,18 +176,6 @@ class WeightBuilder {
     fp8.scale_stride = scale.stride[0];
     fp8.fp8_nan_free = !Fp8HasNanCode(fp8);
     weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
-    return fp8;
-  }
-  // The precision Linear takes its input rows in with this FP8 matrix: the options' for the Linear
-  // matrices, f32 for the router (its scores pick the experts) and the row kernels' kv_b_proj. With
-  // bf16 or fp8 rows the matrix gets its line flags (kernels/fp8_pairs.h; 1/512 of its bytes).
-  TensorView Activations(TensorView fp8, Use use) {
-    if (use != Use::kLinear || options_.activations == ActivationPrecision::kF32) return fp8;
-    fp8.fp8_activations = options_.activations;
-    const TensorView flags = Keep(Fp8PairLinesToFix(fp8));
-    fp8.fp8_line_flags = flags.as<const uint64_t>();
-    fp8.line_flag_stride = flags.shape[1];
-    ++report_.fp8_tensors_reduced_activations;
     return fp8;
   }
   TensorView Keep(Tensor t) {
@@ -416,6 +403,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
       RETURN_IF_ERROR(BuildBlock(c, l, /*dense_mlp=*/false, /*indexer=*/true, b, mtp.block));
       weights->mtp_parameter_count += CountParameters(MtpLayerTensorSpecs(c, l), store);
     }
+  }
+  if (options.activations != ActivationPrecision::kF32) {
+    report.fp8_tensors_reduced_activations = SetFp8Activations(*weights, options.activations);
   }
   return weights;
 }

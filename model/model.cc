@@ -21,6 +21,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   return model;
 }
 
+int64_t Model::SetActivationPrecision(ActivationPrecision precision) {
+  activations_ = precision;
+  return SetFp8Activations(*weights_, precision);
+}
+
 KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage, IndexKeyStorage index_keys) {
   KvCacheShape shape;
   shape.latent_storage = storage;

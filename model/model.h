@@ -82,6 +82,9 @@ class Model {
   IndexKeyStorage index_key_storage() const { return index_keys_; }
   // The precision the FP8 matrices' Linear takes its input rows in (LoadOptions::activations).
   ActivationPrecision activation_precision() const { return activations_; }
+  // Changes it without reloading (the first change to bf16 or fp8 reads each FP8 matrix once for its
+  // line flags). Returns how many FP8 matrices take the new precision. Not while a forward runs.
+  int64_t SetActivationPrecision(ActivationPrecision precision);
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before
   // cache.length(); a start before the end first truncates the cache there. On error the cache is

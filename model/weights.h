@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -63,5 +64,17 @@ struct ModelWeights {
   int64_t mtp_parameter_count = 0;
   int64_t weight_bytes = 0;                 // bytes of the weights as used for compute
 };
+
+// Calls fn on every matrix the Linear kernels read: the attention's projections but kv_b_proj (the
+// absorbed attention's row kernels read it), the indexer's, the dense MLPs', the experts' and shared
+// experts', the MTP layers' eh_proj, blocks and heads, and the head. Not the MoE routers: Linear reads
+// them too, but their scores pick the experts, and they stay exact.
+void ForEachLinearMatrix(ModelWeights& weights, const std::function<void(TensorView&)>& fn);
+
+// Sets the precision of the input rows of every FP8 matrix ForEachLinearMatrix names
+// (TensorView::fp8_activations), giving each its line flags (kernels/fp8_pairs.h, kept in
+// weights.owned) the first time it takes bf16 or fp8 rows. Returns how many FP8 matrices it set.
+// Not while a forward reads the weights.
+int64_t SetFp8Activations(ModelWeights& weights, ActivationPrecision precision);
 
 }  // namespace mtpspec

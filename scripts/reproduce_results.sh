@@ -10,6 +10,9 @@
 #                               bf16-index-keys|fp8-index-keys (accuracy, selection), real_scale_bench
 #                               --index-keys and --decode-side-by-side on the GLM-5.2 and DeepSeek-V3.2
 #                               cuts (speed; ~15 min, the cuts as real-scale writes them)
+#   docs/results/activations.md the FP8 matrices' input rows in bf16 and fp8 against f32: kv_int8_bench
+#                               --variant bf16-activations|fp8-activations (accuracy), linear_bench (the
+#                               GEMV's speed), real_scale_bench --decode-side-by-side on both cuts (~15 min)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
@@ -19,7 +22,7 @@
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|soak|tree|batch|batch-real ...]
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|soak|tree|batch|batch-real ...]
 #        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +31,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys soak tree batch batch-real)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations soak tree batch batch-real)
 bench=build/release/bench
 
 heldout() {
@@ -120,6 +123,29 @@ for target in "${targets[@]}"; do
       done
       "$python" bench/report/index_keys_report.py --results build/results \
         --command "scripts/reproduce_results.sh index-keys" ;;
+    activations)
+      heldout
+      for acts in bf16 fp8; do
+        $bench/kv_int8_bench --model models/glm-tiny-mtp --variant $acts-activations --windows 8 --context 512 \
+          --eval-tokens 256 --new-tokens 128 --k 2 --json build/results/activations_${acts}_trained.json
+      done
+      $bench/linear_bench --benchmark_filter='BM_StreamRead|BM_Linear/fp8:[345]/' --benchmark_format=json \
+        >build/results/activations_linear.json
+      cli=build/release/cli/mtpspec
+      mkdir -p build/rs
+      for cut in "glm7 glm-5.2 7" "dsv4 deepseek-v3.2 4"; do
+        set -- $cut
+        [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
+      done
+      # Per cut: one-row decode steps and verifies of 3 and 5 rows with the FP8 matrices' rows in f32,
+      # bf16 and fp8 (and fp8 with bf16 indexer keys), alternating within every repetition, each step
+      # paired with the read bandwidth measured just before it.
+      for cut in glm7 dsv4; do
+        $bench/real_scale_bench --model build/rs/$cut --reps 7 --decode-side-by-side f32,f32:bf16,f32:fp8,bf16:fp8 \
+          --side-by-side-rows 3,5 --json build/results/activations_${cut}_side_by_side.json
+      done
+      "$python" bench/report/activations_report.py --results build/results \
+        --command "scripts/reproduce_results.sh activations" ;;
     soak)
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
@@ -143,7 +169,7 @@ for target in "${targets[@]}"; do
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, soak, tree, batch, batch-real)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, soak, tree, batch, batch-real)" >&2
       exit 2 ;;
   esac
 done

@@ -355,6 +355,24 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
     EXPECT_GT(RelativeMaxDiff(out->logits.data<float>(), base->logits.data<float>(), T * vocab), 0.0) << name;
     for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i])) << name;
   }
+  // Model::SetActivationPrecision switches a loaded model: each precision gives the bits of a model
+  // loaded with it, and back to f32 the bits of f32 rows.
+  auto switched = Model::Load(TinyModelEnv::Get().dir(), fp8_weights);
+  ASSERT_TRUE(switched.ok()) << switched.status();
+  for (ActivationPrecision precision : {ActivationPrecision::kFp8, ActivationPrecision::kBf16, ActivationPrecision::kF32}) {
+    EXPECT_EQ((*switched)->SetActivationPrecision(precision), (*baseline)->load_report().fp8_tensors_quantised);
+    EXPECT_EQ((*switched)->activation_precision(), precision);
+    LoadOptions options = fp8_weights;
+    options.activations = precision;
+    auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto a = *(*switched)->NewCache(T + 2);
+    auto b = *(*loaded)->NewCache(T + 2);
+    EXPECT_EQ(RelativeMaxDiff((*switched)->Forward(*a, tokens, Range(0, T))->logits,
+                              (*loaded)->Forward(*b, tokens, Range(0, T))->logits),
+              0.0)
+        << ActivationPrecisionName(precision);
+  }
   // f32 and bf16 matrices take f32 rows whatever the option says.
   LoadOptions as_stored;
   as_stored.activations = ActivationPrecision::kFp8;

@@ -1,0 +1,61 @@
+#include "model/weights.h"
+
+#include <map>
+
+#include "kernels/fp8_pairs.h"
+
+namespace mtpspec {
+namespace {
+
+void ForEachInBlock(DecoderLayerWeights& block, const std::function<void(TensorView&)>& fn) {
+  MlaWeights& attn = block.attn;
+  for (TensorView* m : {&attn.q_a_proj, &attn.q_b_proj, &attn.kv_a_proj, &attn.o_proj}) fn(*m);
+  if (attn.indexer) {
+    for (TensorView* m : {&attn.indexer->wq_b, &attn.indexer->wk, &attn.indexer->weights_proj}) fn(*m);
+  }
+  auto mlp = [&](MlpWeights& m) {
+    fn(m.gate);
+    fn(m.up);
+    fn(m.down);
+  };
+  if (block.dense_mlp) {
+    mlp(block.mlp);
+    return;
+  }
+  for (MlpWeights& expert : block.moe.experts) mlp(expert);
+  if (block.moe.shared) mlp(*block.moe.shared);
+}
+
+}  // namespace
+
+void ForEachLinearMatrix(ModelWeights& weights, const std::function<void(TensorView&)>& fn) {
+  for (DecoderLayerWeights& layer : weights.layers) ForEachInBlock(layer, fn);
+  for (MtpLayerWeights& mtp : weights.mtp) {
+    fn(mtp.eh_proj);
+    fn(mtp.head);
+    ForEachInBlock(mtp.block, fn);
+  }
+  fn(weights.lm_head);
+}
+
+int64_t SetFp8Activations(ModelWeights& weights, ActivationPrecision precision) {
+  // A matrix seen twice (an MTP layer's head that is the model's) counts once and shares its flags.
+  std::map<const void*, const TensorView*> seen;
+  ForEachLinearMatrix(weights, [&](TensorView& m) {
+    if (m.dtype != DType::kF8E4M3 || m.empty()) return;
+    m.fp8_activations = precision;
+    const auto [first, inserted] = seen.emplace(m.data, &m);
+    if (precision == ActivationPrecision::kF32 || m.fp8_line_flags != nullptr) return;
+    if (!inserted && first->second->fp8_line_flags != nullptr) {
+      m.fp8_line_flags = first->second->fp8_line_flags;
+      m.line_flag_stride = first->second->line_flag_stride;
+      return;
+    }
+    const Tensor& flags = weights.owned.emplace_back(Fp8PairLinesToFix(m));
+    m.fp8_line_flags = flags.view().as<const uint64_t>();
+    m.line_flag_stride = flags.dim(1);
+  });
+  return static_cast<int64_t>(seen.size());
+}
+
+}  // namespace mtpspec
