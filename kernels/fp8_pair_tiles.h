@@ -6,8 +6,10 @@
 // 2^-8: with GFNI, one bit-matrix product builds every word's top byte (sign, then 0111 and the top
 // three exponent bits: e4m3's bias 7 against bf16's 127 less 8) and one its low byte (the last
 // exponent bit and the mantissa), and two byte unpacks pair them. That is 4 vector operations per 64
-// weights against the f32 tiles' 9 (kernels/simd_tiles.h, Fp8Line), and each pair product instruction
-// does 32 multiply-adds against an f32 multiply-add's 16. The bit placement is wrong for bytes whose
+// weights against the f32 tiles' 9 (kernels/simd_tiles.h, Fp8Line). A pair product instruction does
+// 32 multiply-adds against an f32 multiply-add's 16, but on the Zen 4 cores measured here it issues at
+// half the rate, so the multiply-adds cost the same and the saving is the widening (1.3-1.6x on
+// bench/linear_bench's resident matrix, docs/results/activations.md). The bit placement is wrong for bytes whose
 // exponent field is 0 (zeros and subnormals: bf16 would need its exponent rebiased) and for the NaN
 // codes, so a line holding any of them has those bytes replaced by table lookups (about 1% of the
 // lines of a release-like matrix).

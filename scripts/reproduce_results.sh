@@ -41,6 +41,21 @@ heldout() {
   fi
 }
 
+# The checkpoints cut from the releases, written once under build/rs: glm7, glm2 (GLM-5.2, 7 and 2
+# layers) and dsv4 (DeepSeek-V3.2, 4 layers), each with 32 experts per MoE layer.
+cuts() {
+  mkdir -p build/rs
+  for name in "$@"; do
+    case "$name" in
+      glm7) like=glm-5.2 layers=7 ;;
+      glm2) like=glm-5.2 layers=2 ;;
+      dsv4) like=deepseek-v3.2 layers=4 ;;
+    esac
+    [ -f "build/rs/$name/model.safetensors.index.json" ] || \
+      build/release/cli/mtpspec make-checkpoint "build/rs/$name" --like "$like" --layers "$layers" --experts 32
+  done
+}
+
 for target in "${targets[@]}"; do
   case "$target" in
     decode)
@@ -77,12 +92,7 @@ for target in "${targets[@]}"; do
       "$python" bench/report/report.py --tradeoff build/results/tradeoff.json --out docs/results \
         --tradeoff-cmd "$bench/tradeoff_bench ${cmd[*]}" ;;
     real-scale)
-      cli=build/release/cli/mtpspec
-      mkdir -p build/rs
-      for cut in "glm7 glm-5.2 7" "glm2 glm-5.2 2" "dsv4 deepseek-v3.2 4"; do
-        set -- $cut
-        [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
-      done
+      cuts glm7 glm2 dsv4
       $bench/memory_bench --model build/rs/glm7 --json build/results/memory_glm7_huge.json
       $bench/memory_bench --model build/rs/glm7 --file-memory mapped --json build/results/memory_glm7_mapped.json
       $bench/memory_bench --model build/rs/glm2 --weights bf16 --json build/results/memory_glm2_bf16.json
@@ -104,12 +114,7 @@ for target in "${targets[@]}"; do
             --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/index_keys_${keys}_$m.json
         done
       done
-      cli=build/release/cli/mtpspec
-      mkdir -p build/rs
-      for cut in "glm7 glm-5.2 7" "dsv4 deepseek-v3.2 4"; do
-        set -- $cut
-        [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
-      done
+      cuts glm7 dsv4
       # Per cut: the per-layer costs with each key storage, one run after the other (the indexer's time,
       # the projection), then whole decode steps with all three alternating in every repetition; each
       # repetition pairs its step with the read bandwidth measured just before it.
@@ -131,12 +136,7 @@ for target in "${targets[@]}"; do
       done
       $bench/linear_bench --benchmark_filter='BM_StreamRead|BM_Linear/fp8:[345]/' --benchmark_format=json \
         >build/results/activations_linear.json
-      cli=build/release/cli/mtpspec
-      mkdir -p build/rs
-      for cut in "glm7 glm-5.2 7" "dsv4 deepseek-v3.2 4"; do
-        set -- $cut
-        [ -f "build/rs/$1/model.safetensors.index.json" ] || $cli make-checkpoint "build/rs/$1" --like "$2" --layers "$3" --experts 32
-      done
+      cuts glm7 dsv4
       # Per cut: one-row decode steps and verifies of 3 and 5 rows with the FP8 matrices' rows in f32,
       # bf16 and fp8 (and fp8 with bf16 indexer keys), alternating within every repetition, each step
       # paired with the read bandwidth measured just before it.
@@ -155,9 +155,7 @@ for target in "${targets[@]}"; do
         --new-tokens 48 --e2e-reps 5 --e2e-cost-reps 3 --json build/results/batch.json
       "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
     batch-real)
-      mkdir -p build/rs
-      [ -f build/rs/glm7/model.safetensors.index.json ] || \
-        build/release/cli/mtpspec make-checkpoint build/rs/glm7 --like glm-5.2 --layers 7 --experts 32
+      cuts glm7
       $bench/batch_bench --model build/rs/glm7 --prefix-layers 3 --rates 0.88,0.75,0.58 --contexts 512,4096 \
         --batches 1,2,4,8,16 --max-k 4 --reps 3 --e2e-contexts 512,4096 --new-tokens 12 --e2e-reps 2 \
         --json build/results/batch_glm7.json

@@ -16,12 +16,10 @@ The JSON files are copied into <out>/activations-data/ beside the report.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import shutil
-from pathlib import Path
 from statistics import median
+
+from results_page import heading_lines, json_loader, page_arguments  # noqa: E402  (bench/report/)
 
 VARIANTS = ["bf16", "fp8"]
 CUTS = [("glm7", "GLM-5.2"), ("dsv4", "DeepSeek-V3.2")]
@@ -175,33 +173,15 @@ def accuracy_lines(results: dict[str, dict]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=Path, default=Path("build/results"))
-    parser.add_argument("--command", action="append", default=[])
-    parser.add_argument("--out", type=Path, default=Path("docs/results"))
-    args = parser.parse_args()
-    data_dir = args.out / "activations-data"
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
-
-    def load(name: str) -> dict | None:
-        path = args.results / name
-        if not path.exists():
-            return None
-        shutil.copyfile(path, data_dir / name)
-        return json.loads(path.read_text())
+    args = page_arguments(__doc__)
+    load = json_loader(args.results, args.out / "activations-data")
 
     accuracy = {v: r for v in VARIANTS if (r := load(f"activations_{v}_trained.json")) is not None}
     linear = load("activations_linear.json")
     cuts = {name: r for cut, name in CUTS if (r := load(f"activations_{cut}_side_by_side.json")) is not None}
     first = next(iter(cuts.values())) if cuts else next(iter(accuracy.values()))
     run = first["run"]
-    md = [f"# The FP8 matrices' input rows in bf16 and fp8 (run of {run['date_utc'][:10]})", "", INTRO, "",
-          f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
-          f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
-          "- Data: `activations-data/` (the JSON of every run).", "", "Commands:", "", "```"]
-    md += args.command + ["```", ""]
+    md = heading_lines("The FP8 matrices' input rows in bf16 and fp8", INTRO, run, "activations-data", args.command)
     body, summary = [], ["## Summary", ""]
     if linear is not None:
         bandwidth, rates = parse_linear(linear)

@@ -16,11 +16,9 @@ The JSON files are copied into <out>/index-keys-data/ beside the report.
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
-from pathlib import Path
 from statistics import median
+
+from results_page import heading_lines, json_loader, page_arguments  # noqa: E402  (bench/report/)
 
 from real_scale_bandwidth import paired_ratios  # noqa: E402  (bench/report/)
 from real_scale_report import LayerCosts, full_schedule  # noqa: E402
@@ -294,22 +292,8 @@ def summary_lines(speed: dict[str, CutRuns], side_by_side: dict[str, dict],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=Path, default=Path("build/results"))
-    parser.add_argument("--command", action="append", default=[])
-    parser.add_argument("--out", type=Path, default=Path("docs/results"))
-    args = parser.parse_args()
-    data_dir = args.out / "index-keys-data"
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
-
-    def load(name: str) -> dict | None:
-        path = args.results / name
-        if not path.exists():
-            return None
-        shutil.copyfile(path, data_dir / name)
-        return json.loads(path.read_text())
+    args = page_arguments(__doc__)
+    load = json_loader(args.results, args.out / "index-keys-data")
 
     accuracy = {(v, key): r for v in VARIANTS for key, _ in ACCURACY
                 if (r := load(f"index_keys_{v}_{key}.json")) is not None}
@@ -322,11 +306,7 @@ def main() -> None:
             side_by_side[name] = run
     first = next(iter(speed.values())).runs["f32"] if speed else next(iter(accuracy.values()))
     run = first["run"]
-    md = [f"# The indexer's keys in bf16 and fp8 (run of {run['date_utc'][:10]})", "", INTRO, "",
-          f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
-          f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
-          "- Data: `index-keys-data/` (the JSON of every run).", "", "Commands:", "", "```"]
-    md += args.command + ["```", ""]
+    md = heading_lines("The indexer's keys in bf16 and fp8", INTRO, run, "index-keys-data", args.command)
     md += summary_lines(speed, side_by_side, accuracy)
     md += ["## What reduced-precision keys save", ""]
     for name, cut in speed.items():

@@ -195,8 +195,9 @@ class Model:
         activations: "f32", "bf16" or "fp8": the precision in which the FP8 matrices take their
             input rows. f32 multiplies the rows as given (exact products). bf16 rounds each row to
             bf16; fp8 quantises it to e4m3 in groups of 128 with power-of-two scales, as DeepSeek-V3.2's
-            reference code does before its FP8 GEMM. Both multiply bf16 pairs, twice the weights per
-            instruction; matrices stored in f32 or bf16, the MoE router and kv_b_proj take f32 rows.
+            reference code does before its FP8 GEMM. Both multiply bf16 pairs, with fewer operations
+            per weight than f32 rows; matrices stored in f32 or bf16, the MoE router and kv_b_proj
+            take f32 rows. Speculative output stays identical to plain output.
         """
         if threads is not None:
             _ext.set_threads(int(threads))

@@ -93,7 +93,8 @@ inline TestWeight MakeWeight(DType dtype, int64_t out, int64_t in, int64_t strid
 }
 
 // Checks y[rows, out] against Σ x·w in double, within the worst-case f32 summation bound
-// (in + 16)·2⁻²⁴·Σ|x·w| (a sequential sum of `in` terms plus a 16-lane reduction).
+// (in + 16)·2⁻²⁴·Σ|x·w| (a sequential sum of `in` terms plus a 16-lane reduction); NaN where the
+// sum is NaN.
 inline void ExpectNearReference(const std::vector<float>& x, const std::vector<float>& w_values, int64_t rows,
                          int64_t in, int64_t out, const float* y, const char* what) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -103,6 +104,10 @@ inline void ExpectNearReference(const std::vector<float>& x, const std::vector<f
         const double term = static_cast<double>(x[r * in + i]) * w_values[o * in + i];
         exact += term;
         magnitude += std::fabs(term);
+      }
+      if (std::isnan(exact)) {  // a NaN weight or input: NaN
+        ASSERT_TRUE(std::isnan(y[r * out + o])) << what << " row " << r << ", out " << o << ", in " << in;
+        continue;
       }
       ASSERT_NEAR(y[r * out + o], exact, (in + 16) * 0x1p-24 * magnitude + 1e-30)
           << what << " row " << r << " of " << rows << ", out " << o << ", in " << in;
