@@ -270,6 +270,9 @@ absl::Status RunGenerate(const CliArgs& args) {
     lines.push_back({0, args.Get("prompt")});
   }
   ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load));
+  if (!model->load_report().activations_note.empty()) {
+    std::cerr << "mtpspec generate: warning: --" << model->load_report().activations_note << "\n";
+  }
   const int64_t vocab = model->config().vocab_size;
   for (const auto& [flag, ids] : {std::pair{"--stop-ids", &request.stop_token_ids},
                                   std::pair{"--eos-ids", request.eos_token_ids ? &*request.eos_token_ids : nullptr}}) {

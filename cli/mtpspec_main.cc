@@ -113,6 +113,9 @@ absl::Status RunInfo(const CliArgs& args) {
   ASSIGN_OR_RETURN(LoadOptions options, ParseLoadOptions(args));
   options.file_memory = FileMemory::kMapped;  // info reads shapes, scales and norms, not the weights
   ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], options));
+  if (!model->load_report().activations_note.empty()) {
+    std::cerr << "mtpspec info: warning: --" << model->load_report().activations_note << "\n";
+  }
   const ModelConfig& c = model->config();
   std::string schedule_mlp, schedule_index;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -216,6 +219,9 @@ absl::Status RunLogits(const CliArgs& args) {
                                                    ids64.size()));
   }
   ASSIGN_OR_RETURN(auto model, Model::Load(args.positional()[0], load_options));
+  if (!model->load_report().activations_note.empty()) {
+    std::cerr << "mtpspec logits: warning: --" << model->load_report().activations_note << "\n";
+  }
   std::vector<int32_t> ids;
   for (size_t i = 0; i < ids64.size(); ++i) {
     if (ids64[i] < 0 || ids64[i] >= model->config().vocab_size) {

@@ -406,6 +406,11 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
   }
   if (options.activations != ActivationPrecision::kF32) {
     report.fp8_tensors_reduced_activations = SetFp8Activations(*weights, options.activations);
+    if (report.fp8_tensors_reduced_activations == 0) {
+      report.activations_note = absl::StrCat("activations ", ActivationPrecisionName(options.activations),
+                                             " change nothing: no matrix of ", dir,
+                                             " is FP8 (load it with weights fp8 to quantise them)");
+    }
   }
   return weights;
 }

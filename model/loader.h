@@ -48,6 +48,7 @@ struct LoadReport {
   int64_t fp8_tensors_reduced_activations = 0;  // FP8 matrices whose Linear takes bf16 or fp8 input rows
   bool mtp_present = false;  // MTP weights were found in the checkpoint
   std::string mtp_note;      // why MTP is unavailable, when it is
+  std::string activations_note;  // why LoadOptions::activations changes nothing, when it does not
 };
 
 // Loads the weights of `config` from the checkpoint directory `dir`. Every missing, unexpected or

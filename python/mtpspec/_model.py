@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import threading
+import warnings
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
@@ -203,6 +204,9 @@ class Model:
             _ext.set_threads(int(threads))
         path = os.fspath(path)
         handle = _ext.Model.load(path, dtype, cache_capacity, index_keys, activations)
+        note = handle.load_report()["activations_note"]
+        if note:
+            warnings.warn(note, stacklevel=2)
         tokenizer = None
         tokenizer_path = os.path.join(path, "tokenizer.json")
         if os.path.lexists(tokenizer_path):  # present but not a readable file is an error, not None

@@ -131,6 +131,7 @@ py::dict LoadReportDict(const ModelHandle& h) {
   d["fp8_tensors_reduced_activations"] = r.fp8_tensors_reduced_activations;
   d["mtp_present"] = r.mtp_present;
   d["mtp_note"] = r.mtp_note;
+  d["activations_note"] = r.activations_note;
   d["parameter_count"] = model.weights().parameter_count;
   d["mtp_parameter_count"] = model.weights().mtp_parameter_count;
   d["weight_bytes"] = model.weights().weight_bytes;

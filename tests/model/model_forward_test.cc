@@ -379,6 +379,9 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
   auto stored = Model::Load(TinyModelEnv::Get().dir(), as_stored);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ((*stored)->load_report().fp8_tensors_reduced_activations, 0);
+  EXPECT_THAT((*stored)->load_report().activations_note, testing::HasSubstr("activations fp8 change nothing"));
+  EXPECT_THAT((*stored)->load_report().activations_note, testing::HasSubstr("weights fp8"));
+  EXPECT_EQ((*baseline)->load_report().activations_note, "");
   auto stored_cache = *(*stored)->NewCache(T + 2);
   auto f32_cache = *Tiny().NewCache(T + 2);
   EXPECT_EQ(RelativeMaxDiff((*stored)->Forward(*stored_cache, tokens, Range(0, T))->logits,

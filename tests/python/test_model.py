@@ -167,6 +167,13 @@ def test_reduced_precision_activations(activations: str, cli: Path, tmp_path: Pa
     assert bad.returncode != 0 and '--activations must be f32, bf16 or fp8, got "int4"' in bad.stderr
     with pytest.raises(ValueError, match='activations must be f32, bf16 or fp8, got "int4"'):
         mtpspec.Model.load(GLM_A, activations="int4")
+    # On a checkpoint without FP8 matrices the setting changes nothing, and says so.
+    with pytest.warns(UserWarning, match=f"activations {activations} change nothing.*weights fp8"):
+        stored = mtpspec.Model.load(GLM_A, activations=activations)
+    np.testing.assert_array_equal(stored.logits(IDS), mtpspec.Model.load(GLM_A).logits(IDS))
+    warned = subprocess.run([str(cli), "logits", str(GLM_A), "--ids", "1,2", "--out", str(out), "--activations",
+                             activations], capture_output=True, text=True, check=True)
+    assert "warning: --activations" in warned.stderr and "change nothing" in warned.stderr
 
 
 def test_missing_model_directory(tmp_path: Path) -> None:
