@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/fp8_quantise.h"
 #include "core/status.h"
+#include "kernels/fp8_pair_tiles.h"
 
 namespace mtpspec {
 namespace {
@@ -201,6 +202,20 @@ void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPre
   for (int64_t r = 0; r < rows; ++r) {
     auto* words = reinterpret_cast<uint16_t*>(out->pairs.data() + r * out->lines * 32);
     out->unscale[r] = std::ldexp(1.0f, -PrepareRow(x + r * in, in, precision, words));
+  }
+}
+
+void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out) {
+  PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes);
+#if defined(MTPSPEC_FP8_PAIRS_SIMD)
+  const bool pair_tiles = !gemm;
+#else
+  const bool pair_tiles = false;
+#endif
+  out->values.clear();
+  if (!pair_tiles) {
+    out->values.resize(rows * w.shape[1]);
+    DequantiseFp8PairInput(out->codes, out->values.data());
   }
 }
 

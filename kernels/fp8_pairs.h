@@ -54,6 +54,26 @@ struct Fp8PairInput {
   uint16_t Code(int64_t r, int64_t i) const;
 };
 
+// The input of one Linear call whose FP8 matrix takes its rows in bf16 or fp8: the rows' codes for the
+// pair tiles, or, on the GEMM path (and in builds without the pair tiles), the codes' values in f32
+// for the f32 paths. Prepared once per call, on the calling thread, before the work is split.
+struct Fp8ReducedInput {
+  Fp8PairInput codes;
+  std::vector<float> values;  // [rows, in] when the f32 paths read them, else empty
+  // What the f32 paths read in place of the caller's rows x.
+  const float* F32Rows(const float* x) const { return values.empty() ? x : values.data(); }
+  // What the pair tiles read, or null where the f32 paths run.
+  const Fp8PairInput* PairCodes() const { return values.empty() && codes.rows > 0 ? &codes : nullptr; }
+};
+
+// Whether Linear takes w's input rows reduced: an F8_E4M3 matrix whose fp8_activations is not f32.
+inline bool TakesReducedInput(const TensorView& w) {
+  return w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32;
+}
+
+// Prepares x [rows, w.shape[1]] for w (TakesReducedInput(w)) on the path `gemm` says.
+void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out);
+
 // Quantises x [rows, in] (f32, contiguous) as `precision` (kBf16 or kFp8) says, into `out`.
 void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPrecision precision, Fp8PairInput* out);
 

@@ -329,41 +329,9 @@ void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int6
   }
 }
 
-// The input of one product whose FP8 matrix takes its rows in bf16 or fp8 (TensorView::
-// fp8_activations): the rows' codes for the pair tiles, or, on the GEMM path (and in builds without
-// the pair tiles), the codes' values in f32 for the f32 paths. Prepared once per call on the calling
-// thread, before the work is split.
-struct ReducedInput {
-  Fp8PairInput codes;
-  std::vector<float> values;  // [rows, in], when the f32 paths read them
-  const float* x = nullptr;                  // what the f32 paths read
-  const Fp8PairInput* pair_codes = nullptr;  // what the pair tiles read, or null
-};
-
-bool TakesReducedInput(const TensorView& w) {
-  return w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32;
-}
-
-void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, ReducedInput* out) {
-  PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes);
-#if defined(MTPSPEC_FP8_PAIRS_SIMD)
-  const bool pair_tiles = !gemm;
-#else
-  const bool pair_tiles = false;
-#endif
-  if (pair_tiles) {
-    out->x = x;
-    out->pair_codes = &out->codes;
-  } else {
-    out->values.resize(rows * w.shape[1]);
-    DequantiseFp8PairInput(out->codes, out->values.data());
-    out->x = out->values.data();
-  }
-}
-
 // Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
 // calling thread. `codes`: the rows as the pair tiles take them, for an FP8 matrix with reduced
-// activations (ReducedInput), or null.
+// activations (Fp8ReducedInput), or null.
 void LinearRange(const float* x, int64_t rows, const TensorView& w, const Fp8PairInput* codes, int64_t ob,
                  int64_t oe, float* y, int64_t y_stride, int64_t y_col0, bool gemm) {
   const int64_t in = w.shape[1];
@@ -429,13 +397,12 @@ void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_b
   if (rows == 0 || out_end == out_begin) return;
   if (pool == nullptr) pool = &DefaultThreadPool();
   const bool gemm = UseGemm(rows);  // decided on the calling thread, where a RowInvariantScope lives
-  ReducedInput reduced;
-  if (TakesReducedInput(w)) {
-    PrepareReducedInput(x, rows, w, gemm, &reduced);
-    x = reduced.x;
-  }
+  Fp8ReducedInput reduced;
+  if (TakesReducedInput(w)) PrepareReducedInput(x, rows, w, gemm, &reduced);
+  const float* rows_read = reduced.F32Rows(x);
   pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
-    LinearRange(x, rows, w, reduced.pair_codes, out_begin + b, out_begin + e, y, out_end - out_begin, out_begin, gemm);
+    LinearRange(rows_read, rows, w, reduced.PairCodes(), out_begin + b, out_begin + e, y, out_end - out_begin,
+                out_begin, gemm);
   });
 }
 
@@ -453,8 +420,8 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
   for (size_t j = 0; j < jobs.size(); ++j) gemm[j] = UseGemm(jobs[j].rows);
   // The inputs of the jobs with reduced activations, prepared once for every job that shares them
   // (a MoE expert's gate and up projections read the same rows).
-  std::vector<const ReducedInput*> reduced(jobs.size(), nullptr);  // [jobs]
-  std::vector<ReducedInput> prepared;
+  std::vector<const Fp8ReducedInput*> reduced(jobs.size(), nullptr);  // [jobs]
+  std::vector<Fp8ReducedInput> prepared;
   prepared.reserve(jobs.size());  // no reallocation: `reduced` points into it
   for (size_t j = 0; j < jobs.size(); ++j) {
     const LinearJob& job = jobs[j];
@@ -478,8 +445,8 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
       const LinearJob& job = jobs[j];
       const int64_t ob = std::max(b, first_row[j]) - first_row[j];
       const int64_t oe = std::min(e, first_row[j + 1]) - first_row[j];
-      const float* x = reduced[j] != nullptr ? reduced[j]->x : job.x;
-      const Fp8PairInput* codes = reduced[j] != nullptr ? reduced[j]->pair_codes : nullptr;
+      const float* x = reduced[j] != nullptr ? reduced[j]->F32Rows(job.x) : job.x;
+      const Fp8PairInput* codes = reduced[j] != nullptr ? reduced[j]->PairCodes() : nullptr;
       if (ob < oe) LinearRange(x, job.rows, job.w, codes, ob, oe, job.y, job.w.shape[0], 0, gemm[j] != 0);
     }
   });

@@ -16,7 +16,8 @@ itself, whose ``code`` attribute names the status code.
 
 from mtpspec import _ext
 from mtpspec._ext import AdaptiveController, Error, InvalidArgumentError, NotFoundError
-from mtpspec._model import Model, Tokenizer
+from mtpspec._model import Model
+from mtpspec._text import Tokenizer
 from mtpspec._results import BatchError, BatchResult, BatchStats, GenerateResult, MtpDraft, Stats
 
 __version__: str = _ext.__version__

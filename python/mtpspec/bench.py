@@ -10,7 +10,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from mtpspec._model import Model, TokenIds, _ids
+from mtpspec._model import Model
+from mtpspec._text import TokenIds, _ids
 
 Record = Dict[str, Any]
 

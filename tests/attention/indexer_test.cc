@@ -20,7 +20,7 @@ namespace {
 using testing_util::CheckScoresBitForBit;
 using testing_util::WeightedReluSum;
 
-std::vector<float> Random(int64_t n, uint32_t seed) { return testing_util::UniformValues(n, seed); }
+std::vector<float> Random(int64_t n, uint32_t seed) { return testing_util::RandomFloats(n, seed); }
 
 // keys: [num_keys, d] → the cache's transposed blocks, [IndexKeyBlocks(capacity), d, 64].
 std::vector<float> ToBlocks(const std::vector<float>& keys, int64_t num_keys, int64_t capacity, int64_t d) {

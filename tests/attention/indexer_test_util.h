@@ -7,22 +7,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "attention/indexer.h"
 #include "gtest/gtest.h"
+#include "tests/kernels/linear_test_util.h"
 
 namespace mtpspec::testing_util {
 
 // n values uniform in [-1, 1) from `seed`.
-inline std::vector<float> UniformValues(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
+using linear_test::RandomFloats;
 
 // The head weights w [N_I] times N_I^-½, as the indexer scales them.
 inline std::vector<float> ScaledHeadWeights(const IndexerDims& dims, const float* w) {
@@ -58,8 +52,8 @@ void CheckScoresBitForBit(const Score& score, const Expected& expected) {
       dims.n_heads = 8;
       dims.head_dim = d;
       const int64_t nh = dims.n_heads, rows = std::min<int64_t>(3, num_keys);
-      const std::vector<float> keys = UniformValues(num_keys * d, static_cast<uint32_t>(num_keys + d));
-      const std::vector<float> q = UniformValues(rows * nh * d, 7), head_weights = UniformValues(rows * nh, 8);
+      const std::vector<float> keys = RandomFloats(num_keys * d, static_cast<uint32_t>(num_keys + d));
+      const std::vector<float> q = RandomFloats(rows * nh * d, 7), head_weights = RandomFloats(rows * nh, 8);
       std::vector<int64_t> positions(rows);
       for (int64_t r = 0; r < rows; ++r) positions[r] = num_keys - rows + r;
       std::vector<float> q_all = q, w_all = head_weights, together(rows * num_keys);
