@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "kernels/linear.h"
 #include "core/parallel.h"
@@ -146,12 +147,18 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
   });
 }
 
-// Naive form (§3.2): expand k_nope and v for keys [0, num_keys), then attend under a mask.
-// allowed(r, j) says whether row r may attend key j (causality is checked here as well).
+// Naive form (§3.2): expand k_nope and v for keys [0, num_keys) through kv_b_proj, then attend
+// head by head with matrix products: S = q_nope·k_nopeᵀ + q_rope·k_ropeᵀ over a block of rows and
+// the keys the block can reach, masked (−∞ where the key is invalid for the row or not allowed),
+// softmax per row, O = P·v. allowed(r, j) says whether row r may attend key j (causality and trees
+// are checked here as well). Prefill only: the products' summation order follows Eigen's blocking.
 template <typename Allowed>
 void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
                  const KeyRule& rule, Allowed allowed, float* o /*[rows, N_h·d_v]*/) {
-  const int64_t num_keys = rule.num_keys;
+  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+  using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+  const int64_t num_keys = rule.num_keys, rows = qb.rows;
   const int64_t nh = dims.heads, d_r = dims.rope_dim, d_n = dims.nope_dim, d_v = dims.v_dim;
   const int64_t d_qk = d_n + d_r, kv_width = nh * (d_n + d_v);
   std::vector<float> expanded(num_keys * kv_width);  // [T, N_h, d_n + d_v]
@@ -164,26 +171,34 @@ void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb,
   }
   Linear(latent_rows, num_keys, w.kv_b_proj, expanded.data());
   const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
-  DefaultThreadPool().ParallelFor(qb.rows * nh, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(num_keys);
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t r = idx / nh, h = idx % nh;
-      const float* q_nope = qb.q + idx * d_qk;
-      const float* q_rope = q_nope + d_n;
-      for (int64_t j = 0; j < num_keys; ++j) {
-        if (!rule.Valid(r, j) || !allowed(r, j)) {
-          scores[j] = kNegInf;
-          continue;
+  // Row blocks: a block's products reach the keys up to its last row's own slot only (a chain's
+  // rows see more keys row by row), so short blocks waste little on the causal triangle.
+  constexpr int64_t kRowBlock = kNaiveRowBlock;
+  DefaultThreadPool().ParallelFor(nh, 1, [&](int64_t h_begin, int64_t h_end) {
+    std::vector<float> scores;  // [block rows, reach]
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      const ConstStrided k_nope(expanded.data() + h * (d_n + d_v), num_keys, d_n, Eigen::OuterStride<>(kv_width));
+      const ConstStrided v(expanded.data() + h * (d_n + d_v) + d_n, num_keys, d_v, Eigen::OuterStride<>(kv_width));
+      const ConstStrided k_rope(rope_key, num_keys, d_r, Eigen::OuterStride<>(d_r));
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+        const int64_t nr = std::min(kRowBlock, rows - r0);
+        int64_t reach = 0;  // keys [0, reach) are the only ones any row of the block may see
+        for (int64_t r = r0; r < r0 + nr; ++r) reach = std::max(reach, std::min(rule.OwnSlot(r), num_keys - 1) + 1);
+        const ConstStrided q_nope(qb.q + (r0 * nh + h) * d_qk, nr, d_n, Eigen::OuterStride<>(nh * d_qk));
+        const ConstStrided q_rope(qb.q + (r0 * nh + h) * d_qk + d_n, nr, d_r, Eigen::OuterStride<>(nh * d_qk));
+        scores.resize(nr * reach);
+        Eigen::Map<RowMatrix> s(scores.data(), nr, reach);  // [nr, reach]
+        s.noalias() = q_nope * k_nope.topRows(reach).transpose();
+        s.noalias() += q_rope * k_rope.topRows(reach).transpose();
+        for (int64_t i = 0; i < nr; ++i) {
+          float* row = scores.data() + i * reach;
+          for (int64_t j = 0; j < reach; ++j) {
+            row[j] = rule.Valid(r0 + i, j) && allowed(r0 + i, j) ? dims.softmax_scale * row[j] : kNegInf;
+          }
+          if (!SoftmaxInPlace(row, reach)) std::fill(row, row + reach, 0.0f);  // no key: o = 0
         }
-        const float* k_nope = expanded.data() + j * kv_width + h * (d_n + d_v);
-        scores[j] = dims.softmax_scale * (DotF32(q_nope, k_nope, d_n) + DotF32(q_rope, rope_key + j * d_r, d_r));
-      }
-      float* o_head = o + idx * d_v;
-      std::fill(o_head, o_head + d_v, 0.0f);
-      if (!SoftmaxInPlace(scores.data(), num_keys)) continue;
-      for (int64_t j = 0; j < num_keys; ++j) {
-        if (scores[j] == 0.0f) continue;
-        Axpy(scores[j], expanded.data() + j * kv_width + h * (d_n + d_v) + d_n, o_head, d_v);
+        Strided o_head(o + r0 * nh * d_v + h * d_v, nr, d_v, Eigen::OuterStride<>(nh * d_v));  // [nr, d_v]
+        o_head.noalias() = s * v.topRows(reach);
       }
     }
   });
@@ -214,6 +229,27 @@ absl::StatusOr<AttentionPath> ChooseAttentionPath(int64_t num_keys, int64_t inde
                                                    " > ", index_topk));
   }
   return path;
+}
+
+AttentionFormCost AttentionFormCosts(const MlaDims& dims, int64_t num_keys, std::span<const int64_t> reach,
+                                     int64_t index_topk) {
+  const double per_weight_pass = static_cast<double>(dims.heads * (dims.nope_dim + dims.v_dim) * dims.kv_lora);
+  const double naive_per_key = static_cast<double>(dims.heads * (dims.nope_dim + dims.rope_dim + dims.v_dim));
+  const double absorbed_per_key = static_cast<double>(dims.heads * (2 * dims.kv_lora + dims.rope_dim));
+  const int64_t rows = static_cast<int64_t>(reach.size());
+  AttentionFormCost cost;
+  cost.naive = static_cast<double>(num_keys) * per_weight_pass;
+  cost.absorbed = static_cast<double>(rows) * per_weight_pass;
+  for (int64_t r0 = 0; r0 < rows; r0 += kNaiveRowBlock) {
+    const int64_t r1 = std::min(rows, r0 + kNaiveRowBlock);
+    const int64_t block_reach = *std::max_element(reach.begin() + r0, reach.begin() + r1);
+    cost.naive += static_cast<double>((r1 - r0) * block_reach) * naive_per_key;
+  }
+  for (const int64_t keys : reach) {
+    const int64_t used = index_topk > 0 ? std::min(keys, index_topk) : keys;
+    cost.absorbed += static_cast<double>(used) * absorbed_per_key;
+  }
+  return cost;
 }
 
 absl::StatusOr<MlaStepResult> MlaForward(const MlaWeights& w, const MlaDims& dims, const RotaryEmbedding& rope,
@@ -340,7 +376,14 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
   AttentionForm form = options.form;
   if (path == AttentionPath::kGather) form = AttentionForm::kAbsorbed;
   if (form == AttentionForm::kAuto) {
-    form = rows <= options.gather_max_rows ? AttentionForm::kAbsorbed : AttentionForm::kNaive;
+    form = AttentionForm::kAbsorbed;  // row-independent: verify blocks and batched verifies
+    if (rows > options.gather_max_rows && !RowInvariantActive()) {
+      std::vector<int64_t> reach(rows);  // [rows]
+      for (int64_t r = 0; r < rows; ++r) reach[r] = std::min(rule.OwnSlot(r), num_keys - 1) + 1;
+      const AttentionFormCost cost =
+          AttentionFormCosts(dims, num_keys, reach, path == AttentionPath::kDense ? 0 : k_top);
+      if (cost.naive < cost.absorbed) form = AttentionForm::kNaive;
+    }
   }
   QueryBlock qb;
   qb.rows = rows;

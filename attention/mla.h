@@ -73,6 +73,23 @@ struct AttentionOptions {
 absl::StatusOr<AttentionPath> ChooseAttentionPath(int64_t num_keys, int64_t index_topk, int64_t rows,
                                                  const AttentionOptions& options);
 
+// Multiply-adds of one call's attention in each form, the rule kAuto follows for calls of more than
+// gather_max_rows rows outside a RowInvariantScope (prefill): the form with fewer. Both forms pass
+// through kv_b_proj's N_h·(d_n + d_v)·r_kv weights: the naive form once per key (expanding keys
+// [0, T)), the absorbed form once per row (folding the query, un-absorbing the output). Per key a
+// row attends, the naive form then spends N_h·(d_qk + d_v) on the expanded keys, over the keys its
+// row block of kNaiveRowBlock rows reaches, and the absorbed form N_h·(2·r_kv + d_r) on the latents,
+// over the keys the row uses.
+inline constexpr int64_t kNaiveRowBlock = 64;
+struct AttentionFormCost {
+  double naive = 0;
+  double absorbed = 0;
+};
+// reach[r]: the keys [0, reach[r]) row r may see (its own slot + 1); index_topk: K, or 0 on the dense
+// path (a row then uses every key it reaches, else min(reach, K)).
+AttentionFormCost AttentionFormCosts(const MlaDims& dims, int64_t num_keys, std::span<const int64_t> reach,
+                                     int64_t index_topk);
+
 struct MlaStepResult {
   AttentionPath path_used = AttentionPath::kAuto;
 };

@@ -169,6 +169,30 @@ void BM_Linear(benchmark::State& state) {
   state.counters["of_read"] = bw == ReadBandwidth().end() ? 0.0 : bytes_per_s / bw->second;
 }
 
+// A prefill chunk through one matrix: 256 input rows (the chunk decode_bench's BM_Prefill runs)
+// against a [2048, 6144] matrix in bf16 or FP8 (kind 0 or 1 as in BM_Linear), on 1 or 2 threads;
+// Linear takes its GEMM path from 24 rows. Counter: G multiply-adds per second.
+// Args: dtype, threads.
+void BM_LinearPrefill(benchmark::State& state) {
+  constexpr int64_t kRows = 256, kOut = 2048;
+  const DType dtype = state.range(0) == 1 ? DType::kF8E4M3 : DType::kBF16;
+  const int threads = static_cast<int>(state.range(1));
+  const Matrix& m = GetMatrix(dtype, kOut * kIn * DTypeSize(dtype));
+  Tensor x = Tensor::Empty(DType::kF32, {kRows, kIn});  // [kRows, kIn]
+  std::vector<float> y(kRows * m.out);                   // [kRows, out]
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = value(rng);
+  ThreadPool& pool = Pool(threads);
+  Linear(x.data<float>(), kRows, m.view, y.data(), &pool);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Linear(x.data<float>(), kRows, m.view, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GMAC/s"] = static_cast<double>(kRows * m.out * kIn) * state.iterations() / Elapsed(start) / 1e9;
+}
+
 // The row kernels of the absorbed attention, one thread, at GLM-5.2's shape for one query row and
 // half its heads (what one of two threads takes): 32 heads' latent queries [32, 512] against the
 // 2048 selected cache rows [2048, 512] f32, scattered over a 16384-row cache: DotRows forms the
@@ -261,6 +285,12 @@ BENCHMARK(BM_Linear)
     ->ArgNames({"fp8", "rows", "threads", "resident"})
     ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 3, 4}, {1, 2}, {1, 0}})
     ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
+BENCHMARK(BM_LinearPrefill)
+    ->ArgNames({"fp8", "threads"})
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(1.0);
 BENCHMARK(BM_AttentionRows)

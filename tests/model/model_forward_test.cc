@@ -1,5 +1,6 @@
 // Invariants of the forward pass that need no oracle: chunked = one-shot prefill, decode = rows of
 // a longer prefill, the three attention paths agree, absorbed = naive, truncation rolls back.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <span>
@@ -96,6 +97,62 @@ TEST(ModelForwardTest, DenseMaskAndGatherPathsAgree) {
       }
     }
   }
+}
+
+// Prefill-sized calls: the naive form runs head by head in blocks of kNaiveRowBlock rows, each over
+// the keys its block reaches. Over several blocks (150 rows: 64 + 64 + 22), after no prefix and
+// after one, it agrees with the absorbed form on the dense and the mask paths, and the automatic
+// choice gives exactly one of the two forms' logits.
+TEST(ModelForwardTest, PrefillFormsAgreeOverSeveralRowBlocks) {
+  constexpr int64_t kRows = 150;
+  const int64_t k = Tiny().config().index_topk;
+  const auto tokens = TestTokens(kRows + 40, Tiny().config().vocab_size, 13);
+  for (const int64_t prefix : {int64_t{0}, int64_t{40}}) {
+    std::vector<int32_t> head(tokens.begin(), tokens.begin() + prefix);
+    std::vector<int32_t> tail(tokens.begin() + prefix, tokens.begin() + prefix + kRows);
+    const bool dense_possible = prefix + kRows <= k;
+    for (const AttentionPath path : {dense_possible ? AttentionPath::kDense : AttentionPath::kMask, AttentionPath::kAuto}) {
+      std::vector<ForwardOutput> outs;  // naive, absorbed, auto
+      for (const AttentionForm form : {AttentionForm::kNaive, AttentionForm::kAbsorbed, AttentionForm::kAuto}) {
+        auto cache = *Tiny().NewCache(kRows + 64);
+        if (prefix > 0) RunTiny(*cache, head, 0);
+        ForwardOptions options;
+        options.attention.path = path;
+        options.attention.form = form;
+        outs.push_back(RunTiny(*cache, tail, prefix, options));
+      }
+      EXPECT_LT(RelativeMaxDiff(outs[0].logits, outs[1].logits), 1e-5) << "prefix " << prefix;
+      const auto same_bits = [](const Tensor& a, const Tensor& b) {
+        return std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>());
+      };
+      EXPECT_TRUE(same_bits(outs[2].logits, outs[0].logits) || same_bits(outs[2].logits, outs[1].logits))
+          << "prefix " << prefix;
+    }
+  }
+}
+
+// The multiply-adds each form is charged with, from their definition in attention/mla.h, on shapes
+// small enough to count by hand: per weight pass N_h·(d_n + d_v)·r_kv = 2·7·5 = 70, naive per key
+// N_h·(d_qk + d_v) = 2·9 = 18, absorbed per key N_h·(2·r_kv + d_r) = 2·12 = 24.
+TEST(ModelForwardTest, AttentionFormCostsCountTheirMultiplyAdds) {
+  MlaDims dims;
+  dims.heads = 2;
+  dims.nope_dim = 3;
+  dims.rope_dim = 2;
+  dims.v_dim = 4;
+  dims.kv_lora = 5;
+  const std::vector<int64_t> three = {4, 5, 6};
+  AttentionFormCost cost = AttentionFormCosts(dims, 6, three, /*index_topk=*/0);
+  EXPECT_EQ(cost.naive, 6 * 70 + 3 * 6 * 18);   // one block reaching 6 keys
+  EXPECT_EQ(cost.absorbed, 3 * 70 + 15 * 24);   // 4 + 5 + 6 keys used
+  cost = AttentionFormCosts(dims, 6, three, /*index_topk=*/4);
+  EXPECT_EQ(cost.naive, 6 * 70 + 3 * 6 * 18);   // the naive form scores every key it reaches
+  EXPECT_EQ(cost.absorbed, 3 * 70 + 12 * 24);   // at most 4 keys a row
+  std::vector<int64_t> chain(kNaiveRowBlock + 1);  // rows 0..64 at positions 0..64
+  for (int64_t r = 0; r <= kNaiveRowBlock; ++r) chain[r] = r + 1;
+  cost = AttentionFormCosts(dims, kNaiveRowBlock + 1, chain, 0);
+  EXPECT_EQ(cost.naive, 65 * 70 + (64 * 64 + 1 * 65) * 18);  // blocks of 64 rows reaching 64, 1 reaching 65
+  EXPECT_EQ(cost.absorbed, 65 * 70 + (65 * 66 / 2) * 24);
 }
 
 // Sparse regime: decode-step logits equal the matching rows of one longer prefill.
@@ -252,7 +309,7 @@ TEST(ModelForwardTest, CacheBytesPerToken) {
 // value, or 1 and a 4-byte scale a key), rows that see at most index_topk keys (which take every key,
 // whatever the scores) are bit-identical to f32's, and decode steps still equal the rows of a prefill.
 TEST(ModelForwardTest, ReducedPrecisionIndexKeysOnlyChangeTheScoresOfTheIndexer) {
-  for (const auto [storage, dtype, key_bytes] : {std::tuple{IndexKeyStorage::kBf16, DType::kBF16, int64_t{-1}},
+  for (const auto& [storage, dtype, key_bytes] : {std::tuple{IndexKeyStorage::kBf16, DType::kBF16, int64_t{-1}},
                                                   std::tuple{IndexKeyStorage::kFp8, DType::kF8E4M3, int64_t{-2}}}) {
     LoadOptions options;
     options.index_keys = storage;
@@ -302,7 +359,7 @@ TEST(ModelForwardTest, ReducedPrecisionIndexKeysNeedTheirIndexHeadDim) {
   std::ifstream in(TinyModelEnv::Get().dir() + "/config.json");
   const nlohmann::json config = nlohmann::json::parse(in);
   const int64_t rope = config["qk_rope_head_dim"].get<int64_t>();
-  for (const auto [storage, head_dim] : {std::pair{IndexKeyStorage::kBf16, rope + 1 + rope % 2},
+  for (const auto& [storage, head_dim] : {std::pair{IndexKeyStorage::kBf16, rope + 1 + rope % 2},
                                          std::pair{IndexKeyStorage::kFp8, 3 * rope + 3 * (rope % 2) + 2}}) {
     testing_util::ScopedTempDir temp;
     nlohmann::json changed = config;
