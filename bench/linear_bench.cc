@@ -14,6 +14,7 @@
 //
 // Counters: GB/s (weight bytes per second), Gw/s (weights per second), of_read (GB/s ÷ the read
 // bandwidth of BM_StreamRead/1024 with the same thread count; 0 when it did not run first).
+// BM_LinearPrefill times a 256-row prefill chunk through Linear's GEMM path (G multiply-adds per second).
 // BM_AttentionRows times the row kernels of the absorbed attention (G multiply-adds per second),
 // BM_KvBProjRows their FP8 products with kv_b_proj (weights per second).
 // See bench/README.md for recorded results.
@@ -115,6 +116,15 @@ const Matrix& GetMatrix(DType dtype, int64_t bytes, bool quantised = false) {
   return *m;
 }
 
+// Input rows [rows, kIn] of values uniform in [-1, 1).
+Tensor RandomRows(int64_t rows, unsigned seed) {
+  Tensor x = Tensor::Empty(DType::kF32, {rows, kIn});  // [rows, kIn]
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = value(rng);
+  return x;
+}
+
 void BM_StreamRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const int64_t n = kStreamReadMiB * (int64_t{1} << 20) / static_cast<int64_t>(sizeof(float));
@@ -148,11 +158,8 @@ void BM_Linear(benchmark::State& state) {
   // x starts on a 64-byte line (a Tensor), so that a run does not depend on where the heap puts it:
   // a tile of several rows reads x for every 16 weights, and Linear copies rows off a line to one
   // only for ranges longer than the resident ones here.
-  Tensor x = Tensor::Empty(DType::kF32, {rows, kIn});  // [rows, kIn]
-  std::vector<float> y(rows * m.out);                   // [rows, out]
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = value(rng);
+  const Tensor x = RandomRows(rows, 7);  // [rows, kIn]
+  std::vector<float> y(rows * m.out);     // [rows, out]
   ThreadPool& pool = Pool(threads);
   Linear(x.data<float>(), rows, view, y.data(), &pool);  // warm-up (and, resident, the load into L2)
   const Clock::time_point start = Clock::now();
@@ -178,11 +185,8 @@ void BM_LinearPrefill(benchmark::State& state) {
   const DType dtype = state.range(0) == 1 ? DType::kF8E4M3 : DType::kBF16;
   const int threads = static_cast<int>(state.range(1));
   const Matrix& m = GetMatrix(dtype, kOut * kIn * DTypeSize(dtype));
-  Tensor x = Tensor::Empty(DType::kF32, {kRows, kIn});  // [kRows, kIn]
-  std::vector<float> y(kRows * m.out);                   // [kRows, out]
-  std::mt19937 rng(8);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = value(rng);
+  const Tensor x = RandomRows(kRows, 8);  // [kRows, kIn]
+  std::vector<float> y(kRows * m.out);      // [kRows, out]
   ThreadPool& pool = Pool(threads);
   Linear(x.data<float>(), kRows, m.view, y.data(), &pool);
   const Clock::time_point start = Clock::now();
