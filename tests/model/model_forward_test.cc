@@ -111,7 +111,8 @@ TEST(ModelForwardTest, PrefillFormsAgreeOverSeveralRowBlocks) {
     std::vector<int32_t> head(tokens.begin(), tokens.begin() + prefix);
     std::vector<int32_t> tail(tokens.begin() + prefix, tokens.begin() + prefix + kRows);
     const bool dense_possible = prefix + kRows <= k;
-    for (const AttentionPath path : {dense_possible ? AttentionPath::kDense : AttentionPath::kMask, AttentionPath::kAuto}) {
+    const AttentionPath forced = dense_possible ? AttentionPath::kDense : AttentionPath::kMask;
+    for (const AttentionPath path : {forced, AttentionPath::kAuto}) {
       std::vector<ForwardOutput> outs;  // naive, absorbed, auto
       for (const AttentionForm form : {AttentionForm::kNaive, AttentionForm::kAbsorbed, AttentionForm::kAuto}) {
         auto cache = *Tiny().NewCache(kRows + 64);

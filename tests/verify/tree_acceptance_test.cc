@@ -54,7 +54,7 @@ TEST(TreeAcceptanceTest, AChainTreeGivesTheChainRule) {
       std::vector<int32_t> tokens = {99};  // the root's token is never read
       tokens.insert(tokens.end(), drafts.begin(), drafts.end());
       const std::vector<int32_t> parents = {-1, 0, 1, 2, 3};
-      auto tree = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, parents, 30}, sampling);
+      auto tree = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, parents, 30, {}}, sampling);
       ASSERT_TRUE(tree.ok()) << tree.status();
       EXPECT_EQ(tree->accepted, expected.accepted) << "T " << temperature << " seed " << seed;
       EXPECT_THAT(tree->tokens, ElementsAreArray(expected.tokens));
@@ -86,7 +86,7 @@ TEST(TreeAcceptanceTest, TheChildThatEqualsTheDrawIsFollowed) {
         const int32_t draw = SampleToken(logits.data() + parents[g] * kVocab, kVocab, sampling, 51);
         tokens[g] = seed % 2 == 0 ? draw : (draw + 2) % kVocab;
       }
-      auto result = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, parents, 50}, sampling);
+      auto result = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, parents, 50, {}}, sampling);
       ASSERT_TRUE(result.ok());
       int64_t child = -1;
       for (int64_t c = 1; c <= 3; ++c) {
@@ -125,7 +125,7 @@ TEST(TreeRejectionTest, AChainTreeGivesTheChainRule) {
       std::vector<int32_t> tokens = {0};
       tokens.insert(tokens.end(), drafts.begin(), drafts.end());
       const std::vector<int32_t> parents = {-1, 0, 1, 2, 3};
-      auto tree = AcceptTreeByRejection({logits.data(), kVocab, tokens, parents, 40}, params.sampling);
+      auto tree = AcceptTreeByRejection({logits.data(), kVocab, tokens, parents, 40, {}}, params.sampling);
       ASSERT_TRUE(tree.ok()) << tree.status();
       EXPECT_EQ(tree->accepted, expected.accepted) << "T " << temperature << " seed " << seed;
       EXPECT_THAT(tree->tokens, ElementsAreArray(expected.tokens)) << "T " << temperature << " seed " << seed;
@@ -205,7 +205,7 @@ TEST(TreeRejectionTest, EmittedTokensFollowTheTargetDistribution) {
   constexpr int64_t kTrials = 100000;
   for (int64_t t = 0; t < kTrials; ++t) {
     sampling.seed = 1000 + static_cast<uint64_t>(t);
-    auto r = AcceptTreeByRejection({logits.data(), TwoTokenTarget::V, tokens, parents, 70}, sampling);
+    auto r = AcceptTreeByRejection({logits.data(), TwoTokenTarget::V, tokens, parents, 70, {}}, sampling);
     ASSERT_TRUE(r.ok());
     target.Count(*r, sampling, 71);
   }
@@ -242,7 +242,7 @@ TEST(TreeRejectionTest, ASampledChainTreeGivesTheChainRuleWithItsDraftDistributi
       const std::vector<int32_t> parents = {-1, 0, 1, 2, 3};
       std::vector<std::vector<double>> per_node = q;  // [5] node i's children drawn from q[i]
       per_node.emplace_back();                        // the leaf has none
-      TreeVerifyBlock block{logits.data(), kVocab, tokens, parents, 40};
+      TreeVerifyBlock block{logits.data(), kVocab, tokens, parents, 40, {}};
       block.draft_probs = per_node;
       auto tree = AcceptTreeByRejection(block, params.sampling);
       ASSERT_TRUE(tree.ok()) << tree.status();
@@ -294,7 +294,7 @@ TEST(TreeRejectionTest, SampledSiblingsKeepTheTargetDistribution) {
     }
     const std::vector<float> logits = target.Logits(tokens);  // [nodes, V]
     sampling.seed = 1000 + static_cast<uint64_t>(t);
-    TreeVerifyBlock block{logits.data(), V, tokens, parents, 70};
+    TreeVerifyBlock block{logits.data(), V, tokens, parents, 70, {}};
     block.draft_probs = q;
     auto r = AcceptTreeByRejection(block, sampling);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -331,7 +331,7 @@ TEST(TreeRejectionTest, TheDraftDistributionMustBeTheOneDrawnFrom) {
       const std::vector<float> logits = target.Logits(tokens);  // [nodes, V]
       std::vector<std::vector<double>> q(tokens.size());
       q[0] = wrong ? std::vector<double>(V, 1.0 / V) : p1;
-      TreeVerifyBlock block{logits.data(), V, tokens, parents, 3};
+      TreeVerifyBlock block{logits.data(), V, tokens, parents, 3, {}};
       block.draft_probs = q;
       auto r = AcceptTreeByRejection(block, sampling);
       ASSERT_TRUE(r.ok()) << r.status();
@@ -353,7 +353,7 @@ TEST(TreeRejectionTest, InconsistentDraftDistributionsAreErrors) {
   SamplingParams sampling;
   sampling.temperature = 1.0;
   std::vector<std::vector<double>> too_few = {DraftDistribution(kVocab, 1)};
-  TreeVerifyBlock block{logits.data(), kVocab, tokens, parents, 0};
+  TreeVerifyBlock block{logits.data(), kVocab, tokens, parents, 0, {}};
   block.draft_probs = too_few;
   EXPECT_THAT(std::string(AcceptTreeByRejection(block, sampling).status().message()),
               HasSubstr("1 draft distributions for 3 nodes"));
@@ -397,7 +397,7 @@ TEST(TreeSyntheticTest, AChainTreeGivesTheChainRule) {
     table_params.synthetic_rates.clear();
     table_params.synthetic_tree_rates = {{0.9, 0.3}, {0.7}, {0.5, 0.2}};
     for (const AcceptParams* params : {&chain_params, &table_params}) {
-      auto tree = AcceptTreeSynthetic({logits.data(), kVocab, tokens, parents, 12}, *params);
+      auto tree = AcceptTreeSynthetic({logits.data(), kVocab, tokens, parents, 12, {}}, *params);
       ASSERT_TRUE(tree.ok()) << tree.status();
       EXPECT_EQ(tree->accepted, expected.accepted) << "seed " << seed;
       EXPECT_THAT(tree->tokens, ElementsAreArray(expected.tokens)) << "seed " << seed;
@@ -424,7 +424,7 @@ TEST(TreeSyntheticTest, PathsFollowTheTableOfRates) {
   for (uint64_t seed = 0; seed < 100'000; ++seed) {
     params.sampling.seed = seed;
     params.sampling.temperature = 1.0;
-    auto r = AcceptTreeSynthetic({logits.data(), kVocab, tokens, parents, 40}, params);
+    auto r = AcceptTreeSynthetic({logits.data(), kVocab, tokens, parents, 40, {}}, params);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->path.size(), static_cast<size_t>(r->accepted + 1));
     ASSERT_EQ(r->tokens.size(), r->path.size());
@@ -448,11 +448,14 @@ TEST(TreeAcceptanceTest, BadTreesAreErrors) {
   const std::vector<float> logits = Logits(3, 1);
   const std::vector<int32_t> tokens = {0, 1, 2};
   SamplingParams sampling;
-  auto bad_root = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{0, 0, 1}, 0}, sampling);
+  auto bad_root =
+      AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{0, 0, 1}, 0, {}}, sampling);
   EXPECT_THAT(std::string(bad_root.status().message()), HasSubstr("parents[0] = -1"));
-  auto forward = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{-1, 2, 0}, 0}, sampling);
+  auto forward =
+      AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{-1, 2, 0}, 0, {}}, sampling);
   EXPECT_THAT(std::string(forward.status().message()), HasSubstr("parents[1] = 2 must name an earlier node"));
-  auto short_parents = AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{-1}, 0}, sampling);
+  auto short_parents =
+      AcceptTreeBySamplerEquality({logits.data(), kVocab, tokens, std::vector<int32_t>{-1}, 0, {}}, sampling);
   EXPECT_FALSE(short_parents.ok());
 }
 
