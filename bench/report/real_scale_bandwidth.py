@@ -58,8 +58,42 @@ def bandwidth_lines(layers_json: dict, costs, contexts: list[int], cache_macs) -
             "|---|---|---|---|---|---|"] + rows + [
             "", f"**Goal (decode weight bytes per second at least 0.75 of the read bandwidth): {verdict}** — "
             f"median {overall:.2f} over {len(ratios_all)} paired repetitions at all contexts.", ""] + \
+        memory_speed_lines(costs, contexts, cut_bytes) + \
         step_split_lines(layers_json, costs, contexts, cut_bytes) + \
         ceiling_lines(layers_json, costs, contexts, cut_bytes, cache_macs)
+
+
+def memory_speed_lines(costs, contexts: list[int], cut_bytes: int) -> list[str]:
+    """The paired ratios split by the memory's speed in their repetition: below and above the middle of
+    the run's range of read bandwidths (this machine's memory alternates between two speeds)."""
+    bws = [b for n in contexts for b in (costs.point(n).get("read_bandwidth_by_rep") or [])]
+    if not bws:
+        return []
+    middle = (min(bws) + max(bws)) / 2
+    rows, pooled = [], {False: [], True: []}
+    for n in contexts:
+        ratios = paired_ratios(costs, n, cut_bytes)
+        if not ratios:
+            continue
+        by_speed = {False: [], True: []}
+        for ratio, bw in zip(ratios, costs.point(n)["read_bandwidth_by_rep"]):
+            by_speed[bw >= middle].append((ratio, bw))
+            pooled[bw >= middle].append(ratio)
+        cells = []
+        for fast in (False, True):
+            group = by_speed[fast]
+            cells += ([str(len(group)), f"{median(b for _, b in group) / 1e9:.1f}", f"{median(r for r, _ in group):.2f}"]
+                      if group else ["0", "-", "-"])
+        rows.append(f"| {n} | " + " | ".join(cells) + " |")
+    summary = "; ".join(f"{'at or above' if fast else 'below'} {middle / 1e9:.0f} GB/s: median {median(pooled[fast]):.2f} "
+                        f"over {len(pooled[fast])} repetitions" for fast in (False, True) if pooled[fast])
+    return ["The same repetitions split by the memory's speed in each: below the middle of the run's range of read "
+            f"bandwidths ({middle / 1e9:.0f} GB/s) and at or above it. The machine's memory alternates between the two "
+            "for minutes at a time; at the faster speed a step's compute between weight reads (the attention over the "
+            "selected keys, the indexer, each FP8 weight widened and multiplied in f32) takes a larger share of it.", "",
+            "| N | repetitions, slower | their read bandwidth, GB/s | ÷ read bandwidth | repetitions, faster | "
+            "their read bandwidth, GB/s | ÷ read bandwidth |", "|---|---|---|---|---|---|---|"] + rows + [
+            "", f"By the memory's speed, all contexts: {summary}.", ""]
 
 
 # The parts of a step that stream weights, and those that compute over the cache.
