@@ -11,12 +11,9 @@
 namespace mtpspec {
 namespace {
 
-using testing_util::Range;
-using testing_util::RelativeMaxDiff;
-using testing_util::TestTokens;
-using testing_util::TinyModelEnv;
+namespace tu = testing_util;
 
-const Model& Tiny() { return TinyModelEnv::Get().model(); }
+const Model& Tiny() { return tu::TinyModelEnv::Get().model(); }
 
 bool SameBits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
@@ -32,7 +29,7 @@ ForwardOutput ChunkedForwards(KvCache& cache, const std::vector<int32_t>& tokens
   for (int64_t first = 0; first < kPrompt; first += chunk) {
     const int64_t n = std::min(chunk, kPrompt - first);
     const std::vector<int32_t> part(tokens.begin() + first, tokens.begin() + first + n);
-    auto out = Tiny().Forward(cache, part, Range(first, first + n), {});
+    auto out = Tiny().Forward(cache, part, tu::Range(first, first + n), {});
     EXPECT_TRUE(out.ok()) << out.status();
     std::memcpy(all.logits.data<float>() + first * V, out->logits.data<float>(), n * V * sizeof(float));
     std::memcpy(all.hidden_postnorm.data<float>() + first * H, out->hidden_postnorm.data<float>(), n * H * sizeof(float));
@@ -43,7 +40,7 @@ ForwardOutput ChunkedForwards(KvCache& cache, const std::vector<int32_t>& tokens
 
 TEST(PrefillPassesTest, EachPassIsTheForwardOfItsRows) {
   const int64_t H = Tiny().config().hidden_size, V = Tiny().config().vocab_size;
-  const auto tokens = TestTokens(kPrompt + 1, V, 17);
+  const auto tokens = tu::TestTokens(kPrompt + 1, V, 17);
   const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + kPrompt);
   for (const int64_t pass : {1, 7, 16, 29}) {
     SCOPED_TRACE(pass);
@@ -76,18 +73,18 @@ TEST(PrefillPassesTest, EachPassIsTheForwardOfItsRows) {
 
 TEST(PrefillPassesTest, PassesAgreeWithOneForwardOverEveryRow) {
   const int64_t V = Tiny().config().vocab_size;
-  const auto prompt = TestTokens(kPrompt, V, 19);
+  const auto prompt = tu::TestTokens(kPrompt, V, 19);
   auto whole_cache = *Tiny().NewCache(64);
   auto whole = RunOnCache(Tiny(), *whole_cache, prompt, {}, /*all_logits=*/true, /*pass_rows=*/kPrompt);
   auto cache = *Tiny().NewCache(64);
   auto passes = RunOnCache(Tiny(), *cache, prompt, {}, /*all_logits=*/true, /*pass_rows=*/8);
   ASSERT_TRUE(whole.ok() && passes.ok());
-  EXPECT_LT(RelativeMaxDiff(passes->logits.data<float>(), whole->logits.data<float>(), kPrompt * V), 2e-5);
+  EXPECT_LT(tu::RelativeMaxDiff(passes->logits.data<float>(), whole->logits.data<float>(), kPrompt * V), 2e-5);
 }
 
 TEST(PrefillPassesTest, ANonPositivePassSizeIsAnError) {
   auto cache = *Tiny().NewCache(64);
-  auto step = RunOnCache(Tiny(), *cache, TestTokens(4, Tiny().config().vocab_size), {}, false, 0);
+  auto step = RunOnCache(Tiny(), *cache, tu::TestTokens(4, Tiny().config().vocab_size), {}, false, 0);
   ASSERT_FALSE(step.ok());
   EXPECT_NE(step.status().message().find("pass_rows"), std::string::npos);
   EXPECT_EQ(cache->length(), 0);
