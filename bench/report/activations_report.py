@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from statistics import median
 
-from results_page import heading_lines, json_loader, page_arguments  # noqa: E402  (bench/report/)
+from results_page import heading_lines, json_loader, page_arguments, side_by_side_table  # noqa: E402  (bench/report/)
 
 VARIANTS = ["bf16", "fp8"]
 CUTS = [("glm7", "GLM-5.2"), ("dsv4", "DeepSeek-V3.2")]
@@ -99,22 +99,9 @@ def side_by_side_lines(name: str, run: dict) -> tuple[list[str], dict]:
              "precisions, and one cache per indexer-key storage; in every repetition each entry in turn (the order "
              "rotating) runs one decode step after its own read-bandwidth measurement, then a verify of 3 and of 5 "
              "rows. Ratios are medians over repetitions of ratios within a repetition.", "",
-             "Entries: " + "; ".join(f"`{e}` = {label[e]}" for e in entries) + ".", "",
-             "| N | " + " | ".join(f"step, {e} (ms)" for e in entries) + " | " +
-             " | ".join(f"f32 ÷ {e}" for e in others) + " | " +
-             " | ".join(f"÷ read bandwidth, {e}" for e in entries) + " |",
-             "|---|" + "---|" * (2 * len(entries) + len(others))]
-    pooled = {e: [] for e in entries}
-    for point in run["contexts"]:
-        st = point["storages"]
-        ratios = {e: [step_bytes / w / bw for w, bw in zip(st[e]["whole"], st[e]["read_bandwidth"])] for e in entries}
-        for e in entries:
-            pooled[e] += ratios[e]
-        lines.append(f"| {point['context']} | " +
-                     " | ".join(f"{1e3 * median(st[e]['whole']):.1f}" for e in entries) + " | " +
-                     " | ".join(f"{median(a / b for a, b in zip(st['f32']['whole'], st[e]['whole'])):.2f}"
-                                for e in others) + " | " +
-                     " | ".join(f"{median(ratios[e]):.2f}" for e in entries) + " |")
+             "Entries: " + "; ".join(f"`{e}` = {label[e]}" for e in entries) + ".", ""]
+    table, pooled = side_by_side_table(run, entries)
+    lines += table
     verify_rows = sorted({int(r) for p in run["contexts"] for e in entries for r in p["storages"][e].get("verify", {})})
     if verify_rows:
         lines += ["", "Verify cost: a verify of L rows over the one-row step of the same entry in the same repetition "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from results_page import heading_lines, json_loader, page_arguments  # noqa: E402  (bench/report/)
+from results_page import heading_lines, json_loader, page_arguments, side_by_side_table  # noqa: E402  (bench/report/)
 
 from real_scale_bandwidth import paired_ratios  # noqa: E402  (bench/report/)
 from real_scale_report import LayerCosts, full_schedule  # noqa: E402
@@ -163,28 +163,13 @@ def speed_section(name: str, cut: CutRuns) -> list[str]:
 def side_by_side_lines(run: dict) -> list[str]:
     """Whole one-row decode steps of the cut with each key storage, alternating within every repetition
     (real_scale_bench --decode-side-by-side), each paired with the read bandwidth measured before it."""
-    step_bytes = run["step_weight_bytes"]
     storages = [s for s in ["f32"] + VARIANTS if s in run["contexts"][0]["storages"]]
-    others = [s for s in storages if s != "f32"]
     lines = ["Measured side by side: one cache per key storage, filled with the same random values, and in every "
              "repetition one whole decode step with each, in turn (the order rotating), each after its own read "
              "bandwidth measurement. The step ratio is the median over repetitions of f32's step over the other "
-             "storage's step in the same repetition.", "",
-             "| N | " + " | ".join(f"step, {s} (ms)" for s in storages) + " | " +
-             " | ".join(f"f32 ÷ {s}" for s in others) + " | " +
-             " | ".join(f"÷ read bandwidth, {s}" for s in storages) + " |",
-             "|---|" + "---|" * (2 * len(storages) + len(others))]
-    pooled = {s: [] for s in storages}
-    for point in run["contexts"]:
-        st = point["storages"]
-        ratios = {s: [step_bytes / w / bw for w, bw in zip(st[s]["whole"], st[s]["read_bandwidth"])] for s in storages}
-        for s in storages:
-            pooled[s] += ratios[s]
-        lines.append(f"| {point['context']} | " +
-                     " | ".join(f"{1e3 * median(st[s]['whole']):.1f}" for s in storages) + " | " +
-                     " | ".join(f"{median(a / b for a, b in zip(st['f32']['whole'], st[s]['whole'])):.2f}"
-                                for s in others) + " | " +
-                     " | ".join(f"{median(ratios[s]):.2f}" for s in storages) + " |")
+             "storage's step in the same repetition.", ""]
+    table, pooled = side_by_side_table(run, storages)
+    lines += table
     lines.append("")
     reps = len(run["contexts"][0]["storages"][storages[0]]["whole"])
     for s in storages:

@@ -1,5 +1,6 @@
 """What the results pages' generators share: their arguments, the loading of a run's JSON (copied
-beside the page), and the page's heading lines (machine, date, data folder, commands)."""
+beside the page), the page's heading lines (machine, date, data folder, commands), and the table of a
+side-by-side decode run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+from statistics import median
 from typing import Callable
 
 
@@ -42,3 +44,28 @@ def heading_lines(title: str, intro: str, run: dict, data_folder: str, commands:
             f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
             f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
             f"- Data: `{data_folder}/` (the JSON of every run).", "", "Commands:", "", "```"] + commands + ["```", ""]
+
+
+def side_by_side_table(run: dict, entries: list[str]) -> tuple[list[str], dict[str, list[float]]]:
+    """The table of a `real_scale_bench --decode-side-by-side` run over `entries` (f32 first): per
+    context each entry's median step, f32's step over each other entry's in the same repetition, and
+    each entry's weight bytes per second over the read bandwidth measured before it (medians). Also
+    returns every repetition's ratio to the read bandwidth, pooled over the contexts, per entry."""
+    step_bytes = run["step_weight_bytes"]
+    others = [e for e in entries if e != "f32"]
+    lines = ["| N | " + " | ".join(f"step, {e} (ms)" for e in entries) + " | " +
+             " | ".join(f"f32 ÷ {e}" for e in others) + " | " +
+             " | ".join(f"÷ read bandwidth, {e}" for e in entries) + " |",
+             "|---|" + "---|" * (2 * len(entries) + len(others))]
+    pooled = {e: [] for e in entries}
+    for point in run["contexts"]:
+        st = point["storages"]
+        ratios = {e: [step_bytes / w / bw for w, bw in zip(st[e]["whole"], st[e]["read_bandwidth"])] for e in entries}
+        for e in entries:
+            pooled[e] += ratios[e]
+        lines.append(f"| {point['context']} | " +
+                     " | ".join(f"{1e3 * median(st[e]['whole']):.1f}" for e in entries) + " | " +
+                     " | ".join(f"{median(a / b for a, b in zip(st['f32']['whole'], st[e]['whole'])):.2f}"
+                                for e in others) + " | " +
+                     " | ".join(f"{median(ratios[e]):.2f}" for e in entries) + " |")
+    return lines, pooled
