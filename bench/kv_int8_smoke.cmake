@@ -43,57 +43,62 @@ execute_process(
 if(bad_rc EQUAL 0 OR NOT bad_err MATCHES "max_position_embeddings")
   message(FATAL_ERROR "a context beyond the limit was not rejected: rc=${bad_rc} ${bad_err}")
 endif()
+# Runs kv_int8_bench with --variant VARIANT on the same seeded windows, fails unless it exits with 0
+# and reports that variant, and sets ${VARIANT_TEXT} (its JSON), ${VARIANT_TABLE} (what it printed),
+# ${VARIANT_KL} and ${VARIANT_NLL} (teacher-forced mean KL and held-out loss) in the caller's scope.
+function(run_variant variant)
+  string(REPLACE "-" "_" key "${variant}")
+  execute_process(
+    COMMAND "${BENCH}" --model "${MODEL}" --variant ${variant} --random-tokens 3000 --windows 2 --context 40
+            --eval-tokens 12 --new-tokens 8 --json "${OUT}/${key}.json" --threads 1
+    RESULT_VARIABLE variant_rc OUTPUT_VARIABLE variant_table)
+  if(NOT variant_rc EQUAL 0)
+    message(FATAL_ERROR "kv_int8_bench --variant ${variant} exited with ${variant_rc}")
+  endif()
+  file(READ "${OUT}/${key}.json" variant_text)
+  string(JSON reported GET "${variant_text}" variant)
+  if(NOT reported STREQUAL "${variant}")
+    message(FATAL_ERROR "kv_int8_bench --variant ${variant} reported variant ${reported}")
+  endif()
+  string(JSON variant_kl GET "${variant_text}" teacher_forced mean_kl_nats)
+  string(JSON variant_nll GET "${variant_text}" teacher_forced mean_nll_${key})
+  set(VARIANT_TEXT "${variant_text}" PARENT_SCOPE)
+  set(VARIANT_TABLE "${variant_table}" PARENT_SCOPE)
+  set(VARIANT_KL "${variant_kl}" PARENT_SCOPE)
+  set(VARIANT_NLL "${variant_nll}" PARENT_SCOPE)
+endfunction()
+
 # --variant bf16-index-keys and fp8-index-keys: the indexer keys in bf16 or fp8 against f32, with the
 # top-k keys the two selections share on each layer with its own indexer (glm_a: layers 0, 1 and 3).
 # The first sees the same inputs in both runs, so only the rounding of q and k separates its
 # selections: nearly all shared.
 foreach(keys bf16 fp8)
-  execute_process(
-    COMMAND "${BENCH}" --model "${MODEL}" --variant ${keys}-index-keys --random-tokens 3000 --windows 2 --context 40
-            --eval-tokens 12 --new-tokens 8 --json "${OUT}/${keys}_keys.json" --threads 1
-    RESULT_VARIABLE keys_rc OUTPUT_VARIABLE keys_table)
-  if(NOT keys_rc EQUAL 0)
-    message(FATAL_ERROR "kv_int8_bench --variant ${keys}-index-keys exited with ${keys_rc}")
-  endif()
-  file(READ "${OUT}/${keys}_keys.json" keys_text)
-  string(JSON variant GET "${keys_text}" variant)
-  string(JSON keys_kl GET "${keys_text}" teacher_forced mean_kl_nats)
-  string(JSON keys_nll GET "${keys_text}" teacher_forced mean_nll_${keys}_index_keys)
-  string(JSON overlap_layers LENGTH "${keys_text}" selection_overlap)
-  string(JSON first_layer GET "${keys_text}" selection_overlap 0 layer)
-  string(JSON first_share GET "${keys_text}" selection_overlap 0 shared_fraction)
-  string(JSON first_keys GET "${keys_text}" selection_overlap 0 selected_keys)
-  if(NOT variant STREQUAL "${keys}-index-keys" OR NOT overlap_layers EQUAL 3 OR NOT first_layer EQUAL 0)
-    message(FATAL_ERROR "${keys} keys: variant ${variant}, ${overlap_layers} layers compared (want 3), first ${first_layer}")
+  run_variant(${keys}-index-keys)
+  string(JSON overlap_layers LENGTH "${VARIANT_TEXT}" selection_overlap)
+  string(JSON first_layer GET "${VARIANT_TEXT}" selection_overlap 0 layer)
+  string(JSON first_share GET "${VARIANT_TEXT}" selection_overlap 0 shared_fraction)
+  string(JSON first_keys GET "${VARIANT_TEXT}" selection_overlap 0 selected_keys)
+  if(NOT overlap_layers EQUAL 3 OR NOT first_layer EQUAL 0)
+    message(FATAL_ERROR "${keys} keys: ${overlap_layers} layers compared (want 3), first ${first_layer}")
   endif()
   # 24 decode steps, each selecting index_topk = 8 of its 41 or more keys.
   if(NOT first_keys EQUAL 192 OR NOT first_share GREATER 0.8 OR first_share GREATER 1)
     message(FATAL_ERROR "${keys} keys: layer 0 shares ${first_share} of ${first_keys} keys; want 192, share in (0.8, 1]")
   endif()
-  if(keys_kl LESS 0 OR NOT keys_kl LESS 5 OR NOT keys_nll GREATER 0)
-    message(FATAL_ERROR "${keys} keys: mean KL ${keys_kl}, held-out loss ${keys_nll}")
+  if(VARIANT_KL LESS 0 OR NOT VARIANT_KL LESS 5 OR NOT VARIANT_NLL GREATER 0)
+    message(FATAL_ERROR "${keys} keys: mean KL ${VARIANT_KL}, held-out loss ${VARIANT_NLL}")
   endif()
-  if(NOT keys_table MATCHES "shared with f32's selection")
-    message(FATAL_ERROR "no selection table printed: ${keys_table}")
+  if(NOT VARIANT_TABLE MATCHES "shared with f32's selection")
+    message(FATAL_ERROR "no selection table printed: ${VARIANT_TABLE}")
   endif()
   set(share_${keys} ${first_share})
 endforeach()
 # --variant bf16-activations and fp8-activations: both sides with every matrix in FP8, the input rows
 # reduced on one; the logits move (KL above 0) and the held-out loss stays finite.
 foreach(acts bf16 fp8)
-  execute_process(
-    COMMAND "${BENCH}" --model "${MODEL}" --variant ${acts}-activations --random-tokens 3000 --windows 2 --context 40
-            --eval-tokens 12 --new-tokens 8 --json "${OUT}/${acts}_activations.json" --threads 1
-    RESULT_VARIABLE acts_rc)
-  if(NOT acts_rc EQUAL 0)
-    message(FATAL_ERROR "kv_int8_bench --variant ${acts}-activations exited with ${acts_rc}")
-  endif()
-  file(READ "${OUT}/${acts}_activations.json" acts_text)
-  string(JSON variant GET "${acts_text}" variant)
-  string(JSON acts_kl GET "${acts_text}" teacher_forced mean_kl_nats)
-  string(JSON acts_nll GET "${acts_text}" teacher_forced mean_nll_${acts}_activations)
-  if(NOT variant STREQUAL "${acts}-activations" OR NOT acts_kl GREATER 0 OR NOT acts_kl LESS 5 OR NOT acts_nll GREATER 0)
-    message(FATAL_ERROR "${acts} activations: variant ${variant}, mean KL ${acts_kl}, held-out loss ${acts_nll}")
+  run_variant(${acts}-activations)
+  if(NOT VARIANT_KL GREATER 0 OR NOT VARIANT_KL LESS 5 OR NOT VARIANT_NLL GREATER 0)
+    message(FATAL_ERROR "${acts} activations: mean KL ${VARIANT_KL}, held-out loss ${VARIANT_NLL}")
   endif()
 endforeach()
 execute_process(
