@@ -21,9 +21,9 @@ absl::Status DeviceTopK::Reshape(int64_t new_rows, int64_t new_width) {
 absl::StatusOr<DeviceIndexerWeights> UploadIndexerWeights(WeightArena& arena, const IndexerWeights& host,
                                                           const std::string& name_prefix) {
   DeviceIndexerWeights w;
-  ASSIGN_OR_RETURN(w.wq_b, arena.UploadMatrix(host.wq_b, name_prefix + "wq_b.weight"));
-  ASSIGN_OR_RETURN(w.wk, arena.UploadMatrix(host.wk, name_prefix + "wk.weight"));
-  ASSIGN_OR_RETURN(w.weights_proj, arena.UploadMatrix(host.weights_proj, name_prefix + "weights_proj.weight"));
+  ASSIGN_OR_RETURN(w.wq_b, arena.UploadLinearMatrix(host.wq_b, name_prefix + "wq_b.weight"));
+  ASSIGN_OR_RETURN(w.wk, arena.UploadLinearMatrix(host.wk, name_prefix + "wk.weight"));
+  ASSIGN_OR_RETURN(w.weights_proj, arena.UploadLinearMatrix(host.weights_proj, name_prefix + "weights_proj.weight"));
   ASSIGN_OR_RETURN(w.k_norm_weight, arena.UploadF32(host.k_norm_weight.view(), name_prefix + "k_norm.weight"));
   ASSIGN_OR_RETURN(w.k_norm_bias, arena.UploadF32(host.k_norm_bias.view(), name_prefix + "k_norm.bias"));
   return w;

@@ -43,11 +43,11 @@ absl::Status CheckShapes(const DeviceMlaWeights& w, const MlaDims& dims, const D
 absl::StatusOr<DeviceMlaWeights> UploadMlaWeights(WeightArena& arena, const MlaWeights& host,
                                                   const std::string& name_prefix) {
   DeviceMlaWeights w;
-  ASSIGN_OR_RETURN(w.q_a_proj, arena.UploadMatrix(host.q_a_proj, name_prefix + "q_a_proj.weight"));
-  ASSIGN_OR_RETURN(w.q_b_proj, arena.UploadMatrix(host.q_b_proj, name_prefix + "q_b_proj.weight"));
-  ASSIGN_OR_RETURN(w.kv_a_proj, arena.UploadMatrix(host.kv_a_proj, name_prefix + "kv_a_proj_with_mqa.weight"));
+  ASSIGN_OR_RETURN(w.q_a_proj, arena.UploadLinearMatrix(host.q_a_proj, name_prefix + "q_a_proj.weight"));
+  ASSIGN_OR_RETURN(w.q_b_proj, arena.UploadLinearMatrix(host.q_b_proj, name_prefix + "q_b_proj.weight"));
+  ASSIGN_OR_RETURN(w.kv_a_proj, arena.UploadLinearMatrix(host.kv_a_proj, name_prefix + "kv_a_proj_with_mqa.weight"));
   ASSIGN_OR_RETURN(w.kv_b_proj, arena.UploadMatrix(host.kv_b_proj, name_prefix + "kv_b_proj.weight"));
-  ASSIGN_OR_RETURN(w.o_proj, arena.UploadMatrix(host.o_proj, name_prefix + "o_proj.weight"));
+  ASSIGN_OR_RETURN(w.o_proj, arena.UploadLinearMatrix(host.o_proj, name_prefix + "o_proj.weight"));
   ASSIGN_OR_RETURN(w.q_a_norm, arena.UploadF32(host.q_a_norm.view(), name_prefix + "q_a_layernorm.weight"));
   ASSIGN_OR_RETURN(w.kv_a_norm, arena.UploadF32(host.kv_a_norm.view(), name_prefix + "kv_a_layernorm.weight"));
   if (host.indexer.has_value()) {

@@ -12,6 +12,16 @@ absl::StatusOr<Device> ParseDevice(absl::string_view name, absl::string_view wha
   return absl::InvalidArgumentError(absl::StrCat(what, ": unknown device '", name, "' (expected cpu or cuda)"));
 }
 
+const char* DeviceWeightFormatName(DeviceWeightFormat format) {
+  return format == DeviceWeightFormat::kFp8 ? "fp8" : "bf16";
+}
+
+absl::StatusOr<DeviceWeightFormat> ParseDeviceWeightFormat(absl::string_view name, absl::string_view what) {
+  if (name == "bf16") return DeviceWeightFormat::kBf16;
+  if (name == "fp8") return DeviceWeightFormat::kFp8;
+  return absl::InvalidArgumentError(absl::StrCat(what, ": unknown format '", name, "' (expected bf16 or fp8)"));
+}
+
 bool BuiltWithCuda() {
 #ifdef MTPSPEC_HAVE_CUDA
   return true;

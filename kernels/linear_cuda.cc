@@ -5,6 +5,72 @@
 #include "kernels/linear_cuda_launch.h"
 
 namespace mtpspec::cuda {
+namespace {
+
+bool IsBlockScaledFp8(const TensorView& w) {
+  return w.dtype == DType::kF8E4M3 && w.block_scale != nullptr && w.ndim == 2;
+}
+
+// Appends w's rows and scale rows to `image` (which already holds image->out rows).
+void AppendFp8Rows(const TensorView& w, Fp8HostImage* image) {
+  const int64_t out = w.shape[0];
+  const int64_t in = w.shape[1];
+  for (int64_t o = 0; o < out; ++o) {
+    const uint8_t* src = w.row<uint8_t>(o);  // [in]
+    image->bytes.insert(image->bytes.end(), src, src + in);
+  }
+  for (int64_t b = 0; b < Fp8Blocks(out); ++b) {
+    const float* src = w.block_scale + b * w.scale_stride;  // [ceil(in / 128)]
+    image->scales.insert(image->scales.end(), src, src + image->scale_cols);
+  }
+  image->out += out;
+}
+
+}  // namespace
+
+size_t DeviceMatrix::bytes() const {
+  if (!is_fp8()) return static_cast<size_t>(out * in) * sizeof(__nv_bfloat16);
+  const int64_t scale_rows = fp8.scale_split == 0 ? Fp8Blocks(out)
+                                                  : Fp8Blocks(fp8.scale_split) + Fp8Blocks(out - fp8.scale_split);
+  return static_cast<size_t>(out * in) + static_cast<size_t>(scale_rows * fp8.scale_cols) * sizeof(float);
+}
+
+absl::StatusOr<Fp8HostImage> Fp8ImageOf(const TensorView& w, const std::string& name) {
+  if (!IsBlockScaledFp8(w)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": expected a 2-D FP8 matrix with block scales, got ",
+                                                   DTypeName(w.dtype), w.block_scale ? "" : " without scales"));
+  }
+  Fp8HostImage image;
+  image.in = w.shape[1];
+  image.scale_cols = Fp8Blocks(image.in);
+  AppendFp8Rows(w, &image);
+  return image;
+}
+
+absl::StatusOr<Fp8HostImage> StackedFp8ImageOf(const TensorView& first, const TensorView& second,
+                                               const std::string& name) {
+  ASSIGN_OR_RETURN(Fp8HostImage image, Fp8ImageOf(first, name));
+  if (!IsBlockScaledFp8(second) || second.shape[1] != image.in) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the second matrix is not a 2-D FP8 matrix with block ",
+                                                   "scales and input width ", image.in));
+  }
+  image.scale_split = image.out;
+  AppendFp8Rows(second, &image);
+  return image;
+}
+
+float Fp8ImageWeight(const Fp8HostImage& image, int64_t o, int64_t i) {
+  const int64_t i0 = i - i % 8;
+  uint64_t bits = 0;
+  for (int64_t j = 0; j < 8 && i0 + j < image.in; ++j) {
+    bits |= static_cast<uint64_t>(image.bytes[static_cast<size_t>(o * image.in + i0 + j)]) << (8 * j);
+  }
+  const float scale = image.scales[static_cast<size_t>(Fp8ScaleRow(o, image.scale_split) * image.scale_cols +
+                                                       i / kDeviceFp8Block)];
+  float widened[8];
+  WidenFp8x8(bits, scale, widened);
+  return widened[i - i0];
+}
 
 absl::StatusOr<const void*> WeightArena::UploadBytes(const void* data, size_t bytes, const std::string& name) {
   ASSIGN_OR_RETURN(DeviceArray<uint8_t> block, DeviceArray<uint8_t>::Create(static_cast<int64_t>(bytes), name));
@@ -59,7 +125,30 @@ absl::StatusOr<DeviceMatrix> WeightArena::UploadMatrix(const TensorView& w, cons
     }
   }
   ASSIGN_OR_RETURN(const void* device, UploadBytes(packed.data(), packed.size() * sizeof(uint16_t), name));
-  return DeviceMatrix{static_cast<const __nv_bfloat16*>(device), out, in};
+  return DeviceMatrix{static_cast<const __nv_bfloat16*>(device), out, in, {}};
+}
+
+absl::StatusOr<DeviceMatrix> WeightArena::UploadFp8Image(const Fp8HostImage& image, const std::string& name) {
+  if (image.out < 1 || image.in < 1 || static_cast<int64_t>(image.bytes.size()) != image.out * image.in ||
+      image.scale_cols != Fp8Blocks(image.in)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": inconsistent FP8 image [", image.out, ", ", image.in, "]"));
+  }
+  ASSIGN_OR_RETURN(const void* bytes, UploadBytes(image.bytes.data(), image.bytes.size(), name));
+  ASSIGN_OR_RETURN(const void* scales,
+                   UploadBytes(image.scales.data(), image.scales.size() * sizeof(float), name + " (block scales)"));
+  DeviceMatrix matrix;
+  matrix.out = image.out;
+  matrix.in = image.in;
+  matrix.fp8 = Fp8Weights{static_cast<const uint8_t*>(bytes), static_cast<const float*>(scales), image.scale_cols,
+                          image.scale_split};
+  return matrix;
+}
+
+absl::StatusOr<DeviceMatrix> WeightArena::UploadLinearMatrix(const TensorView& w, const std::string& name) {
+  if (format_ != DeviceWeightFormat::kFp8 || !IsBlockScaledFp8(w)) return UploadMatrix(w, name);
+  if (w.fp8_activations != ActivationPrecision::kF32) return UploadMatrix(w, name);  // states the error
+  ASSIGN_OR_RETURN(const Fp8HostImage image, Fp8ImageOf(w, name));
+  return UploadFp8Image(image, name);
 }
 
 absl::StatusOr<const float*> WeightArena::UploadF32(const TensorView& t, const std::string& name) {
@@ -76,13 +165,26 @@ absl::Status LinearRows(Context& ctx, const float* x, int64_t rows, const Device
   }
   const int64_t out = out_end - out_begin;
   if (rows == 0 || out == 0) return absl::OkStatus();
-  const __nv_bfloat16* w_rows = w.data + out_begin * w.in;  // [out, in]
   if (rows <= kMaxGemvRows) {
-    return FromCuda(launch::GemvBf16(x, rows, w_rows, out, w.in, y, ctx.stream()), "GemvBf16");
+    if (w.is_fp8()) {
+      return FromCuda(launch::GemvFp8(x, rows, w.fp8, out_begin, out, w.in, y, ctx.stream()), "GemvFp8");
+    }
+    return FromCuda(launch::GemvBf16(x, rows, w.data + out_begin * w.in, out, w.in, y, ctx.stream()), "GemvBf16");
   }
-  ASSIGN_OR_RETURN(void* scratch, ctx.Workspace(static_cast<size_t>(rows * w.in) * sizeof(__nv_bfloat16)));
+  // Workspace: x in bf16 [rows, in], then (FP8) the weight rows widened to bf16 [out, in].
+  const size_t x_bytes = static_cast<size_t>(rows * w.in) * sizeof(__nv_bfloat16);
+  const size_t x_span = (x_bytes + 255) / 256 * 256;  // the widened rows start 256-byte aligned
+  const size_t w_bytes = w.is_fp8() ? static_cast<size_t>(out * w.in) * sizeof(__nv_bfloat16) : 0;
+  ASSIGN_OR_RETURN(void* scratch, ctx.Workspace(x_span + w_bytes));
   auto* x_bf16 = static_cast<__nv_bfloat16*>(scratch);  // [rows, in]
   RETURN_IF_ERROR(FromCuda(launch::F32ToBf16(x, rows * w.in, x_bf16, ctx.stream()), "F32ToBf16"));
+  const __nv_bfloat16* w_rows = w.is_fp8() ? nullptr : w.data + out_begin * w.in;  // [out, in]
+  if (w.is_fp8()) {
+    auto* widened = reinterpret_cast<__nv_bfloat16*>(static_cast<uint8_t*>(scratch) + x_span);  // [out, in]
+    RETURN_IF_ERROR(FromCuda(launch::WidenFp8ToBf16(w.fp8, out_begin, out, w.in, widened, ctx.stream()),
+                             "WidenFp8ToBf16"));
+    w_rows = widened;
+  }
   // Column-major view: yᵀ[out, rows] = W[out, in] (stored as Wᵀ col-major, ld in) · xᵀ[in, rows].
   const float alpha = 1.0f;
   const float beta = 0.0f;

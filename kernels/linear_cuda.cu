@@ -1,11 +1,13 @@
-// Kernels of kernels/linear_cuda: the small-row bf16 GEMV and f32 → bf16 rounding.
+// Kernels of kernels/linear_cuda: the small-row GEMV over bf16 or FP8 weights, f32 → bf16
+// rounding, and the widening of FP8 rows to bf16 for cuBLAS.
 //
 // GEMV layout: a block of kWarps warps owns kWarps consecutive output rows (one per warp). The
 // input dimension is walked in tiles of kTile = 32 lanes × 8 values; each tile of x (all rows) is
-// staged in shared memory once per block, and each lane multiplies its 8 weights (one 16-byte
-// load) with the 8 matching x values of every row. Per (row, output) the order of operations —
-// lane-local FMAs tile by tile, then a fixed xor-shuffle tree — is the same for any row count, so
-// a verify block reproduces plain decode bit for bit.
+// staged in shared memory once per block, and each lane multiplies its 8 weights (one 16-byte bf16
+// or 8-byte FP8 load, widened to f32 in registers; FP8 times its block scale) with the 8 matching x
+// values of every row. Per (row, output) the order of operations — lane-local FMAs tile by tile,
+// then a fixed xor-shuffle tree — is the same for any row count, so a verify block reproduces plain
+// decode bit for bit.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -22,16 +24,29 @@ constexpr int kLaneValues = kGemvLaneValues;
 constexpr int kTile = 32 * kLaneValues;  // input values per tile
 constexpr int kMaxRows = 16;
 
-template <int kRows>
-__global__ void GemvBf16Kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, int64_t out,
-                               int64_t in, float* __restrict__ y) {
+// Row o of a bf16 matrix whose first row is `w`.
+struct Bf16Rows {
+  const __nv_bfloat16* w;  // [out, in]
+  __device__ const __nv_bfloat16* Row(int64_t o, int64_t in) const { return w + o * in; }
+};
+
+// Row o of the rows [row_begin, …) of an FP8 matrix (its scale rows count from the matrix's row 0).
+struct Fp8Rows {
+  Fp8Weights w;
+  int64_t row_begin;
+  __device__ Fp8Row Row(int64_t o, int64_t in) const { return RowOf(w, row_begin + o, in); }
+};
+
+template <int kRows, typename Rows>
+__global__ void GemvKernel(const float* __restrict__ x, Rows rows_of_w, int64_t out, int64_t in,
+                           float* __restrict__ y) {
   __shared__ float x_tile[kRows][kTile];  // [rows, kTile]
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const bool active = o < out;
-  const __nv_bfloat16* w_row = w + (active ? o : 0) * in;  // [in]
-  const bool vector_loads = (in % kLaneValues) == 0;     // rows start 16-byte aligned
+  const auto w_row = rows_of_w.Row(active ? o : 0, in);  // [in]
+  const bool vector_loads = (in % kLaneValues) == 0;     // rows start 16 (bf16) or 8 (FP8) bytes aligned
 
   float acc[kRows];
 #pragma unroll
@@ -68,22 +83,41 @@ __global__ void GemvBf16Kernel(const float* __restrict__ x, const __nv_bfloat16*
   }
 }
 
-template <int kRows>
-cudaError_t LaunchGemv(const float* x, const __nv_bfloat16* w, int64_t out, int64_t in, float* y,
-                       cudaStream_t stream) {
+template <int kRows, typename Rows>
+cudaError_t LaunchGemv(const float* x, Rows w, int64_t out, int64_t in, float* y, cudaStream_t stream) {
   const int64_t blocks = (out + kWarps - 1) / kWarps;
-  GemvBf16Kernel<kRows><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(x, w, out, in, y);
+  GemvKernel<kRows, Rows><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(x, w, out, in, y);
   return cudaGetLastError();
 }
 
-template <int kRows>
-cudaError_t DispatchGemv(int64_t rows, const float* x, const __nv_bfloat16* w, int64_t out, int64_t in, float* y,
+template <int kRows, typename Rows>
+cudaError_t DispatchGemv(int64_t rows, const float* x, Rows w, int64_t out, int64_t in, float* y,
                          cudaStream_t stream) {
   if constexpr (kRows > kMaxRows) {
     return cudaErrorInvalidValue;
   } else {
-    if (rows == kRows) return LaunchGemv<kRows>(x, w, out, in, y, stream);
-    return DispatchGemv<kRows + 1>(rows, x, w, out, in, y, stream);
+    if (rows == kRows) return LaunchGemv<kRows, Rows>(x, w, out, in, y, stream);
+    return DispatchGemv<kRows + 1, Rows>(rows, x, w, out, in, y, stream);
+  }
+}
+
+// dst[o, i] = bf16(e4m3(bytes) · scale) for the rows [row_begin, row_begin + out), grid-stride.
+__global__ void WidenFp8ToBf16Kernel(Fp8Weights w, int64_t row_begin, int64_t out, int64_t in,
+                                     __nv_bfloat16* __restrict__ dst) {
+  const int64_t groups_per_row = (in + kLaneValues - 1) / kLaneValues;
+  const int64_t groups = out * groups_per_row;
+  const bool vector_loads = (in % kLaneValues) == 0;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = g / groups_per_row;
+    const int64_t i0 = (g % groups_per_row) * kLaneValues;
+    float wv[kLaneValues];
+    LoadLaneWeights(RowOf(w, row_begin + o, in), i0, in, vector_loads, wv);
+    __nv_bfloat16* dst_row = dst + o * in;  // [in]
+#pragma unroll
+    for (int j = 0; j < kLaneValues; ++j) {
+      if (i0 + j < in) dst_row[i0 + j] = __float2bfloat16_rn(wv[j]);
+    }
   }
 }
 
@@ -99,7 +133,24 @@ __global__ void F32ToBf16Kernel(const float* __restrict__ src, int64_t n, __nv_b
 cudaError_t GemvBf16(const float* x, int64_t rows, const __nv_bfloat16* w, int64_t out, int64_t in, float* y,
                      cudaStream_t stream) {
   if (rows < 1 || rows > kMaxRows || out < 1 || in < 1) return cudaErrorInvalidValue;
-  return DispatchGemv<1>(rows, x, w, out, in, y, stream);
+  return DispatchGemv<1, Bf16Rows>(rows, x, Bf16Rows{w}, out, in, y, stream);
+}
+
+cudaError_t GemvFp8(const float* x, int64_t rows, const Fp8Weights& w, int64_t row_begin, int64_t out, int64_t in,
+                    float* y, cudaStream_t stream) {
+  if (rows < 1 || rows > kMaxRows || out < 1 || in < 1 || row_begin < 0) return cudaErrorInvalidValue;
+  return DispatchGemv<1, Fp8Rows>(rows, x, Fp8Rows{w, row_begin}, out, in, y, stream);
+}
+
+cudaError_t WidenFp8ToBf16(const Fp8Weights& w, int64_t row_begin, int64_t out, int64_t in, __nv_bfloat16* dst,
+                           cudaStream_t stream) {
+  if (out <= 0 || in <= 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t groups = out * ((in + kLaneValues - 1) / kLaneValues);
+  const int64_t blocks = (groups + threads - 1) / threads;
+  WidenFp8ToBf16Kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
+      w, row_begin, out, in, dst);
+  return cudaGetLastError();
 }
 
 cudaError_t F32ToBf16(const float* src, int64_t n, __nv_bfloat16* dst, cudaStream_t stream) {

@@ -38,6 +38,12 @@ void AppendBf16Rows(const TensorView& w, std::vector<uint16_t>* dst) {
   }
 }
 
+// An FP8 matrix with block scales, loaded for f32 input rows (the only kind the device keeps FP8).
+bool IsStoredFp8(const TensorView& w) {
+  return w.dtype == DType::kF8E4M3 && w.block_scale != nullptr && w.ndim == 2 &&
+         w.fp8_activations == ActivationPrecision::kF32;
+}
+
 // True when every value of an f32 matrix survives the round trip through bf16.
 bool ExactlyBf16(const TensorView& w) {
   for (int64_t o = 0; o < w.shape[0]; ++o) {
@@ -58,7 +64,8 @@ absl::Status CheckMoeCall(const DeviceMoeWeights& w, const ModelConfig& c, int64
   const int64_t num_experts = c.n_routed_experts;
   if (rows < 0 || num_experts < 1 || static_cast<int64_t>(w.experts.size()) != num_experts ||
       w.router.out + (w.router_f32 != nullptr ? num_experts : 0) != num_experts || w.hidden != c.hidden_size ||
-      w.router_bias == nullptr || w.gate_up_table == nullptr || w.down_table == nullptr) {
+      w.router_bias == nullptr || (w.gate_up_table.bf16 == nullptr && w.gate_up_table.fp8 == nullptr) ||
+      (w.down_table.bf16 == nullptr && w.down_table.fp8 == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: weights do not match the config (", num_experts,
                                                    " experts, hidden ", c.hidden_size, ") or rows ", rows,
                                                    " is negative"));
@@ -215,6 +222,23 @@ absl::Status RoutedExpertsLarge(Context& ctx, const DeviceMoeWeights& w, const M
 
 absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpWeights& stored,
                                                   const std::string& name) {
+  if (arena.format() == DeviceWeightFormat::kFp8 && IsStoredFp8(stored.gate) && IsStoredFp8(stored.up) &&
+      IsStoredFp8(stored.down)) {
+    // Kept as stored: gate rows then up rows with their own scale grids, and down.
+    if (stored.gate.shape[0] != stored.up.shape[0] || stored.down.shape[1] != stored.gate.shape[0] ||
+        stored.down.shape[0] != stored.gate.shape[1]) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": gate/up/down shapes [", stored.gate.shape[0], ", ",
+                                                     stored.gate.shape[1], "] / [", stored.up.shape[0], ", ",
+                                                     stored.up.shape[1], "] / [", stored.down.shape[0], ", ",
+                                                     stored.down.shape[1], "] do not form an MLP"));
+    }
+    ASSIGN_OR_RETURN(const Fp8HostImage gate_up,
+                     StackedFp8ImageOf(stored.gate, stored.up, name + ".gate_proj + up_proj"));
+    DeviceMlpWeights device;
+    ASSIGN_OR_RETURN(device.gate_up, arena.UploadFp8Image(gate_up, name + ".gate_up_proj"));
+    ASSIGN_OR_RETURN(device.down, arena.UploadLinearMatrix(stored.down, name + ".down_proj"));
+    return device;
+  }
   Tensor gate_f32, up_f32, down_f32;  // FP8 matrices, dequantised for the upload
   MlpWeights host;
   host.gate = HostMatrixForUpload(stored.gate, gate_f32);
@@ -235,7 +259,7 @@ absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpW
   ASSIGN_OR_RETURN(const void* gate_up, arena.UploadBytes(packed.data(), packed.size() * sizeof(uint16_t),
                                                           name + ".gate_up_proj"));
   DeviceMlpWeights device;
-  device.gate_up = DeviceMatrix{static_cast<const __nv_bfloat16*>(gate_up), 2 * width, hidden};
+  device.gate_up = DeviceMatrix{static_cast<const __nv_bfloat16*>(gate_up), 2 * width, hidden, {}};
   ASSIGN_OR_RETURN(device.down, arena.UploadMatrix(host.down, name + ".down_proj"));
   return device;
 }
@@ -275,7 +299,8 @@ absl::StatusOr<DeviceMoeWeights> UploadMoeWeights(WeightArena& arena, const MoeW
   }
   ASSIGN_OR_RETURN(device.router_bias,
                    arena.UploadF32(host.router_bias.view(), name + ".gate.e_score_correction_bias"));
-  std::vector<const __nv_bfloat16*> gate_up_table, down_table;  // [E] device pointers
+  std::vector<const __nv_bfloat16*> gate_up_table, down_table;  // [E] device pointers (bf16 experts)
+  std::vector<Fp8Weights> gate_up_fp8, down_fp8;                  // [E] (FP8 experts)
   device.experts.reserve(num_experts);
   for (int64_t e = 0; e < num_experts; ++e) {
     const std::string expert_name = absl::StrCat(name, ".experts.", e);
@@ -284,16 +309,36 @@ absl::StatusOr<DeviceMoeWeights> UploadMoeWeights(WeightArena& arena, const MoeW
       return absl::InvalidArgumentError(absl::StrCat(expert_name, ": shape [", expert.down.in, ", ", expert.gate_up.in,
                                                      "] (I, H), config says [", width, ", ", hidden, "]"));
     }
-    gate_up_table.push_back(expert.gate_up.data);
-    down_table.push_back(expert.down.data);
+    const bool fp8 = expert.gate_up.is_fp8() && expert.down.is_fp8();
+    if (fp8 != (expert.gate_up.is_fp8() || expert.down.is_fp8()) || (e > 0 && fp8 != !gate_up_fp8.empty())) {
+      return absl::InvalidArgumentError(absl::StrCat(expert_name, ": its matrices are stored in a different format ",
+                                                     "from the other experts' (FP8 and not)"));
+    }
+    if (fp8) {
+      gate_up_fp8.push_back(expert.gate_up.fp8);
+      down_fp8.push_back(expert.down.fp8);
+    } else {
+      gate_up_table.push_back(expert.gate_up.data);
+      down_table.push_back(expert.down.data);
+    }
     device.experts.push_back(expert);
   }
-  ASSIGN_OR_RETURN(const void* gate_up_ptrs, arena.UploadBytes(gate_up_table.data(), gate_up_table.size() * sizeof(void*),
-                                                               name + " expert gate/up table"));
-  ASSIGN_OR_RETURN(const void* down_ptrs, arena.UploadBytes(down_table.data(), down_table.size() * sizeof(void*),
-                                                            name + " expert down table"));
-  device.gate_up_table = static_cast<const __nv_bfloat16* const*>(gate_up_ptrs);
-  device.down_table = static_cast<const __nv_bfloat16* const*>(down_ptrs);
+  if (!gate_up_fp8.empty()) {
+    ASSIGN_OR_RETURN(const void* gate_up_ptrs, arena.UploadBytes(gate_up_fp8.data(), gate_up_fp8.size() * sizeof(Fp8Weights),
+                                                                 name + " expert gate/up table"));
+    ASSIGN_OR_RETURN(const void* down_ptrs, arena.UploadBytes(down_fp8.data(), down_fp8.size() * sizeof(Fp8Weights),
+                                                              name + " expert down table"));
+    device.gate_up_table.fp8 = static_cast<const Fp8Weights*>(gate_up_ptrs);
+    device.down_table.fp8 = static_cast<const Fp8Weights*>(down_ptrs);
+  } else {
+    ASSIGN_OR_RETURN(const void* gate_up_ptrs, arena.UploadBytes(gate_up_table.data(),
+                                                                 gate_up_table.size() * sizeof(void*),
+                                                                 name + " expert gate/up table"));
+    ASSIGN_OR_RETURN(const void* down_ptrs, arena.UploadBytes(down_table.data(), down_table.size() * sizeof(void*),
+                                                              name + " expert down table"));
+    device.gate_up_table.bf16 = static_cast<const __nv_bfloat16* const*>(gate_up_ptrs);
+    device.down_table.bf16 = static_cast<const __nv_bfloat16* const*>(down_ptrs);
+  }
   if (host.shared.has_value()) {
     ASSIGN_OR_RETURN(DeviceMlpWeights shared, UploadMlpWeights(arena, *host.shared, name + ".shared_experts"));
     if (shared.gate_up.in != hidden) {

@@ -3,7 +3,8 @@
 //
 // The grouped GEMVs follow kernels/linear_cuda.cu's layout: a block of kWarps warps owns kWarps
 // consecutive weight rows (one per warp); the input dimension is walked in tiles of 32 lanes × 8
-// values, each tile of the (up to 16) input rows is staged in shared memory, and every lane keeps a
+// values (bf16, or FP8 widened with its block scale), each tile of the (up to 16) input rows is
+// staged in shared memory, and every lane keeps a
 // partial sum per input row, reduced at the end by a fixed xor-shuffle tree. The operations behind
 // one (input row, output) never depend on how many other rows the group holds.
 #include <cuda_bf16.h>
@@ -26,10 +27,10 @@ constexpr int kGroupRows = kMoeMaxGroupRows;
 
 // The shared core of the grouped GEMVs. Every thread of the block calls it (it synchronises).
 // x_rows: shared [kGroupRows] pointers to the n input rows (each [in]); the warp's kW weight rows
-// are w_rows[0 .. kW) (each [in]); when `active` is false the warp only helps staging.
+// are w_rows[0 .. kW) (each [in]: a bf16 or f32 pointer, or an Fp8Row); when `active` is false the warp only helps staging.
 // On return, lane 0 (and every lane) holds sum[w][r] = x_rows[r] · w_rows[w] for r < n.
-template <typename WeightT, int kW>
-__device__ void GroupDot(const float* const* x_rows, int n, int64_t in, const WeightT* const (&w_rows)[kW],
+template <typename RowT, int kW>
+__device__ void GroupDot(const float* const* x_rows, int n, int64_t in, const RowT (&w_rows)[kW],
                          bool active, bool vector_loads, float (*x_tile)[kTile], float (&sum)[kW][kGroupRows]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -77,6 +78,30 @@ __device__ void GroupDot(const float* const* x_rows, int n, int64_t in, const We
 }
 
 __device__ inline bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+__device__ inline bool Aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
+
+// The weight rows o and (for gate/up) width + o of the slot's expert, and whether they allow vector
+// loads, from a bf16 table or an FP8 one.
+template <bool kFp8>
+struct ExpertRows;
+
+template <>
+struct ExpertRows<false> {
+  using Row = const __nv_bfloat16*;
+  const __nv_bfloat16* w;  // [rows, in]
+  __device__ ExpertRows(const ExpertMatrices& table, int32_t expert) : w(table.bf16[expert]) {}
+  __device__ Row operator()(int64_t o, int64_t in) const { return w + o * in; }
+  __device__ bool VectorLoads(int64_t in) const { return (in % kLaneValues) == 0 && Aligned16(w); }
+};
+
+template <>
+struct ExpertRows<true> {
+  using Row = Fp8Row;
+  Fp8Weights w;
+  __device__ ExpertRows(const ExpertMatrices& table, int32_t expert) : w(table.fp8[expert]) {}
+  __device__ Row operator()(int64_t o, int64_t in) const { return RowOf(w, o, in); }
+  __device__ bool VectorLoads(int64_t in) const { return (in % kLaneValues) == 0 && Aligned8(w.bytes); }
+};
 
 // grid (ceil(E / kWarps), ceil(rows / 16)); warp → expert, blockIdx.y → a group of ≤ 16 rows.
 template <typename WeightT>
@@ -94,7 +119,7 @@ __global__ void RouterLogitsKernel(const float* __restrict__ x, int64_t rows, co
   const WeightT* const w_rows[1] = {router + (active ? e : 0) * hidden};
   const bool vector_loads = (hidden % kLaneValues) == 0 && Aligned16(router);
   float sum[1][kGroupRows];
-  GroupDot<WeightT, 1>(x_rows, n, hidden, w_rows, active, vector_loads, x_tile, sum);
+  GroupDot<const WeightT*, 1>(x_rows, n, hidden, w_rows, active, vector_loads, x_tile, sum);
   if (!active || (threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int r = 0; r < kGroupRows; ++r) {
@@ -177,8 +202,9 @@ __global__ void PlanKernel(const int32_t* __restrict__ expert, const float* __re
 __device__ inline float Silu(float v) { return v / (1.0f + expf(-v)); }
 
 // grid (ceil(I / kWarps), max_slots); warp → output o of the slot's expert: gate row o and up row I + o.
+template <bool kFp8>
 __global__ void GroupedGateUpKernel(const float* __restrict__ x, int64_t hidden, int64_t width,
-                                    const __nv_bfloat16* const* __restrict__ gate_up_table,
+                                    ExpertMatrices gate_up_table,
                                     const int32_t* __restrict__ pair_row, const int32_t* __restrict__ slot_expert,
                                     const int32_t* __restrict__ slot_start, const int32_t* __restrict__ slot_count,
                                     const int32_t* __restrict__ num_slots, float* __restrict__ act) {
@@ -192,15 +218,15 @@ __global__ void GroupedGateUpKernel(const float* __restrict__ x, int64_t hidden,
     x_rows[threadIdx.x] = threadIdx.x < n ? x + static_cast<int64_t>(pair_row[start + threadIdx.x]) * hidden : nullptr;
   }
   __syncthreads();
-  const __nv_bfloat16* w = gate_up_table[slot_expert[slot]];  // [2I, H]
+  const ExpertRows<kFp8> w(gate_up_table, slot_expert[slot]);  // [2I, H]
   const int warp = threadIdx.x >> 5;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const bool active = o < width;
   const int64_t safe_o = active ? o : 0;
-  const __nv_bfloat16* const w_rows[2] = {w + safe_o * hidden, w + (width + safe_o) * hidden};
-  const bool vector_loads = (hidden % kLaneValues) == 0 && Aligned16(w);
+  using Row = typename ExpertRows<kFp8>::Row;
+  const Row w_rows[2] = {w(safe_o, hidden), w(width + safe_o, hidden)};
   float sum[2][kGroupRows];
-  GroupDot<__nv_bfloat16, 2>(x_rows, n, hidden, w_rows, active, vector_loads, x_tile, sum);
+  GroupDot<Row, 2>(x_rows, n, hidden, w_rows, active, w.VectorLoads(hidden), x_tile, sum);
   if (!active || (threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int r = 0; r < kGroupRows; ++r) {
@@ -209,8 +235,9 @@ __global__ void GroupedGateUpKernel(const float* __restrict__ x, int64_t hidden,
 }
 
 // grid (ceil(H / kWarps), max_slots); warp → output h of the slot's expert's down projection.
+template <bool kFp8>
 __global__ void GroupedDownKernel(const float* __restrict__ act, int64_t hidden, int64_t width,
-                                  const __nv_bfloat16* const* __restrict__ down_table,
+                                  ExpertMatrices down_table,
                                   const int32_t* __restrict__ slot_expert, const int32_t* __restrict__ slot_start,
                                   const int32_t* __restrict__ slot_count, const int32_t* __restrict__ num_slots,
                                   float* __restrict__ y) {
@@ -224,14 +251,14 @@ __global__ void GroupedDownKernel(const float* __restrict__ act, int64_t hidden,
     x_rows[threadIdx.x] = threadIdx.x < n ? act + (static_cast<int64_t>(start) + threadIdx.x) * width : nullptr;
   }
   __syncthreads();
-  const __nv_bfloat16* w = down_table[slot_expert[slot]];  // [H, I]
+  const ExpertRows<kFp8> w(down_table, slot_expert[slot]);  // [H, I]
   const int warp = threadIdx.x >> 5;
   const int64_t h = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const bool active = h < hidden;
-  const __nv_bfloat16* const w_rows[1] = {w + (active ? h : 0) * width};
-  const bool vector_loads = (width % kLaneValues) == 0 && Aligned16(w);
+  using Row = typename ExpertRows<kFp8>::Row;
+  const Row w_rows[1] = {w(active ? h : 0, width)};
   float sum[1][kGroupRows];
-  GroupDot<__nv_bfloat16, 1>(x_rows, n, width, w_rows, active, vector_loads, x_tile, sum);
+  GroupDot<Row, 1>(x_rows, n, width, w_rows, active, w.VectorLoads(width), x_tile, sum);
   if (!active || (threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int r = 0; r < kGroupRows; ++r) {
@@ -308,24 +335,36 @@ cudaError_t MoePlan(const int32_t* expert, const float* weight, int64_t rows, in
   return cudaGetLastError();
 }
 
-cudaError_t MoeGroupedGateUp(const float* x, int64_t hidden, int64_t width, const __nv_bfloat16* const* gate_up_table,
+cudaError_t MoeGroupedGateUp(const float* x, int64_t hidden, int64_t width, const ExpertMatrices& gate_up_table,
                              const int32_t* pair_row, const int32_t* slot_expert, const int32_t* slot_start,
                              const int32_t* slot_count, const int32_t* num_slots, int64_t max_slots, float* act,
                              cudaStream_t stream) {
   if (hidden < 1 || width < 1 || max_slots < 1 || max_slots > kMaxGridY) return cudaErrorInvalidValue;
+  if ((gate_up_table.bf16 == nullptr) == (gate_up_table.fp8 == nullptr)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((width + kWarps - 1) / kWarps), static_cast<unsigned>(max_slots));
-  GroupedGateUpKernel<<<grid, kThreads, 0, stream>>>(x, hidden, width, gate_up_table, pair_row, slot_expert,
-                                                     slot_start, slot_count, num_slots, act);
+  if (gate_up_table.fp8 != nullptr) {
+    GroupedGateUpKernel<true><<<grid, kThreads, 0, stream>>>(x, hidden, width, gate_up_table, pair_row, slot_expert,
+                                                             slot_start, slot_count, num_slots, act);
+  } else {
+    GroupedGateUpKernel<false><<<grid, kThreads, 0, stream>>>(x, hidden, width, gate_up_table, pair_row, slot_expert,
+                                                              slot_start, slot_count, num_slots, act);
+  }
   return cudaGetLastError();
 }
 
-cudaError_t MoeGroupedDown(const float* act, int64_t hidden, int64_t width, const __nv_bfloat16* const* down_table,
+cudaError_t MoeGroupedDown(const float* act, int64_t hidden, int64_t width, const ExpertMatrices& down_table,
                            const int32_t* slot_expert, const int32_t* slot_start, const int32_t* slot_count,
                            const int32_t* num_slots, int64_t max_slots, float* y, cudaStream_t stream) {
   if (hidden < 1 || width < 1 || max_slots < 1 || max_slots > kMaxGridY) return cudaErrorInvalidValue;
+  if ((down_table.bf16 == nullptr) == (down_table.fp8 == nullptr)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((hidden + kWarps - 1) / kWarps), static_cast<unsigned>(max_slots));
-  GroupedDownKernel<<<grid, kThreads, 0, stream>>>(act, hidden, width, down_table, slot_expert, slot_start,
-                                                   slot_count, num_slots, y);
+  if (down_table.fp8 != nullptr) {
+    GroupedDownKernel<true><<<grid, kThreads, 0, stream>>>(act, hidden, width, down_table, slot_expert, slot_start,
+                                                           slot_count, num_slots, y);
+  } else {
+    GroupedDownKernel<false><<<grid, kThreads, 0, stream>>>(act, hidden, width, down_table, slot_expert, slot_start,
+                                                            slot_count, num_slots, y);
+  }
   return cudaGetLastError();
 }
 

@@ -1,8 +1,10 @@
 // Feed-forward blocks on the GPU: the dense SwiGLU MLP and the sigmoid-routed MoE with shared
 // experts, twins of model/ffn.h (docs/models.md, "MoE").
 //
-// Weights are bf16 on the device. An MLP's gate and up projections are fused at upload into one
-// [2I, H] matrix (gate rows, then up rows) so one GEMV/GEMM computes both.
+// Weights are bf16 on the device, or, with an arena of DeviceWeightFormat::kFp8 and an FP8
+// checkpoint, FP8 as stored (kernels/fp8_device.h). An MLP's gate and up projections are fused at
+// upload into one [2I, H] matrix (gate rows, then up rows; in FP8 each keeps its own scale grid) so
+// one GEMV/GEMM computes both.
 //
 // MoE, decode and verify (rows ≤ kMaxGemvRows): the router runs in fp32 (our own kernel, one fixed
 // reduction order per row), a routing kernel picks each row's experts exactly as RouteTokens does,
@@ -29,6 +31,7 @@
 #include "core/cuda_context.h"
 #include "kernels/linear_cuda.h"
 #include "model/config.h"
+#include "model/ffn_cuda_launch.h"
 #include "model/ffn.h"
 #include "model/weights.h"
 
@@ -46,14 +49,15 @@ struct DeviceMoeWeights {
   const float* router_bias = nullptr;     // [E] e_score_correction_bias (selection only)
   std::vector<DeviceMlpWeights> experts;  // [E]
   std::optional<DeviceMlpWeights> shared;
-  // Device tables of the experts' weight pointers, for the grouped kernels.
-  const __nv_bfloat16* const* gate_up_table = nullptr;  // [E] → [2I, H]
-  const __nv_bfloat16* const* down_table = nullptr;     // [E] → [H, I]
+  // Device tables of the experts' matrices (bf16 pointers or FP8 descriptions), for the grouped kernels.
+  launch::ExpertMatrices gate_up_table;  // [E] → [2I, H]
+  launch::ExpertMatrices down_table;     // [E] → [H, I]
   int64_t hidden = 0;                                   // H
   int64_t expert_width = 0;                             // I (moe_intermediate_size)
 };
 
-// Uploads gate/up (fused) and down as bf16. `name` prefixes errors.
+// Uploads gate/up (fused) and down: as bf16, or FP8 as stored when the arena's format is kFp8 and
+// all three are FP8 with block scales. `name` prefixes errors.
 absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpWeights& host, const std::string& name);
 // Uploads the router (bf16, or f32 when the host router is f32 and not exactly bf16), the bias,
 // every expert and the shared expert, and builds the pointer tables.

@@ -8,12 +8,21 @@
 #include <cstdint>
 
 #include "core/limits.h"
+#include "kernels/fp8_device.h"
 #include "model/routing_rule.h"
 
 namespace mtpspec::cuda::launch {
 
 // Rows per group of the grouped expert kernels (the small-row GEMV's limit).
 inline constexpr int kMoeMaxGroupRows = static_cast<int>(kMaxVerifyRows);  // core/limits.h
+
+// The routed experts' matrices of one projection, on the device, for the grouped kernels: bf16
+// matrices or FP8 ones (exactly one table set). A gate/up matrix is [2I, H] (gate rows, then up
+// rows; FP8 with scale_split = I), a down matrix [H, I].
+struct ExpertMatrices {
+  const __nv_bfloat16* const* bf16 = nullptr;  // [E] → the expert's matrix
+  const Fp8Weights* fp8 = nullptr;             // [E]
+};
 
 // logits[rows, E] = x[rows, H] · router[E, H]ᵀ in fp32. Exactly one of router_bf16 / router_f32
 // is non-null. Every (row, expert) is reduced in one fixed order, for any row count.
@@ -37,16 +46,16 @@ cudaError_t MoePlan(const int32_t* expert, const float* weight, int64_t rows, in
                     int32_t* slot_expert, int32_t* slot_start, int32_t* slot_count, int32_t* num_slots,
                     int32_t* combine_index, float* combine_weight, cudaStream_t stream);
 
-// For every used slot s (grid over max_slots slots; unused ones exit): with W = gate_up_table[e],
+// For every used slot s (grid over max_slots slots; unused ones exit): with W = expert e's gate/up,
 // [2I, H], and x the slot's rows, act[slot_start[s] + j, o] = silu(x_j · W[o]) · (x_j · W[I + o]),
 // o < I. act: [pairs, I].
-cudaError_t MoeGroupedGateUp(const float* x, int64_t hidden, int64_t width, const __nv_bfloat16* const* gate_up_table,
+cudaError_t MoeGroupedGateUp(const float* x, int64_t hidden, int64_t width, const ExpertMatrices& gate_up_table,
                              const int32_t* pair_row, const int32_t* slot_expert, const int32_t* slot_start,
                              const int32_t* slot_count, const int32_t* num_slots, int64_t max_slots, float* act,
                              cudaStream_t stream);
 
-// y[slot_start[s] + j, h] = act[slot_start[s] + j] · down_table[e][h], h < H. y: [pairs, H].
-cudaError_t MoeGroupedDown(const float* act, int64_t hidden, int64_t width, const __nv_bfloat16* const* down_table,
+// y[slot_start[s] + j, h] = act[slot_start[s] + j] · (expert e's down)[h], h < H. y: [pairs, H].
+cudaError_t MoeGroupedDown(const float* act, int64_t hidden, int64_t width, const ExpertMatrices& down_table,
                            const int32_t* slot_expert, const int32_t* slot_start, const int32_t* slot_count,
                            const int32_t* num_slots, int64_t max_slots, float* y, cudaStream_t stream);
 

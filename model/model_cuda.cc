@@ -97,18 +97,24 @@ absl::StatusOr<AttentionPath> DecoderLayerForwardCuda(Context& ctx, const Device
   return path;
 }
 
-absl::StatusOr<DeviceMatrix> CudaModel::UploadShared(const TensorView& host, const std::string& name) {
-  for (const auto& [data, matrix] : uploaded_) {
-    if (data == host.data) return matrix;
+absl::StatusOr<DeviceMatrix> CudaModel::UploadShared(const TensorView& host, const std::string& name,
+                                                     SharedUse use) {
+  // A head becomes bf16 like an embedding unless it stays FP8: then one upload serves both.
+  const bool stays_fp8 = arena_.format() == DeviceWeightFormat::kFp8 && host.dtype == DType::kF8E4M3 &&
+                         host.block_scale != nullptr;
+  if (!stays_fp8) use = SharedUse::kEmbedding;
+  for (const SharedUpload& done : uploaded_) {
+    if (done.host_data == host.data && done.use == use) return done.matrix;
   }
-  ASSIGN_OR_RETURN(DeviceMatrix matrix, arena_.UploadMatrix(host, name));
-  uploaded_.push_back({host.data, matrix});
+  ASSIGN_OR_RETURN(DeviceMatrix matrix, use == SharedUse::kLinear ? arena_.UploadLinearMatrix(host, name)
+                                                                  : arena_.UploadMatrix(host, name));
+  uploaded_.push_back({host.data, use, matrix});
   return matrix;
 }
 
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const Model& host, const CudaModelOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::Create());
-  std::unique_ptr<CudaModel> model(new CudaModel(host, std::move(ctx)));
+  std::unique_ptr<CudaModel> model(new CudaModel(host, std::move(ctx), options.weights));
   const ModelConfig& c = host.config();
   const ModelWeights& w = host.weights();
   int64_t max_positions = options.max_positions;
@@ -118,8 +124,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const Model& host, 
                                                    " exceeds max_position_embeddings = ", c.max_position_embeddings));
   }
   ASSIGN_OR_RETURN(model->rope_, DeviceRope::Create(host.layer_context().rope, max_positions));
-  ASSIGN_OR_RETURN(model->embed_, model->UploadShared(w.embed, "model.embed_tokens.weight"));
-  ASSIGN_OR_RETURN(model->lm_head_, model->UploadShared(w.lm_head, "lm_head.weight"));
+  ASSIGN_OR_RETURN(model->embed_, model->UploadShared(w.embed, "model.embed_tokens.weight", SharedUse::kEmbedding));
+  ASSIGN_OR_RETURN(model->lm_head_, model->UploadShared(w.lm_head, "lm_head.weight", SharedUse::kLinear));
   ASSIGN_OR_RETURN(model->final_norm_, model->arena_.UploadF32(w.final_norm.view(), "model.norm.weight"));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     ASSIGN_OR_RETURN(DeviceLayerWeights layer,

@@ -103,6 +103,9 @@ struct CudaModelOptions {
   // Positions the RoPE tables cover, hence the largest cache capacity. 0: the model's
   // max_position_embeddings, capped at 2^18 (a table of 2^18 · d_r floats per side).
   int64_t max_positions = 0;
+  // How FP8 checkpoint matrices live on the device (core/device.h): bf16 (the default) or FP8 as
+  // stored. Embeddings, heads, routers and kv_b_proj are bf16 either way.
+  DeviceWeightFormat weights = DeviceWeightFormat::kBf16;
 };
 
 // The result of ForwardDevice. Device pointers into the model's buffers, valid until the next
@@ -147,11 +150,16 @@ class CudaModel {
   absl::StatusOr<ForwardOutput> Forward(DeviceKvCache& cache, std::span<const int32_t> tokens,
                                         std::span<const int64_t> positions, const ForwardOptions& options = {});
 
-  // Uploads a host matrix unless it is one already uploaded (tied or bound embeddings and heads).
-  absl::StatusOr<DeviceMatrix> UploadShared(const TensorView& host, const std::string& name);
+  // How a shared matrix is read: by the embedding lookup (bf16 rows) or by Linear only (a head,
+  // which stays FP8 when the arena's format keeps FP8).
+  enum class SharedUse { kEmbedding, kLinear };
+  // Uploads a host matrix unless it is one already uploaded for the same use (tied or bound
+  // embeddings and heads).
+  absl::StatusOr<DeviceMatrix> UploadShared(const TensorView& host, const std::string& name, SharedUse use);
 
  private:
-  CudaModel(const Model& host, std::unique_ptr<Context> ctx) : host_(host), ctx_(std::move(ctx)) {}
+  CudaModel(const Model& host, std::unique_ptr<Context> ctx, DeviceWeightFormat weights)
+      : host_(host), ctx_(std::move(ctx)), arena_(weights) {}
   absl::StatusOr<DeviceForward> Run(DeviceKvCache& cache, std::span<const int32_t> tokens,
                                     std::span<const int64_t> positions, const ForwardOptions& options,
                                     std::vector<TopK>* captured);
@@ -164,7 +172,12 @@ class CudaModel {
   DeviceMatrix lm_head_;  // [V, H]
   const float* final_norm_ = nullptr;  // [H]
   std::vector<DeviceLayerWeights> layers_;
-  std::vector<std::pair<const void*, DeviceMatrix>> uploaded_;  // host data → device copy (shared tensors)
+  struct SharedUpload {
+    const void* host_data;
+    SharedUse use;
+    DeviceMatrix matrix;
+  };
+  std::vector<SharedUpload> uploaded_;  // host data and use → device copy (shared tensors)
 
   // Activations of the last forward.
   GrowableBuffer<int32_t> tokens_;     // [L]

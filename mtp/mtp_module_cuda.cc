@@ -29,10 +29,12 @@ absl::StatusOr<std::unique_ptr<CudaMtpModule>> CudaMtpModule::Create(CudaModel& 
   ASSIGN_OR_RETURN(module->hnorm_, arena.UploadF32(w.hnorm.view(), name + ".hnorm.weight"));
   ASSIGN_OR_RETURN(module->shared_head_norm_,
                    arena.UploadF32(w.shared_head_norm.view(), name + ".shared_head.norm.weight"));
-  ASSIGN_OR_RETURN(module->eh_proj_, arena.UploadMatrix(w.eh_proj, name + ".eh_proj.weight"));
+  ASSIGN_OR_RETURN(module->eh_proj_, arena.UploadLinearMatrix(w.eh_proj, name + ".eh_proj.weight"));
   // Bound to the main embedding / head when the layer has no copy of its own (same host data).
-  ASSIGN_OR_RETURN(module->embed_, model.UploadShared(w.embed, name + ".embed_tokens.weight"));
-  ASSIGN_OR_RETURN(module->head_, model.UploadShared(w.head, name + ".shared_head.head.weight"));
+  ASSIGN_OR_RETURN(module->embed_,
+                   model.UploadShared(w.embed, name + ".embed_tokens.weight", CudaModel::SharedUse::kEmbedding));
+  ASSIGN_OR_RETURN(module->head_,
+                   model.UploadShared(w.head, name + ".shared_head.head.weight", CudaModel::SharedUse::kLinear));
   ASSIGN_OR_RETURN(module->block_, UploadDecoderLayer(arena, w.block, c, name));
   return module;
 }

@@ -8,7 +8,8 @@
 // changes a whole row; see tests/model/golden_test.cc for the same effect in transformers).
 //
 // Oracle-free invariants checked bit for bit: a verify block of L ≤ 16 rows gives each row exactly
-// the logits of decoding it alone, and a truncated cache continues exactly as a fresh one.
+// the logits of decoding it alone, and a truncated cache continues exactly as a fresh one. FP8
+// weights kept FP8 on the device are compared with the CPU on the same FP8 matrices.
 #include <algorithm>
 #include <span>
 #include <string>
@@ -272,6 +273,67 @@ TEST(GpuVsCpuLarger, RandomLargerShapesMatchCpu) {
   const std::vector<int32_t> block = TestTokens(8, V, 47);
   ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, block, prompt_len, "larger block");
   EXPECT_GT(p.gpu->weight_bytes(), size_t{0});
+}
+
+// FP8 weights kept FP8 on the device (CudaModelOptions::weights = kFp8) against the CPU on the same
+// FP8 matrices: the host loads the larger checkpoint with every matrix quantised to FP8
+// (WeightDType::kFP8; the router and kv_b_proj stay bf16 there and on the device), so both sides
+// multiply the same weight values and differ in summation order only. Then a verify block's rows
+// equal single-row decodes bit for bit, as with bf16 weights.
+TEST(GpuVsCpuLarger, Fp8WeightsStayFp8AndMatchCpu) {
+  MTPSPEC_REQUIRE_GPU();
+  LoadOptions options;
+  options.weight_dtype = WeightDType::kFP8;
+  auto host = Model::Load(LargerModelDir(), options);
+  ASSERT_TRUE(host.ok()) << host.status();
+  CudaModelOptions fp8_options;
+  fp8_options.weights = DeviceWeightFormat::kFp8;
+  auto fp8 = CudaModel::Create(**host, fp8_options);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  auto widened = CudaModel::Create(**host);  // the same FP8 host matrices widened to bf16
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  const DeviceLayerWeights& layer0 = (*fp8)->layer(0);
+  EXPECT_TRUE(layer0.attn.q_a_proj.is_fp8());
+  EXPECT_TRUE(layer0.attn.o_proj.is_fp8());
+  EXPECT_FALSE(layer0.attn.kv_b_proj.is_fp8());
+  EXPECT_TRUE((*fp8)->lm_head().is_fp8());
+  EXPECT_FALSE((*fp8)->embed().is_fp8());
+  EXPECT_FALSE((*widened)->layer(0).attn.q_a_proj.is_fp8());
+  // About one byte per weight instead of two (embeddings, routers and kv_b_proj stay bf16).
+  EXPECT_LT(static_cast<double>((*fp8)->weight_bytes()), 0.65 * static_cast<double>((*widened)->weight_bytes()));
+
+  Pair p{std::move(*host), std::move(*fp8)};
+  const ModelConfig& c = p.host->config();
+  const int64_t V = c.vocab_size, H = c.hidden_size;
+  const int64_t prompt_len = c.index_topk + 40;
+  const std::vector<int32_t> prompt = TestTokens(prompt_len, V, 53);
+  auto cpu_cache = *p.host->NewCache(prompt_len + 16);
+  auto gpu_cache = *p.gpu->NewCache(prompt_len + 16);
+  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, prompt, 0, "FP8 prefill");
+  const std::vector<int32_t> block = TestTokens(8, V, 59);
+  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, block, prompt_len, "FP8 block");
+
+  ASSERT_TRUE(gpu_cache->Truncate(prompt_len).ok());
+  std::vector<float> single_logits, single_hidden;  // [8, V], [8, H]
+  for (int64_t r = 0; r < 8; ++r) {
+    auto out = p.gpu->Forward(*gpu_cache, Tok(block[r]), Pos(prompt_len + r));
+    ASSERT_TRUE(out.ok()) << out.status();
+    single_logits.insert(single_logits.end(), out->logits.data<float>(), out->logits.data<float>() + V);
+    single_hidden.insert(single_hidden.end(), out->hidden_postnorm.data<float>(),
+                         out->hidden_postnorm.data<float>() + H);
+  }
+  for (const int64_t L : {2, 5, 8}) {
+    ASSERT_TRUE(gpu_cache->Truncate(prompt_len).ok());
+    const std::vector<int32_t> rows(block.begin(), block.begin() + L);
+    auto out = p.gpu->Forward(*gpu_cache, rows, Range(prompt_len, prompt_len + L));
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t r = 0; r < L; ++r) {
+      EXPECT_TRUE(BitEqual(out->logits.data<float>() + r * V, single_logits.data() + r * V, V))
+          << "FP8: row " << r << " of a " << L << "-row block";
+      EXPECT_TRUE(BitEqual(out->hidden_postnorm.data<float>() + r * H, single_hidden.data() + r * H, H))
+          << "FP8: hidden row " << r << " of a " << L << "-row block";
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // model/ffn_cuda (dense MLP and MoE on the GPU) against the CPU twins MlpForward, MoeForward and
-// RouteTokens on random bf16 weights, and the row-count invariance that speculative decoding needs:
+// RouteTokens on random bf16 weights and on FP8 ones with 128 × 128 block scales (kept FP8 on the
+// device, DeviceWeightFormat::kFp8), and the row-count invariance that speculative decoding needs:
 // a row computed inside a block of 1..16 rows is bitwise the row computed alone.
 #include <algorithm>
 #include <cmath>
@@ -12,8 +13,9 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "kernels/linear.h"
+#include "core/fp8_quantise.h"
 #include "core/tensor.h"
+#include "kernels/linear.h"
 #include "model/ffn.h"
 #include "model/ffn_cuda.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -29,9 +31,27 @@ std::vector<float> RandomVector(int64_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-// Host weights that own their storage (the views in MlpWeights / MoeWeights point into it).
+// Host weights that own their storage (the views in MlpWeights / MoeWeights point into it). With
+// `fp8`, the MLP and expert matrices are quantised to FP8 with 128 × 128 block scales, as the
+// releases store them (routers stay bf16, as in the releases).
 class HostWeights {
  public:
+  explicit HostWeights(bool fp8 = false) : fp8_(fp8) {}
+  // An FP8 [out, in] matrix quantised from N(0, scale²) entries, its block scales attached.
+  TensorView Fp8(int64_t out, int64_t in, float scale) {
+    Tensor& values = owned_.emplace_back(Tensor::Empty(DType::kF32, {out, in}));
+    const std::vector<float> random = RandomVector(out * in, next_seed_++, scale);
+    std::copy(random.begin(), random.end(), values.data<float>());
+    Fp8Matrix q = QuantiseFp8(values.view(), /*power_of_two_scales=*/false);
+    Tensor& codes = owned_.emplace_back(std::move(q.codes));
+    Tensor& scales = owned_.emplace_back(std::move(q.scales));
+    TensorView v = codes.view();
+    v.block_scale = scales.data<float>();
+    v.scale_stride = scales.view().shape[1];
+    v.fp8_nan_free = true;  // quantised from finite values
+    return v;
+  }
+  TensorView Matrix(int64_t out, int64_t in, float scale) { return fp8_ ? Fp8(out, in, scale) : Bf16(out, in, scale); }
   // A bf16 [out, in] matrix with N(0, scale²) entries.
   TensorView Bf16(int64_t out, int64_t in, float scale) {
     Tensor& t = owned_.emplace_back(Tensor::Empty(DType::kBF16, {out, in}));
@@ -42,9 +62,9 @@ class HostWeights {
   }
   MlpWeights Mlp(int64_t hidden, int64_t width) {
     MlpWeights w;
-    w.gate = Bf16(width, hidden, 1.0f / std::sqrt(static_cast<float>(hidden)));
-    w.up = Bf16(width, hidden, 1.0f / std::sqrt(static_cast<float>(hidden)));
-    w.down = Bf16(hidden, width, 1.0f / std::sqrt(static_cast<float>(width)));
+    w.gate = Matrix(width, hidden, 1.0f / std::sqrt(static_cast<float>(hidden)));
+    w.up = Matrix(width, hidden, 1.0f / std::sqrt(static_cast<float>(hidden)));
+    w.down = Matrix(hidden, width, 1.0f / std::sqrt(static_cast<float>(width)));
     return w;
   }
   MoeWeights Moe(const ModelConfig& c, bool shared) {
@@ -59,9 +79,25 @@ class HostWeights {
   }
 
  private:
+  bool fp8_;
   std::deque<Tensor> owned_;
   uint32_t next_seed_ = 1000;
 };
+
+// The weight formats every MoE/MLP test runs: bf16 weights, and FP8 weights kept FP8 on the device.
+constexpr DeviceWeightFormat kFormats[] = {DeviceWeightFormat::kBf16, DeviceWeightFormat::kFp8};
+
+// The upload kept FP8 experts FP8 (and bf16 ones bf16).
+void ExpectExpertFormat(const DeviceMoeWeights& dw, DeviceWeightFormat format) {
+  const bool fp8 = format == DeviceWeightFormat::kFp8;
+  EXPECT_EQ(dw.gate_up_table.fp8 != nullptr, fp8);
+  EXPECT_EQ(dw.down_table.fp8 != nullptr, fp8);
+  EXPECT_EQ(dw.gate_up_table.bf16 != nullptr, !fp8);
+  for (const DeviceMlpWeights& e : dw.experts) {
+    EXPECT_EQ(e.gate_up.is_fp8(), fp8);
+    EXPECT_EQ(e.down.is_fp8(), fp8);
+  }
+}
 
 struct MoeCase {
   const char* name;
@@ -191,20 +227,23 @@ TEST(MoeCuda, RoutingMatchesCpuRouteTokens) {
   }
 }
 
-// Every case at each row count of `row_counts`: the GPU MoE within `tolerance` (ExpectClose) of the
-// CPU MoeForward on the same bf16 weights and well-separated inputs (seeded from `seed_base`).
+// Every case and weight format at each row count of `row_counts`: the GPU MoE within `tolerance`
+// (ExpectClose) of the CPU MoeForward on the same weights (bf16, or FP8 read in place by both) and
+// well-separated inputs (seeded from `seed_base`).
 void ExpectMoeMatchesCpu(std::initializer_list<int64_t> row_counts, uint32_t seed_base, double tolerance,
                          const char* what) {
   auto ctx = Context::Create();
   ASSERT_TRUE(ctx.ok()) << ctx.status();
+  for (const DeviceWeightFormat format : kFormats)
   for (const MoeCase& m : kCases) {
-    SCOPED_TRACE(m.name);
+    SCOPED_TRACE(std::string(m.name) + ", weights " + DeviceWeightFormatName(format));
     const ModelConfig c = ConfigOf(m);
-    HostWeights host;
+    HostWeights host(format == DeviceWeightFormat::kFp8);
     const MoeWeights w = host.Moe(c, m.shared);
-    WeightArena arena;
+    WeightArena arena(format);
     auto dw = UploadMoeWeights(arena, w, c, "moe");
     ASSERT_TRUE(dw.ok()) << dw.status();
+    ExpectExpertFormat(*dw, format);
     for (const int64_t rows : row_counts) {
       SCOPED_TRACE(rows);
       const std::vector<float> x = WellSeparatedRows(w, c, rows, seed_base + static_cast<uint32_t>(rows));
@@ -218,7 +257,8 @@ void ExpectMoeMatchesCpu(std::initializer_list<int64_t> row_counts, uint32_t see
 
 TEST(MoeCuda, SmallRowsMatchCpuMoeForward) {
   MTPSPEC_REQUIRE_GPU();
-  // Same bf16 weights, f32 activations: only the summation order and expf differ.
+  // Same weight values (bf16, or FP8 times its scale in f32 on both sides), f32 activations: only
+  // the summation order and expf differ.
   ExpectMoeMatchesCpu({1, 3, 16}, 100, 1e-4, "MoE, small rows");
 }
 
@@ -226,14 +266,16 @@ TEST(MoeCuda, BlockRowsAreBitwiseTheRowsComputedAlone) {
   MTPSPEC_REQUIRE_GPU();
   auto ctx = Context::Create();
   ASSERT_TRUE(ctx.ok()) << ctx.status();
+  for (const DeviceWeightFormat format : kFormats)
   for (const MoeCase& m : kCases) {
-    SCOPED_TRACE(m.name);
+    SCOPED_TRACE(std::string(m.name) + ", weights " + DeviceWeightFormatName(format));
     const ModelConfig c = ConfigOf(m);
-    HostWeights host;
+    HostWeights host(format == DeviceWeightFormat::kFp8);
     const MoeWeights w = host.Moe(c, m.shared);
-    WeightArena arena;
+    WeightArena arena(format);
     auto dw = UploadMoeWeights(arena, w, c, "moe");
     ASSERT_TRUE(dw.ok()) << dw.status();
+    ExpectExpertFormat(*dw, format);
     const int64_t hidden = c.hidden_size;
     // Any rows will do here (ties route identically in both calls): plain random input.
     const std::vector<float> x = RandomVector(kMaxGemvRows * hidden, 31);  // [16, H]
@@ -277,14 +319,17 @@ TEST(MlpCuda, MatchesCpuAndBlockRowsAreBitwiseTheRowsAlone) {
   MTPSPEC_REQUIRE_GPU();
   auto ctx = Context::Create();
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  for (const auto& [hidden, width] : {std::pair<int64_t, int64_t>{256, 160}, {100, 72}}) {
-    SCOPED_TRACE(hidden);
-    HostWeights host;
+  for (const DeviceWeightFormat format : kFormats)
+  for (const auto& [hidden, width] : {std::pair<int64_t, int64_t>{256, 160}, {100, 72}, {384, 256}}) {
+    SCOPED_TRACE(std::to_string(hidden) + ", weights " + DeviceWeightFormatName(format));
+    HostWeights host(format == DeviceWeightFormat::kFp8);
     const MlpWeights w = host.Mlp(hidden, width);
-    WeightArena arena;
+    WeightArena arena(format);
     auto dw = UploadMlpWeights(arena, w, "mlp");
     ASSERT_TRUE(dw.ok()) << dw.status();
     ASSERT_EQ(dw->gate_up.out, 2 * width);
+    EXPECT_EQ(dw->gate_up.is_fp8(), format == DeviceWeightFormat::kFp8);
+    EXPECT_EQ(dw->down.is_fp8(), format == DeviceWeightFormat::kFp8);
     const int64_t max_rows = 40;
     const std::vector<float> x = RandomVector(max_rows * hidden, 77);  // [40, H]
     DeviceArray<float> dx = ToDevice(x, **ctx);

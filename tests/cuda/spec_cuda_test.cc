@@ -162,6 +162,35 @@ TEST(SpeculativeOnGpuVariants, Int8LatentCacheKeepsMtpEqualToPlain) {
   }
 }
 
+// FP8 weights kept FP8 on the device (the trained model with every matrix quantised to FP8 at load,
+// CudaModelOptions::weights = kFp8): speculative output equals plain output, greedy and sampled.
+TEST(SpeculativeOnGpuVariants, Fp8DeviceWeightsKeepMtpEqualToPlain) {
+  MTPSPEC_REQUIRE_GPU();
+  LoadOptions load;
+  load.weight_dtype = WeightDType::kFP8;
+  auto host = Model::Load(cuda::TestModelDir("models/glm-tiny-mtp"), load);
+  ASSERT_TRUE(host.ok()) << host.status();
+  cuda::CudaModelOptions device;
+  device.weights = DeviceWeightFormat::kFp8;
+  auto gpu = CudaModel::Create(**host, device);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*gpu)->layer(0).attn.q_a_proj.is_fp8());
+  GpuModel m{std::move(*host), std::move(*gpu)};
+  const int64_t K = m.host->config().index_topk, V = m.host->config().vocab_size;
+  const std::vector<int32_t> prompt = TestTokens(K + 2, V, 79);
+  int64_t accepted = 0;
+  for (const double temperature : {0.0, 0.7}) {
+    const RunResult plain = GenerateOnGpu(m, false, prompt, Options(0, temperature, 32));
+    ASSERT_EQ(plain.tokens.size(), 32u);
+    for (const int64_t k : {1, 2, 4}) {
+      const RunResult spec = GenerateOnGpu(m, true, prompt, Options(k, temperature, 32));
+      EXPECT_EQ(spec.tokens, plain.tokens) << "FP8 device weights, T=" << temperature << ", k=" << k;
+      accepted += spec.stats.num_accepted_tokens;
+    }
+  }
+  EXPECT_GT(accepted, 0) << "MTP drafts were never accepted with FP8 weights";
+}
+
 // Plain greedy decoding on the GPU and on the CPU (bf16 weights on both) give the same tokens on
 // the trained model, whose logits are far from ties. The prompt has ≤ 16 tokens so that the GPU
 // prefill, too, keeps fp32 activations (a longer one goes through cuBLAS in bf16).
