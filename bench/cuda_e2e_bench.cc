@@ -13,8 +13,12 @@
 // so verify is somewhat cheaper than in the full model. The checkpoint is written once into
 // --model-dir with WriteRandomCheckpoint (parallel hash values, bf16) and reused when present.
 //
+// --device-weights fp8 quantises every matrix to FP8 with 128 × 128 block scales at load (as the
+// releases store them; WeightDType::kFP8) and keeps them FP8 on the GPU (DeviceWeightFormat::kFp8),
+// so a decode step reads about half the bytes of the default bf16.
+//
 // Usage: cuda_e2e_bench [--model-dir DIR] [--experts 32] [--context 4096] [--new-tokens 64]
-//                       [--reps 2] [--rates 0.64,0.68,0.54] [--json FILE]
+//                       [--reps 2] [--rates 0.64,0.68,0.54] [--device-weights bf16|fp8] [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -114,13 +118,14 @@ struct Settings {
   int64_t reps = 2;
   int64_t max_k = 3;
   std::vector<double> rates = kTrainedRates;
+  DeviceWeightFormat device_weights = DeviceWeightFormat::kBf16;
   std::string json_path;
 };
 
 absl::StatusOr<Settings> ParseSettings(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1,
                                                 {"model-dir", "experts", "context", "new-tokens", "reps", "rates",
-                                                 "json"}));
+                                                 "device-weights", "json"}));
   Settings s;
   s.model_dir = args.Get("model-dir", s.model_dir);
   ASSIGN_OR_RETURN(s.experts, args.GetInt("experts", s.experts));
@@ -128,6 +133,7 @@ absl::StatusOr<Settings> ParseSettings(int argc, char** argv) {
   ASSIGN_OR_RETURN(s.new_tokens, args.GetInt("new-tokens", s.new_tokens));
   ASSIGN_OR_RETURN(s.reps, args.GetInt("reps", s.reps));
   s.json_path = args.Get("json", "");
+  ASSIGN_OR_RETURN(s.device_weights, ParseDeviceWeightFormat(args.Get("device-weights", "bf16"), "--device-weights"));
   if (args.Has("rates")) {
     s.rates.clear();
     for (absl::string_view piece : absl::StrSplit(args.Get("rates"), ',')) {
@@ -235,10 +241,12 @@ absl::Status Run(const Settings& s) {
   RETURN_IF_ERROR(EnsureCheckpoint(s, config));
   Clock::time_point start = Clock::now();
   LoadOptions load;
+  if (s.device_weights == DeviceWeightFormat::kFp8) load.weight_dtype = WeightDType::kFP8;
   ASSIGN_OR_RETURN(std::unique_ptr<Model> host, Model::Load(s.model_dir, load));
   const int64_t capacity = s.context + s.new_tokens + kMaxDraftTokens + 2;
   cuda::CudaModelOptions model_options;
   model_options.max_positions = capacity;
+  model_options.weights = s.device_weights;
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModel> gpu, cuda::CudaModel::Create(*host, model_options));
   const double load_seconds = Seconds(start);
   ASSIGN_OR_RETURN(std::unique_ptr<CudaTarget> target, CudaTarget::Create(*gpu, capacity));
@@ -274,6 +282,7 @@ absl::Status Run(const Settings& s) {
   out["model"] = {{"config", config},
                   {"dir", s.model_dir},
                   {"weight_bytes_on_gpu", gpu->weight_bytes()},
+                  {"device_weights", DeviceWeightFormatName(s.device_weights)},
                   {"experts_note", absl::StrCat(s.experts, " routed experts instead of GLM-5.2's 256 (disk)")}};
   out["context"] = s.context;
   out["new_tokens"] = s.new_tokens;
@@ -286,8 +295,10 @@ absl::Status Run(const Settings& s) {
   out["c"] = costs.draft_step / costs.t1;
   const double plain_tps = totals[0].tokens_per_second;
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\ncuda_e2e_bench: truncated GLM-5.2 (4 layers + MTP, %lld experts), context %lld, %.1f GB on the GPU\n",
-              static_cast<long long>(s.experts), static_cast<long long>(s.context), gpu->weight_bytes() / 1e9);
+  std::printf("\ncuda_e2e_bench: truncated GLM-5.2 (4 layers + MTP, %lld experts), context %lld, %.1f GB of %s weights "
+              "on the GPU\n",
+              static_cast<long long>(s.experts), static_cast<long long>(s.context), gpu->weight_bytes() / 1e9,
+              DeviceWeightFormatName(s.device_weights));
   std::printf("T1 %.3f ms, draft step %.3f ms (c = %.3f)\n", costs.t1 * 1e3, costs.draft_step * 1e3,
               costs.draft_step / costs.t1);
   std::printf("%-6s %10s %8s %8s %8s %10s %10s %10s\n", "run", "tok/s", "speedup", "E[L]", "r_k", "predicted",

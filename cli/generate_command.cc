@@ -23,7 +23,7 @@ const std::set<std::string>& GenerateOptionNames() {
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
       "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
       "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule", "index-keys",
-      "activations"};
+      "activations", "device-weights"};
   return names;
 }
 
@@ -155,6 +155,8 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   ASSIGN_OR_RETURN(r.lookup.max_ngram, args.GetInt("ngram", 3));
   ASSIGN_OR_RETURN(r.kv_cache, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
   ASSIGN_OR_RETURN(r.device, ParseDevice(args.Get("device", "cpu"), "--device"));
+  ASSIGN_OR_RETURN(r.device_weights,
+                   ParseDeviceWeightFormat(args.Get("device-weights", "bf16"), "--device-weights"));
   if (args.Has("stop-ids")) {
     ASSIGN_OR_RETURN(r.stop_token_ids, args.GetIntList("stop-ids"));
   }

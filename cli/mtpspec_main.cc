@@ -38,6 +38,7 @@ constexpr char kUsage[] =
     "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
     "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
+    "                 [--device-weights bf16|fp8]   (with --device cuda: FP8 matrices widened to bf16, or kept FP8)\n"
     "                 [--weights stored|f32|bf16|fp8] [--kv-cache f32|int8] [--index-keys f32|bf16|fp8]\n"
     "                 [--activations f32|bf16|fp8]   (the FP8 matrices' input rows: as given, bf16, or fp8 per 128)\n"
     "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"

@@ -107,6 +107,7 @@ absl::Status CheckSharedSlotOptions(const RequestOptions& batch, const RequestOp
   else if (request.lookup.max_ngram != batch.lookup.max_ngram) differs = "ngram";
   else if (request.kv_cache != batch.kv_cache) differs = "kv_cache";
   else if (request.device != batch.device) differs = "device";
+  else if (request.device_weights != batch.device_weights) differs = "device_weights";
   if (differs.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(what, " sets ", OptionName(frontend, differs),
                                                  " differently from the rest of the batch, whose slots share it: give "

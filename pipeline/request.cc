@@ -159,6 +159,11 @@ std::vector<std::string> RequestWarnings(const RequestOptions& o, Frontend f) {
                                     " sampler-equality draws the drafts from q, which the rule accepts less often than "
                                     "argmax drafts; use rejection to gain from sampled drafts"));
   }
+  if (o.device_weights != DeviceWeightFormat::kBf16 && o.device == Device::kCpu) {
+    warnings.push_back(absl::StrCat(OptionName(f, "device_weights"), " ", DeviceWeightFormatName(o.device_weights),
+                                    " is unused unless ", OptionName(f, "device"),
+                                    " is cuda (the CPU always uses FP8 matrices as stored)"));
+  }
   if (!o.accept.synthetic_rates.empty() && o.accept.rule != AcceptRule::kSynthetic) {
     warnings.push_back(absl::StrCat(OptionName(f, "synthetic_rates"), " is unused unless ", OptionName(f, "accept"),
                                     " is synthetic"));
@@ -198,7 +203,9 @@ absl::StatusOr<Pipeline> BuildPipeline(const Model& model, const RequestOptions&
 #ifdef MTPSPEC_HAVE_CUDA
     const absl::Status gpu = cuda::DeviceStatus();
     if (!gpu.ok()) return absl::Status(gpu.code(), absl::StrCat(OptionName(frontend, "device"), " cuda: ", gpu.message()));
-    ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModel> uploaded, cuda::CudaModel::Create(model));
+    cuda::CudaModelOptions model_options;
+    model_options.weights = options.device_weights;
+    ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModel> uploaded, cuda::CudaModel::Create(model, model_options));
     std::shared_ptr<cuda::CudaModel> gpu_model(std::move(uploaded));
     p.device_model = gpu_model;
     CudaTargetOptions target_options;

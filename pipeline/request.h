@@ -46,6 +46,8 @@ struct RequestOptions {
   LookupOptions lookup;
   LatentStorage kv_cache = LatentStorage::kF32;
   Device device = Device::kCpu;
+  // With device cuda: FP8 checkpoint matrices widened to bf16 (the default) or kept FP8 on the GPU.
+  DeviceWeightFormat device_weights = DeviceWeightFormat::kBf16;
   // Tree drafting (core/draft_tree.h): a static shape (`tree`, "--tree 3,2,1") or a node budget
   // (`tree_nodes`, "--tree-nodes 8"). Empty: a chain of k.
   TreeShape tree;

@@ -4,7 +4,8 @@
 #   2. run `ctest -L cuda` and count passed / failed / skipped — the GPU is present here, so a
 #      skipped test fails the check like a failed one;
 #   3. run the GPU benchmarks with short settings: cuda_attention_bench, cuda_indexer_bench
-#      + bench/cuda_indexer_vs_torch.py, cuda_e2e_bench, and bench/cuda_layer_vs_torch.py
+#      + bench/cuda_indexer_vs_torch.py, cuda_e2e_bench (bf16 weights, then FP8 weights kept FP8),
+#      and bench/cuda_layer_vs_torch.py
 #      (bench/README_cuda.md says what each measures and its goal);
 #   4. print a short table last. Every JSON goes to $OUT (default build/device_check).
 # It stops at the first error and says which stage failed.
@@ -185,10 +186,12 @@ if idx:  # indexer top-k: torch.topk / our select >= 3
                                    "select x%.2f, total x%.2f" % (r["torch_over_ours_select"],
                                                                   r["torch_over_ours_total"])
                                    for r in idx["results"]}
-e2e = load("cuda_e2e_bench.json")
-if e2e:  # truncated model end to end
-    summary["e2e"] = [{k: r.get(k) for k in ("label", "tokens_per_second", "speedup", "predicted_speedup",
-                                            "measured_over_predicted")} for r in e2e["runs"]]
+for key, name in (("e2e", "cuda_e2e_bench.json"), ("e2e_fp8", "cuda_e2e_bench_fp8.json")):
+    e2e = load(name)
+    if e2e:  # truncated model end to end (bf16 weights; FP8 weights kept FP8)
+        summary[key] = [{k: r.get(k) for k in ("label", "tokens_per_second", "speedup", "predicted_speedup",
+                                              "measured_over_predicted")} for r in e2e["runs"]]
+        summary[key + "_weight_gb"] = e2e["model"]["weight_bytes_on_gpu"] / 1e9
 layer = load("cuda_layer_vs_torch.json")
 if layer:  # one layer against PyTorch
     summary["layer_vs_torch"] = layer.get("summary", layer)
@@ -198,8 +201,10 @@ print("cuda tests      %d passed, %d failed, %d skipped" % (passed, failed, skip
 for name, value in summary.items():
     if name in ("tests", "seconds"):
         continue
-    if name == "e2e":
-        print("e2e (tok/s, speedup, predicted, measured/predicted):")
+    if name.endswith("_weight_gb"):
+        print("%s %.2f GB of weights on the GPU" % (name[:-len("_weight_gb")], value))
+    elif name.startswith("e2e"):
+        print(name + " (tok/s, speedup, predicted, measured/predicted):")
         for r in value:
             print("  %-6s %9.1f %6.2f %6s %6s" % (r["label"], r["tokens_per_second"] or 0, r["speedup"] or 0,
                   "%.2f" % r["predicted_speedup"] if r.get("predicted_speedup") else "-",
@@ -230,6 +235,10 @@ stage "bench: truncated GLM-5.2, plain vs MTP k=1..3"
 df -h "$BUILD_DIR" | tail -1
 "$BUILD_DIR/bench/cuda_e2e_bench" --model-dir "$BUILD_DIR/e2e_model" --experts "$E2E_EXPERTS" \
   --context "$E2E_CONTEXT" --new-tokens 64 --reps 2 --json "$OUT/cuda_e2e_bench.json"
+
+stage "bench: the same with FP8 weights kept FP8 on the GPU"
+"$BUILD_DIR/bench/cuda_e2e_bench" --model-dir "$BUILD_DIR/e2e_model" --experts "$E2E_EXPERTS" \
+  --context "$E2E_CONTEXT" --new-tokens 64 --reps 2 --device-weights fp8 --json "$OUT/cuda_e2e_bench_fp8.json"
 
 stage "bench: one decoder layer vs PyTorch"
 python3 bench/cuda_layer_vs_torch.py --model-dir "$BUILD_DIR/e2e_model" \

@@ -217,6 +217,7 @@ class Model:
         on_tokens: Optional[Callable[[List[int]], Optional[bool]]] = None,
         kv_cache: str = "f32",
         device: str = "cpu",
+        device_weights: str = "bf16",
         adaptive_controller: Optional[_ext.AdaptiveController] = None,
         tree: Optional[Sequence[int]] = None,
         tree_nodes: Optional[int] = None,
@@ -256,6 +257,8 @@ class Model:
         kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
             token (rope and indexer keys stay f32).
         device: "cpu", or "cuda" in an extension built with the CUDA backend (no CPU fallback).
+        device_weights: with device "cuda", "bf16" widens FP8 checkpoint matrices to bf16 on the GPU;
+            "fp8" keeps them FP8 (one byte per weight and the block scales), widened in the kernels.
         adaptive_controller: with adaptive k, a :class:`mtpspec.AdaptiveController` made with
             ``k_max = k`` to carry across calls: the draft and verify costs and the acceptance it
             learned price the next request, which then needs no exploration burst of its own (see
@@ -288,7 +291,7 @@ class Model:
         GenerateResult, with ``.stats`` and ``.timing``).
         per_request: one dict of options per prompt that override the keywords for that request
             (e.g. ``[{"seed": 1}, {"temperature": 0.7, "k": 1}]``); what the slots share (draft,
-            mtp_*, ngram, kv_cache, device) must be the same for all.
+            mtp_*, ngram, kv_cache, device, device_weights) must be the same for all.
         k_schedule: ``[(B1, k1), (B2, k2), ...]``: a cycle with up to B1 requests drafts k1, and so
             on (ascending B; the last entry beyond them), replacing every request's k.
         ``k="auto"`` in a batch: one controller picks every request's k each cycle, from the batch's
@@ -304,7 +307,7 @@ class Model:
             acceptance_hook=acceptance_hook, on_tokens=on_tokens, stop_at_eos=stop_at_eos,
             eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, stop=stop, logprobs=logprobs, ngram=ngram,
             relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
-            adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
+            device_weights=device_weights, adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
         if _is_batch(prompt_or_ids):
             return self._generate_batch(list(prompt_or_ids), max_new_tokens, options, batch, k_schedule, per_request)
         for name, value in (("batch", batch), ("k_schedule", k_schedule), ("per_request", per_request)):
@@ -323,7 +326,7 @@ class Model:
             synthetic_rates=synthetic_rates, acceptance_hook=acceptance_hook, on_tokens=on_tokens,
             stop_at_eos=stop_at_eos, eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, logprobs=logprobs,
             ngram=ngram, relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
-            adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
+            device_weights=device_weights, adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
         return self._result(r, stops)
 
     def _generate_batch(self, prompts: List[Any], max_new_tokens: int, options: Dict[str, Any], batch: Optional[int],

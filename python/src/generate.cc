@@ -151,6 +151,7 @@ RequestOptions ParseRequest(Kwargs& kw) {
   r.lookup.max_ngram = kw.Int("ngram", 3);
   r.kv_cache = ValueOrThrow(ParseLatentStorage(kw.Str("kv_cache", "f32"), "kv_cache"));
   r.device = ValueOrThrow(ParseDevice(kw.Str("device", "cpu"), "device"));
+  r.device_weights = ValueOrThrow(ParseDeviceWeightFormat(kw.Str("device_weights", "bf16"), "device_weights"));
   if (auto tree = kw.IntList("tree")) {
     if (tree->empty()) throw py::value_error("tree must list the branching of at least one depth, e.g. [3, 2, 1]");
     r.tree.branching = *tree;

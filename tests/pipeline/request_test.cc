@@ -101,6 +101,21 @@ TEST(RequestTest, PointlessCombinationsWarn) {
   r.accept.synthetic_rates = {0.5, 0.5, 0.5};
   ASSERT_EQ(RequestWarnings(r, Frontend::kPython).size(), 1u);
   EXPECT_THAT(RequestWarnings(r, Frontend::kPython)[0], HasSubstr("synthetic_rates is unused"));
+  r.accept.synthetic_rates.clear();
+  r.device_weights = DeviceWeightFormat::kFp8;  // on the CPU it changes nothing
+  ASSERT_EQ(RequestWarnings(r, Frontend::kCli).size(), 1u);
+  EXPECT_THAT(RequestWarnings(r, Frontend::kCli)[0], HasSubstr("--device-weights fp8 is unused unless --device is cuda"));
+  r.device = Device::kCuda;
+  EXPECT_TRUE(RequestWarnings(r, Frontend::kCli).empty());
+}
+
+TEST(RequestTest, DeviceWeightFormatsParseAndRefuseOthers) {
+  EXPECT_EQ(*ParseDeviceWeightFormat("bf16"), DeviceWeightFormat::kBf16);
+  EXPECT_EQ(*ParseDeviceWeightFormat("fp8"), DeviceWeightFormat::kFp8);
+  EXPECT_STREQ(DeviceWeightFormatName(DeviceWeightFormat::kFp8), "fp8");
+  const absl::Status refused = ParseDeviceWeightFormat("int4", "--device-weights").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--device-weights: unknown format 'int4'"));
 }
 
 class RequestModelTest : public ::testing::Test {

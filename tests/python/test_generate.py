@@ -188,6 +188,7 @@ def test_acceptance_hook_errors(model: mtpspec.Model) -> None:
         (dict(synthetic_rates=[1.5]), "synthetic"),
         (dict(max_new_tokens=-2), "max_new_tokens"),
         (dict(kv_cache="int4"), "kv_cache"),
+        (dict(device_weights="int4"), "device_weights"),
     ],
 )
 def test_bad_arguments_raise_value_error(model: mtpspec.Model, options: dict, message: str) -> None:
@@ -309,6 +310,8 @@ def test_unknown_keyword_and_bad_prompt_ids(model: mtpspec.Model) -> None:
 def test_pointless_combinations_warn(model: mtpspec.Model) -> None:
     with pytest.warns(UserWarning, match="sample_drafts with accept sampler-equality"):
         model.generate(PROMPT, 4, sample_drafts=True, temperature=0.7)
+    with pytest.warns(UserWarning, match="device_weights fp8 is unused unless device is cuda"):
+        model.generate(PROMPT, 4, device_weights="fp8")
 
 
 def test_device_cuda_without_the_backend_says_so(model: mtpspec.Model) -> None:
