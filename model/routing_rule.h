@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MTPSPEC_HOST_DEVICE __host__ __device__
-#else
-#define MTPSPEC_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace mtpspec {
 

@@ -67,6 +67,20 @@ void ChunkedForwardBoth(Pair& p, KvCache& cpu_cache, DeviceKvCache& gpu_cache, c
   }
 }
 
+// A prompt of index_topk + 40 tokens (dense, then sparse attention), then a verify-sized block of 8
+// rows after it, chunked on both sides and compared (ChunkedForwardBoth).
+void PrefillAndBlockMatchCpu(Pair& p, uint64_t seed, const std::string& what) {
+  const ModelConfig& c = p.host->config();
+  const int64_t V = c.vocab_size;
+  const int64_t prompt_len = c.index_topk + 40;
+  const std::vector<int32_t> prompt = TestTokens(prompt_len, V, seed);
+  auto cpu_cache = *p.host->NewCache(prompt_len + 16);
+  auto gpu_cache = *p.gpu->NewCache(prompt_len + 16);
+  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, prompt, 0, what + " prefill");
+  const std::vector<int32_t> block = TestTokens(8, V, seed + 4);
+  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, block, prompt_len, what + " block");
+}
+
 class GpuVsCpu : public ::testing::TestWithParam<std::string> {};
 
 // Prefill past index_topk (dense, then the sparse regime), then 40 greedy steps on each side: the
@@ -262,16 +276,7 @@ TEST(GpuVsCpuLarger, RandomLargerShapesMatchCpu) {
   MTPSPEC_REQUIRE_GPU();
   Pair p = LoadPair(LargerModelDir());
   ASSERT_TRUE(p.host && p.gpu);
-  const ModelConfig& c = p.host->config();
-  const int64_t V = c.vocab_size;
-  const int64_t prompt_len = c.index_topk + 40;
-  const std::vector<int32_t> prompt = TestTokens(prompt_len, V, 43);
-  auto cpu_cache = *p.host->NewCache(prompt_len + 16);
-  auto gpu_cache = *p.gpu->NewCache(prompt_len + 16);
-  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, prompt, 0, "larger prefill");
-  // A verify-sized block (8 rows) on both sides after the prefill.
-  const std::vector<int32_t> block = TestTokens(8, V, 47);
-  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, block, prompt_len, "larger block");
+  PrefillAndBlockMatchCpu(p, 43, "larger");
   EXPECT_GT(p.gpu->weight_bytes(), size_t{0});
 }
 
@@ -303,17 +308,15 @@ TEST(GpuVsCpuLarger, Fp8WeightsStayFp8AndMatchCpu) {
   EXPECT_LT(static_cast<double>((*fp8)->weight_bytes()), 0.65 * static_cast<double>((*widened)->weight_bytes()));
 
   Pair p{std::move(*host), std::move(*fp8)};
+  PrefillAndBlockMatchCpu(p, 53, "FP8");
+
+  // Verify blocks after a sparse-regime prefix: each row bitwise its single-row decode.
   const ModelConfig& c = p.host->config();
   const int64_t V = c.vocab_size, H = c.hidden_size;
   const int64_t prompt_len = c.index_topk + 40;
-  const std::vector<int32_t> prompt = TestTokens(prompt_len, V, 53);
-  auto cpu_cache = *p.host->NewCache(prompt_len + 16);
-  auto gpu_cache = *p.gpu->NewCache(prompt_len + 16);
-  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, prompt, 0, "FP8 prefill");
   const std::vector<int32_t> block = TestTokens(8, V, 59);
-  ChunkedForwardBoth(p, *cpu_cache, *gpu_cache, block, prompt_len, "FP8 block");
-
-  ASSERT_TRUE(gpu_cache->Truncate(prompt_len).ok());
+  auto gpu_cache = *p.gpu->NewCache(prompt_len + 16);
+  ASSERT_TRUE(p.gpu->Forward(*gpu_cache, TestTokens(prompt_len, V, 61), Range(0, prompt_len)).ok());
   std::vector<float> single_logits, single_hidden;  // [8, V], [8, H]
   for (int64_t r = 0; r < 8; ++r) {
     auto out = p.gpu->Forward(*gpu_cache, Tok(block[r]), Pos(prompt_len + r));
