@@ -4,9 +4,9 @@
 // The grouped GEMVs follow kernels/linear_cuda.cu's layout: a block of kWarps warps owns kWarps
 // consecutive weight rows (one per warp); the input dimension is walked in tiles of 32 lanes × 8
 // values (bf16, or FP8 widened with its block scale), each tile of the (up to 16) input rows is
-// staged in shared memory, and every lane keeps a
-// partial sum per input row, reduced at the end by a fixed xor-shuffle tree. The operations behind
-// one (input row, output) never depend on how many other rows the group holds.
+// staged in shared memory, and every lane keeps a partial sum per input row, reduced at the end by
+// a fixed xor-shuffle tree. The operations behind one (input row, output) never depend on how many
+// other rows the group holds.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math_constants.h>
@@ -27,7 +27,8 @@ constexpr int kGroupRows = kMoeMaxGroupRows;
 
 // The shared core of the grouped GEMVs. Every thread of the block calls it (it synchronises).
 // x_rows: shared [kGroupRows] pointers to the n input rows (each [in]); the warp's kW weight rows
-// are w_rows[0 .. kW) (each [in]: a bf16 or f32 pointer, or an Fp8Row); when `active` is false the warp only helps staging.
+// are w_rows[0 .. kW) (each [in]: a bf16 or f32 pointer, or an Fp8Row); when `active` is false
+// the warp only helps staging.
 // On return, lane 0 (and every lane) holds sum[w][r] = x_rows[r] · w_rows[w] for r < n.
 template <typename RowT, int kW>
 __device__ void GroupDot(const float* const* x_rows, int n, int64_t in, const RowT (&w_rows)[kW],

@@ -257,8 +257,9 @@ class Model:
         kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
             token (rope and indexer keys stay f32).
         device: "cpu", or "cuda" in an extension built with the CUDA backend (no CPU fallback).
-        device_weights: with device "cuda", "bf16" widens FP8 checkpoint matrices to bf16 on the GPU;
-            "fp8" keeps them FP8 (one byte per weight and the block scales), widened in the kernels.
+        device_weights: with device "cuda", "bf16" widens the model's FP8 matrices (those of an FP8
+            checkpoint, or all with ``dtype="fp8"`` at load) to bf16 on the GPU; "fp8" keeps them FP8
+            (one byte per weight and the block scales), widened in the kernels.
         adaptive_controller: with adaptive k, a :class:`mtpspec.AdaptiveController` made with
             ``k_max = k`` to carry across calls: the draft and verify costs and the acceptance it
             learned price the next request, which then needs no exploration burst of its own (see
