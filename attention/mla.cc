@@ -33,6 +33,8 @@ struct KeyRule {
   const TreeMask* tree = nullptr;
   // The row's own slot: the last key it may see.
   int64_t OwnSlot(int64_t r) const { return tree ? tree->slots[r] : positions[r]; }
+  // Keys [0, Reach(r)) are the only ones row r may see.
+  int64_t Reach(int64_t r) const { return std::min(OwnSlot(r), num_keys - 1) + 1; }
   bool Valid(int64_t r, int64_t j) const {
     if (j < 0 || j >= num_keys) return false;
     return tree ? tree->Visible(r, j) : j <= positions[r];
@@ -183,7 +185,7 @@ void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb,
       for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
         const int64_t nr = std::min(kRowBlock, rows - r0);
         int64_t reach = 0;  // keys [0, reach) are the only ones any row of the block may see
-        for (int64_t r = r0; r < r0 + nr; ++r) reach = std::max(reach, std::min(rule.OwnSlot(r), num_keys - 1) + 1);
+        for (int64_t r = r0; r < r0 + nr; ++r) reach = std::max(reach, rule.Reach(r));
         const ConstStrided q_nope(qb.q + (r0 * nh + h) * d_qk, nr, d_n, Eigen::OuterStride<>(nh * d_qk));
         const ConstStrided q_rope(qb.q + (r0 * nh + h) * d_qk + d_n, nr, d_r, Eigen::OuterStride<>(nh * d_qk));
         scores.resize(nr * reach);
@@ -379,7 +381,7 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
     form = AttentionForm::kAbsorbed;  // row-independent: verify blocks and batched verifies
     if (rows > options.gather_max_rows && !RowInvariantActive()) {
       std::vector<int64_t> reach(rows);  // [rows]
-      for (int64_t r = 0; r < rows; ++r) reach[r] = std::min(rule.OwnSlot(r), num_keys - 1) + 1;
+      for (int64_t r = 0; r < rows; ++r) reach[r] = rule.Reach(r);
       const AttentionFormCost cost =
           AttentionFormCosts(dims, num_keys, reach, path == AttentionPath::kDense ? 0 : k_top);
       if (cost.naive < cost.absorbed) form = AttentionForm::kNaive;

@@ -144,9 +144,13 @@ absl::StatusOr<DeviceMatrix> WeightArena::UploadFp8Image(const Fp8HostImage& ima
   return matrix;
 }
 
+bool WeightArena::KeepsFp8(const TensorView& w) const {
+  return format_ == DeviceWeightFormat::kFp8 && IsBlockScaledFp8(w) && w.fp8_activations == ActivationPrecision::kF32;
+}
+
 absl::StatusOr<DeviceMatrix> WeightArena::UploadLinearMatrix(const TensorView& w, const std::string& name) {
-  if (format_ != DeviceWeightFormat::kFp8 || !IsBlockScaledFp8(w)) return UploadMatrix(w, name);
-  if (w.fp8_activations != ActivationPrecision::kF32) return UploadMatrix(w, name);  // states the error
+  // UploadMatrix also states the error for an FP8 matrix loaded for bf16 or fp8 input rows.
+  if (!KeepsFp8(w)) return UploadMatrix(w, name);
   ASSIGN_OR_RETURN(const Fp8HostImage image, Fp8ImageOf(w, name));
   return UploadFp8Image(image, name);
 }

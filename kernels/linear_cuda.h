@@ -72,13 +72,16 @@ class WeightArena {
   // `format` decides what UploadLinearMatrix does with FP8 matrices.
   explicit WeightArena(DeviceWeightFormat format = DeviceWeightFormat::kBf16) : format_(format) {}
   DeviceWeightFormat format() const { return format_; }
+  // True when this arena keeps `w` FP8 on the device: format() is kFp8 and w is a 2-D FP8 matrix
+  // with block scales loaded for f32 input rows (the only rows the device kernels take).
+  bool KeepsFp8(const TensorView& w) const;
 
   // A 2-D f32, bf16 or FP8 (with block scales) host matrix → bf16 on the device (f32 and dequantised
   // FP8 rounded to nearest even), whatever format() says: for kernels that read bf16 rows
   // themselves. `name` appears in errors (the tensor's checkpoint name).
   absl::StatusOr<DeviceMatrix> UploadMatrix(const TensorView& w, const std::string& name);
-  // For matrices that only Linear reads: with format() kFp8 an FP8 matrix with block scales stays
-  // FP8 (its bytes and scales as stored); anything else goes as UploadMatrix.
+  // For matrices that only Linear reads: a matrix KeepsFp8 accepts stays FP8 (its bytes and scales
+  // as stored); anything else goes as UploadMatrix.
   absl::StatusOr<DeviceMatrix> UploadLinearMatrix(const TensorView& w, const std::string& name);
   // An image from Fp8ImageOf / StackedFp8ImageOf → an FP8 DeviceMatrix.
   absl::StatusOr<DeviceMatrix> UploadFp8Image(const Fp8HostImage& image, const std::string& name);

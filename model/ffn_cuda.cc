@@ -38,12 +38,6 @@ void AppendBf16Rows(const TensorView& w, std::vector<uint16_t>* dst) {
   }
 }
 
-// An FP8 matrix with block scales, loaded for f32 input rows (the only kind the device keeps FP8).
-bool IsStoredFp8(const TensorView& w) {
-  return w.dtype == DType::kF8E4M3 && w.block_scale != nullptr && w.ndim == 2 &&
-         w.fp8_activations == ActivationPrecision::kF32;
-}
-
 // True when every value of an f32 matrix survives the round trip through bf16.
 bool ExactlyBf16(const TensorView& w) {
   for (int64_t o = 0; o < w.shape[0]; ++o) {
@@ -222,8 +216,7 @@ absl::Status RoutedExpertsLarge(Context& ctx, const DeviceMoeWeights& w, const M
 
 absl::StatusOr<DeviceMlpWeights> UploadMlpWeights(WeightArena& arena, const MlpWeights& stored,
                                                   const std::string& name) {
-  if (arena.format() == DeviceWeightFormat::kFp8 && IsStoredFp8(stored.gate) && IsStoredFp8(stored.up) &&
-      IsStoredFp8(stored.down)) {
+  if (arena.KeepsFp8(stored.gate) && arena.KeepsFp8(stored.up) && arena.KeepsFp8(stored.down)) {
     // Kept as stored: gate rows then up rows with their own scale grids, and down.
     if (stored.gate.shape[0] != stored.up.shape[0] || stored.down.shape[1] != stored.gate.shape[0] ||
         stored.down.shape[0] != stored.gate.shape[1]) {
@@ -309,8 +302,8 @@ absl::StatusOr<DeviceMoeWeights> UploadMoeWeights(WeightArena& arena, const MoeW
       return absl::InvalidArgumentError(absl::StrCat(expert_name, ": shape [", expert.down.in, ", ", expert.gate_up.in,
                                                      "] (I, H), config says [", width, ", ", hidden, "]"));
     }
-    const bool fp8 = expert.gate_up.is_fp8() && expert.down.is_fp8();
-    if (fp8 != (expert.gate_up.is_fp8() || expert.down.is_fp8()) || (e > 0 && fp8 != !gate_up_fp8.empty())) {
+    const bool fp8 = expert.gate_up.is_fp8();  // UploadMlpWeights keeps all three FP8 or none
+    if (e > 0 && fp8 != !gate_up_fp8.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(expert_name, ": its matrices are stored in a different format ",
                                                      "from the other experts' (FP8 and not)"));
     }

@@ -100,9 +100,7 @@ absl::StatusOr<AttentionPath> DecoderLayerForwardCuda(Context& ctx, const Device
 absl::StatusOr<DeviceMatrix> CudaModel::UploadShared(const TensorView& host, const std::string& name,
                                                      SharedUse use) {
   // A head becomes bf16 like an embedding unless it stays FP8: then one upload serves both.
-  const bool stays_fp8 = arena_.format() == DeviceWeightFormat::kFp8 && host.dtype == DType::kF8E4M3 &&
-                         host.block_scale != nullptr;
-  if (!stays_fp8) use = SharedUse::kEmbedding;
+  if (!arena_.KeepsFp8(host)) use = SharedUse::kEmbedding;
   for (const SharedUpload& done : uploaded_) {
     if (done.host_data == host.data && done.use == use) return done.matrix;
   }

@@ -63,13 +63,24 @@ def bandwidth_lines(layers_json: dict, costs, contexts: list[int], cache_macs) -
         ceiling_lines(layers_json, costs, contexts, cut_bytes, cache_macs)
 
 
+def read_bandwidths(costs, contexts: list[int]) -> list[float]:
+    """Every repetition's read bandwidth, at all contexts."""
+    return [b for n in contexts for b in (costs.point(n).get("read_bandwidth_by_rep") or [])]
+
+
+def speed_middle(bws: list[float]) -> float:
+    """The read bandwidth that splits a run's repetitions into the memory's slower and faster speed:
+    the middle of the run's range (this machine's memory alternates between two speeds)."""
+    return (min(bws) + max(bws)) / 2
+
+
 def memory_speed_lines(costs, contexts: list[int], cut_bytes: int) -> list[str]:
-    """The paired ratios split by the memory's speed in their repetition: below and above the middle of
-    the run's range of read bandwidths (this machine's memory alternates between two speeds)."""
-    bws = [b for n in contexts for b in (costs.point(n).get("read_bandwidth_by_rep") or [])]
+    """The paired ratios split by the memory's speed in their repetition: below and at or above
+    speed_middle."""
+    bws = read_bandwidths(costs, contexts)
     if not bws:
         return []
-    middle = (min(bws) + max(bws)) / 2
+    middle = speed_middle(bws)
     rows, pooled = [], {False: [], True: []}
     for n in contexts:
         ratios = paired_ratios(costs, n, cut_bytes)
@@ -147,8 +158,8 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
     head = layers_json["head_bytes"]
     fp8 = cut_bytes - head
     rows, verdicts, fast_rows = [], [], []
-    all_bws = [b for n in contexts for b in costs.point(n).get("read_bandwidth_by_rep", [])] or [1.0]
-    middle = (min(all_bws) + max(all_bws)) / 2  # as memory_speed_lines splits the repetitions
+    all_bws = read_bandwidths(costs, contexts) or [1.0]
+    middle = speed_middle(all_bws)
 
     def bound_with_kernels(bw: float, macs: float) -> tuple[float, float]:
         """The step's streaming time and the ratio these kernels allow at read bandwidth bw."""
