@@ -3,23 +3,37 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "attention/indexer.h"
+#include "core/dtype.h"
 #include "kernels/linear.h"
 
 namespace mtpspec {
+namespace {
+
+int64_t LatentFp8Tiles(int64_t r_kv) { return (r_kv + kLatentFp8Tile - 1) / kLatentFp8Tile; }
+
+}  // namespace
 
 KvCache::KvCache(const KvCacheShape& shape, int64_t capacity) : shape_(shape), capacity_(capacity) {
   layers_.resize(shape.has_indexer.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    if (shape.latent_storage == LatentStorage::kInt8) {
-      layers_[l].latent = Tensor::Zeros(DType::kI8, {capacity, shape.kv_lora_rank});
-      layers_[l].latent_scale = Tensor::Zeros(DType::kF32, {capacity});
-    } else {
-      layers_[l].latent = Tensor::Zeros(DType::kF32, {capacity, shape.kv_lora_rank});
+    const int64_t r_kv = shape.kv_lora_rank;
+    switch (shape.latent_storage) {
+      case LatentStorage::kInt8:
+        layers_[l].latent = Tensor::Zeros(DType::kI8, {capacity, r_kv});
+        layers_[l].latent_scale = Tensor::Zeros(DType::kF32, {capacity});
+        break;
+      case LatentStorage::kFp8:
+        layers_[l].latent = Tensor::Zeros(DType::kF8E4M3, {capacity, r_kv});
+        layers_[l].latent_scale = Tensor::Zeros(DType::kF32, {capacity, LatentFp8Tiles(r_kv)});
+        break;
+      default: layers_[l].latent = Tensor::Zeros(DType::kF32, {capacity, r_kv});
     }
-    layers_[l].rope_key = Tensor::Zeros(DType::kF32, {capacity, shape.rope_dim});
+    const DType rope_dtype = shape.latent_storage == LatentStorage::kFp8 ? DType::kBF16 : DType::kF32;
+    layers_[l].rope_key = Tensor::Zeros(rope_dtype, {capacity, shape.rope_dim});
     if (shape.has_indexer[l]) {
       const DType dtype = shape.index_key_storage == IndexKeyStorage::kBf16  ? DType::kBF16
                           : shape.index_key_storage == IndexKeyStorage::kFp8 ? DType::kF8E4M3
@@ -78,10 +92,35 @@ absl::Status KvCache::KeepSlots(int64_t first, std::span<const int64_t> slots) {
 absl::StatusOr<LatentStorage> ParseLatentStorage(const std::string& text, const std::string& what) {
   if (text == "f32") return LatentStorage::kF32;
   if (text == "int8") return LatentStorage::kInt8;
-  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32 or int8, got \"", text, "\""));
+  if (text == "fp8") return LatentStorage::kFp8;
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be f32, int8 or fp8, got \"", text, "\""));
 }
 
-const char* LatentStorageName(LatentStorage storage) { return storage == LatentStorage::kInt8 ? "int8" : "f32"; }
+const char* LatentStorageName(LatentStorage storage) {
+  switch (storage) {
+    case LatentStorage::kInt8: return "int8";
+    case LatentStorage::kFp8: return "fp8";
+    default: return "f32";
+  }
+}
+
+absl::Status CheckLatentStorage(LatentStorage storage, int64_t kv_lora_rank, int64_t rope_dim) {
+  if (storage != LatentStorage::kFp8) return absl::OkStatus();
+  if (kv_lora_rank % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("an fp8 latent cache needs an even kv_lora_rank, got ", kv_lora_rank));
+  }
+  if (rope_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("an fp8 latent cache needs an even qk_rope_head_dim, got ", rope_dim));
+  }
+  return absl::OkStatus();
+}
+
+float Fp8CacheTileScale(float max_abs) {
+  // The smallest power of two ≥ v, from v's binary exponent: v = m · 2^e with m in [½, 1).
+  int exponent = 0;
+  const float mantissa = std::frexp(std::max(max_abs / 448.0f, 1e-4f), &exponent);
+  return std::ldexp(1.0f, mantissa == 0.5f ? exponent - 1 : exponent);
+}
 
 absl::Status CheckIndexKeyStorage(IndexKeyStorage storage, int64_t index_head_dim) {
   const int64_t d = index_head_dim;
@@ -111,16 +150,18 @@ const char* IndexKeyStorageName(IndexKeyStorage storage) {
 }
 
 int64_t CacheBytesPerToken(const KvCacheShape& shape) {
-  const bool int8 = shape.latent_storage == LatentStorage::kInt8;
-  const int64_t d = shape.index_head_dim;
+  const int64_t r_kv = shape.kv_lora_rank, d_r = shape.rope_dim, d = shape.index_head_dim;
+  int64_t latent_and_rope_bytes = 0;
+  switch (shape.latent_storage) {
+    case LatentStorage::kInt8: latent_and_rope_bytes = r_kv + 4 + d_r * 4; break;
+    case LatentStorage::kFp8: latent_and_rope_bytes = r_kv + 4 * LatentFp8Tiles(r_kv) + d_r * 2; break;
+    default: latent_and_rope_bytes = (r_kv + d_r) * 4;
+  }
   const int64_t index_key_bytes = shape.index_key_storage == IndexKeyStorage::kBf16  ? d * 2
                                   : shape.index_key_storage == IndexKeyStorage::kFp8 ? d + 4  // + its scale
                                                                                      : d * 4;
   int64_t bytes = 0;
-  for (bool full : shape.has_indexer) {
-    bytes += int8 ? shape.kv_lora_rank + 4 : shape.kv_lora_rank * 4;  // latent (+ scale)
-    bytes += shape.rope_dim * 4 + (full ? index_key_bytes : 0);
-  }
+  for (bool full : shape.has_indexer) bytes += latent_and_rope_bytes + (full ? index_key_bytes : 0);
   return bytes;
 }
 
@@ -136,6 +177,19 @@ int64_t KvCache::Bf16BytesPerToken() const { return CacheBf16BytesPerToken(shape
 
 void LayerKvCache::StoreLatent(int64_t j, const float* c) {
   const int64_t n = latent_dim();
+  if (fp8()) {
+    uint8_t* codes = latent.data<uint8_t>() + j * n;
+    float* scales = latent_scale.data<float>() + j * LatentFp8Tiles(n);
+    for (int64_t t = 0; t * kLatentFp8Tile < n; ++t) {
+      const int64_t begin = t * kLatentFp8Tile, end = std::min(n, begin + kLatentFp8Tile);
+      float max_abs = 0.0f;
+      for (int64_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(c[i]));
+      const float scale = Fp8CacheTileScale(max_abs);
+      scales[t] = scale;
+      for (int64_t i = begin; i < end; ++i) codes[i] = F32ToF8E4M3(c[i] / scale);  // c / 2^e: exact
+    }
+    return;
+  }
   if (!int8()) {
     std::copy(c, c + n, latent.data<float>() + j * n);
     return;
@@ -151,6 +205,12 @@ void LayerKvCache::StoreLatent(int64_t j, const float* c) {
 
 void LayerKvCache::LoadLatent(int64_t j, float* out) const {
   const int64_t n = latent_dim();
+  if (fp8()) {
+    const uint8_t* codes = latent.data<uint8_t>() + j * n;
+    const float* scales = latent_scale.data<float>() + j * LatentFp8Tiles(n);
+    for (int64_t i = 0; i < n; ++i) out[i] = F8E4M3ToF32(codes[i]) * scales[i / kLatentFp8Tile];
+    return;
+  }
   if (!int8()) {
     std::copy(latent.data<float>() + j * n, latent.data<float>() + (j + 1) * n, out);
     return;
@@ -160,8 +220,33 @@ void LayerKvCache::LoadLatent(int64_t j, float* out) const {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
 }
 
+void LayerKvCache::StoreRopeKey(int64_t j, const float* k) {
+  const int64_t d_r = rope_dim();
+  if (rope_key.dtype() == DType::kBF16) {
+    uint16_t* dst = rope_key.data<uint16_t>() + j * d_r;
+    for (int64_t i = 0; i < d_r; ++i) dst[i] = F32ToBf16(k[i]);
+  } else {
+    std::copy(k, k + d_r, rope_key.data<float>() + j * d_r);
+  }
+}
+
+void LayerKvCache::LoadRopeKey(int64_t j, float* out) const {
+  const int64_t d_r = rope_dim();
+  if (rope_key.dtype() == DType::kBF16) {
+    const uint16_t* src = rope_key.data<uint16_t>() + j * d_r;
+    for (int64_t i = 0; i < d_r; ++i) out[i] = Bf16ToF32(src[i]);
+  } else {
+    std::copy(rope_key.data<float>() + j * d_r, rope_key.data<float>() + (j + 1) * d_r, out);
+  }
+}
+
 float LayerKvCache::DotLatent(const float* x, int64_t j) const {
   const int64_t n = latent_dim();
+  if (fp8()) {
+    std::vector<float> c(n);  // [r_kv]
+    LoadLatent(j, c.data());
+    return DotF32(x, c.data(), n);
+  }
   if (!int8()) return DotF32(x, latent.data<float>() + j * n, n);
   const int8_t* q = latent.data<int8_t>() + j * n;
   float sum = 0.0f;
@@ -171,6 +256,12 @@ float LayerKvCache::DotLatent(const float* x, int64_t j) const {
 
 void LayerKvCache::AxpyLatent(float a, int64_t j, float* y) const {
   const int64_t n = latent_dim();
+  if (fp8()) {
+    std::vector<float> c(n);  // [r_kv]
+    LoadLatent(j, c.data());
+    Axpy(a, c.data(), y, n);
+    return;
+  }
   if (!int8()) {
     Axpy(a, latent.data<float>() + j * n, y, n);
     return;

@@ -25,6 +25,10 @@ absl::StatusOr<std::unique_ptr<DeviceKvCache>> DeviceKvCache::Create(const KvCac
     return absl::InvalidArgumentError(absl::StrCat("DeviceKvCache: need capacity, kv_lora_rank and rope_dim > 0, got ",
                                                    capacity, ", ", shape.kv_lora_rank, ", ", shape.rope_dim));
   }
+  if (shape.latent_storage == LatentStorage::kFp8) {
+    return absl::UnimplementedError(
+        "DeviceKvCache: the fp8 latent cache is CPU only; the CUDA cache keeps the latent in f32 or int8");
+  }
   if (shape.index_key_storage != IndexKeyStorage::kF32) {
     return absl::UnimplementedError(absl::StrCat("DeviceKvCache: indexer keys in ",
                                                  IndexKeyStorageName(shape.index_key_storage),

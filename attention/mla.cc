@@ -9,6 +9,7 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "attention/mla_bf16.h"
 #include "kernels/linear.h"
 #include "core/parallel.h"
 #include "kernels/row_kernels.h"
@@ -62,10 +63,11 @@ std::vector<Row> WeightRows(const TensorView& w, int64_t first, int64_t count) {
 // (one product over the whole [keys, r_kv + d_r] block), softmax, combine the latents into z, and
 // un-absorb through W_UV. All products are DotRows / CombineRows, whose per-element order does not
 // depend on the head range or the number of rows, so a row's output never does either.
+// With an fp8 cache, `bf16_keys` holds each row's keys laid out for the bf16 products (attention/mla_bf16.h).
 template <typename Row>
 void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
-                         const std::vector<std::vector<int32_t>>& keys, int64_t h_begin, int64_t h_end,
-                         float* o /*[rows, N_h·d_v]*/) {
+                         const std::vector<std::vector<int32_t>>& keys, const std::vector<Bf16KeyBlock>& bf16_keys,
+                         int64_t h_begin, int64_t h_end, float* o /*[rows, N_h·d_v]*/) {
   const int64_t rows = qb.rows, nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim;
   const int64_t d_n = dims.nope_dim, d_qk = d_n + d_r, d_v = dims.v_dim;
   const int64_t heads = h_end - h_begin;
@@ -80,7 +82,6 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
   std::vector<float> scores;                  // [heads, n] for one row
   std::vector<float> dequantised;             // [n, r_kv] (int8 cache only)
   std::vector<const float*> latent_rows, rope_rows;  // [n] the row's selected cache slots
-  const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = static_cast<int64_t>(keys[r].size());
     float* z_row = z.data() + r * heads * r_kv;
@@ -88,6 +89,12 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
       std::fill(z_row, z_row + heads * r_kv, 0.0f);
       continue;
     }
+    if (cache.fp8()) {
+      AttendBf16Keys(q_lat.data() + r * heads * r_kv, qb.q + (r * nh + h_begin) * d_qk + d_n, d_qk, heads, r_kv, d_r,
+                     dims.softmax_scale, bf16_keys[r], z_row);
+      continue;
+    }
+    const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
     latent_rows.resize(n);
     rope_rows.resize(n);
     if (cache.int8()) dequantised.resize(n * r_kv);
@@ -136,15 +143,19 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
       if (rule.Valid(r, list[k])) keys[r].push_back(list[k]);
     }
   }
+  std::vector<Bf16KeyBlock> bf16_keys(cache.fp8() ? qb.rows : 0);  // [rows] (fp8 cache only)
+  for (int64_t r = 0; r < static_cast<int64_t>(bf16_keys.size()); ++r) {
+    if (!keys[r].empty()) GatherBf16Keys(cache, keys[r], &bf16_keys[r]);
+  }
   DefaultThreadPool().ParallelFor(dims.heads, 1, [&](int64_t begin, int64_t end) {
     if (w.kv_b_proj.dtype == DType::kBF16) {
-      AttendAbsorbedHeads<const uint16_t*>(w, dims, qb, cache, keys, begin, end, o);
+      AttendAbsorbedHeads<const uint16_t*>(w, dims, qb, cache, keys, bf16_keys, begin, end, o);
     } else if (w.kv_b_proj.dtype == DType::kF8E4M3) {
       MTPSPEC_CHECK(w.kv_b_proj.block_scale != nullptr);
-      AttendAbsorbedHeads<Fp8ScaledRow>(w, dims, qb, cache, keys, begin, end, o);
+      AttendAbsorbedHeads<Fp8ScaledRow>(w, dims, qb, cache, keys, bf16_keys, begin, end, o);
     } else {
       MTPSPEC_CHECK(w.kv_b_proj.dtype == DType::kF32);
-      AttendAbsorbedHeads<const float*>(w, dims, qb, cache, keys, begin, end, o);
+      AttendAbsorbedHeads<const float*>(w, dims, qb, cache, keys, bf16_keys, begin, end, o);
     }
   });
 }
@@ -165,14 +176,20 @@ void AttendNaive(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb,
   const int64_t d_qk = d_n + d_r, kv_width = nh * (d_n + d_v);
   std::vector<float> expanded(num_keys * kv_width);  // [T, N_h, d_n + d_v]
   const float* latent_rows = cache.latent.data<float>();  // [T, r_kv]
-  std::vector<float> widened;
-  if (cache.int8()) {  // the expansion reads every row once: widen them first
+  std::vector<float> widened;                             // [T, r_kv] (int8 and fp8 caches)
+  if (cache.int8() || cache.fp8()) {  // the expansion reads every row once: widen them first
     widened.resize(num_keys * dims.kv_lora);
     for (int64_t j = 0; j < num_keys; ++j) cache.LoadLatent(j, widened.data() + j * dims.kv_lora);
     latent_rows = widened.data();
   }
   Linear(latent_rows, num_keys, w.kv_b_proj, expanded.data());
   const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
+  std::vector<float> widened_rope;                       // [T, d_r] (fp8 cache: its bf16 rope keys)
+  if (cache.rope_key.dtype() != DType::kF32) {
+    widened_rope.resize(num_keys * d_r);
+    for (int64_t j = 0; j < num_keys; ++j) cache.LoadRopeKey(j, widened_rope.data() + j * d_r);
+    rope_key = widened_rope.data();
+  }
   // Row blocks: a block's products reach the keys up to its last row's own slot only (a chain's
   // rows see more keys row by row), so short blocks waste little on the causal triangle.
   constexpr int64_t kRowBlock = kNaiveRowBlock;
@@ -338,15 +355,15 @@ absl::Status AttendSegment(const MlaWeights& w, const MlaDims& dims, const Rotar
     for (int64_t h = 0; h < nh; ++h) rope.Apply(q + (r * nh + h) * d_qk + dims.nope_dim, positions[r], dims.rope_style);
   }
   // Latent and rope key of the new tokens go straight into the cache.
-  float* rope_cache = cache.rope_key.data<float>();
-  std::vector<float> c(r_kv);  // [r_kv] normalized latent of one token
+  std::vector<float> c(r_kv);   // [r_kv] normalized latent of one token
+  std::vector<float> kr(d_r);   // [d_r] its rotated rope key
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = kv + r * (r_kv + d_r);
     RmsNorm(row, w.kv_a_norm.data<float>(), r_kv, dims.latent_norm_eps, c.data());
     cache.StoreLatent(rule.OwnSlot(r), c.data());
-    float* kr = rope_cache + rule.OwnSlot(r) * d_r;
-    std::copy(row + r_kv, row + r_kv + d_r, kr);
-    rope.Apply(kr, positions[r], dims.rope_style);
+    std::copy(row + r_kv, row + r_kv + d_r, kr.data());
+    rope.Apply(kr.data(), positions[r], dims.rope_style);
+    cache.StoreRopeKey(rule.OwnSlot(r), kr.data());
   }
   projection_timer.reset();
 

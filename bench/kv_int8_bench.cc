@@ -1,7 +1,8 @@
-// kv_int8_bench: what the int8 latent cache costs in accuracy, and what it saves in memory.
+// kv_int8_bench: what the int8 (or fp8) latent cache costs in accuracy, and what it saves in memory.
 //
 // For S windows of held-out text (alternating corpora), with the MLA latent stored as f32 (the
-// reference) and as int8 (one symmetric scale per token; rope and indexer keys stay f32):
+// reference) and as int8 (one symmetric scale per token; rope and indexer keys stay f32) or, with
+// --variant fp8-latent, as DeepSeek-V3.2 is served (LatentStorage::kFp8, attended in bf16):
 //   * teacher-forced decoding: the first N tokens in one prefill call, then the next E true tokens
 //     one call each; every decode step's logits are compared with the f32 run's: KL(p_f32 ‖ p_int8),
 //     the largest logit error, greedy (argmax) agreement, and the held-out loss of the true next
@@ -10,7 +11,7 @@
 //     two outputs first differ and the share of equal positions;
 //   * MTP drafting with k drafts (sampler-equality, T = 0): the mean acceptance length with each
 //     target cache (the MTP layer's own cache stays f32).
-// Memory: bytes per token as f32, bf16 and int8, for the model and for any --memory-configs, and
+// Memory: bytes per token as f32, bf16, int8 and fp8, for the model and for any --memory-configs, and
 // what --memory-context tokens take. Writes JSON and prints a Markdown summary.
 //
 // --variant bf16-index-keys (or fp8-index-keys) compares the indexer keys in bf16 (or fp8;
@@ -43,7 +44,7 @@
 namespace mtpspec::bench {
 namespace {
 
-constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of the int8 latent KV cache.
+constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of the int8 (or fp8) latent KV cache.
 
   --model DIR            checkpoint (default models/glm-tiny-mtp)
   --heldout DIR          prose.npy and code.npy from bench/report/make_heldout.py (default build/heldout)
@@ -55,8 +56,8 @@ constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of t
   --k K                  MTP drafts per cycle (default 2; skipped when the model has no MTP layer)
   --memory-configs LIST  config.json files to report memory for (besides the model's)
   --memory-context T     context for the memory table (default 131072)
-  --variant V            int8-latent (default), bf16-index-keys, fp8-index-keys, bf16-activations or
-                         fp8-activations: what is compared with f32
+  --variant V            int8-latent (default), fp8-latent, bf16-index-keys, fp8-index-keys,
+                         bf16-activations or fp8-activations: what is compared with f32
   --seed S   --threads N   --json PATH (default build/results/kv_int8.json)
 )";
 
@@ -66,7 +67,9 @@ struct Settings {
   uint64_t seed = 1;
   std::vector<std::string> memory_configs;
   std::string json_path;
-  // --variant bf16-index-keys / fp8-index-keys: the indexer keys compared (kF32: the int8 latent is)
+  // --variant int8-latent / fp8-latent: the latent storage compared
+  LatentStorage latent = LatentStorage::kInt8;
+  // --variant bf16-index-keys / fp8-index-keys: the indexer keys compared (kF32: the latent is)
   IndexKeyStorage index_keys = IndexKeyStorage::kF32;
   // --variant bf16-activations / fp8-activations: the FP8 matrices' input rows compared
   ActivationPrecision activations = ActivationPrecision::kF32;
@@ -76,7 +79,7 @@ struct Settings {
 struct Side {
   const Model* model = nullptr;
   LatentStorage storage = LatentStorage::kF32;
-  std::string name;  // "f32", "int8", "bf16_index_keys" or "fp8_index_keys"
+  std::string name;  // "f32", "int8", "fp8", "bf16_index_keys", "fp8_index_keys", "bf16_activations", ...
 };
 
 absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
@@ -92,7 +95,9 @@ absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
   s.memory_configs = SplitList(args.Get("memory-configs", ""));
   s.json_path = args.Get("json", "build/results/kv_int8.json");
   const std::string variant = args.Get("variant", "int8-latent");
-  if (variant == "bf16-index-keys") {
+  if (variant == "fp8-latent") {
+    s.latent = LatentStorage::kFp8;
+  } else if (variant == "bf16-index-keys") {
     s.index_keys = IndexKeyStorage::kBf16;
   } else if (variant == "fp8-index-keys") {
     s.index_keys = IndexKeyStorage::kFp8;
@@ -101,7 +106,7 @@ absl::StatusOr<Settings> ParseSettings(const CliArgs& args) {
   } else if (variant == "fp8-activations") {
     s.activations = ActivationPrecision::kFp8;
   } else if (variant != "int8-latent") {
-    return absl::InvalidArgumentError(absl::StrCat("--variant must be int8-latent, bf16-index-keys, fp8-index-keys, "
+    return absl::InvalidArgumentError(absl::StrCat("--variant must be int8-latent, fp8-latent, bf16-index-keys, fp8-index-keys, "
                                                    "bf16-activations or fp8-activations, got \"", variant, "\""));
   }
   if (s.windows < 1) return absl::InvalidArgumentError(absl::StrCat("--windows must be >= 1, got ", s.windows));
@@ -186,7 +191,9 @@ nlohmann::json SummaryJson(const ComparisonSummary& s, const std::string& test_n
 nlohmann::json MemoryJson(const ModelConfig& config, const std::string& source, int64_t context) {
   const KvCacheShape f32 = CacheShapeFor(config, LatentStorage::kF32);
   const KvCacheShape int8 = CacheShapeFor(config, LatentStorage::kInt8);
+  const KvCacheShape fp8 = CacheShapeFor(config, LatentStorage::kFp8);
   const int64_t b32 = CacheBytesPerToken(f32), b16 = CacheBf16BytesPerToken(f32), b8 = CacheBytesPerToken(int8);
+  const int64_t bf8 = CacheBytesPerToken(fp8);
   const double gib = static_cast<double>(context) / (1024.0 * 1024.0 * 1024.0);
   return {{"source", source},
           {"model_type", config.model_type},
@@ -194,9 +201,9 @@ nlohmann::json MemoryJson(const ModelConfig& config, const std::string& source, 
           {"kv_lora_rank", config.kv_lora_rank},
           {"rope_dim", config.qk_rope_head_dim},
           {"index_head_dim", config.index_head_dim},
-          {"bytes_per_token", {{"f32", b32}, {"bf16", b16}, {"int8", b8}}},
+          {"bytes_per_token", {{"f32", b32}, {"bf16", b16}, {"int8", b8}, {"fp8", bf8}}},
           {"context", context},
-          {"gib_at_context", {{"f32", b32 * gib}, {"bf16", b16 * gib}, {"int8", b8 * gib}}}};
+          {"gib_at_context", {{"f32", b32 * gib}, {"bf16", b16 * gib}, {"int8", b8 * gib}, {"fp8", bf8 * gib}}}};
 }
 
 absl::Status Run(int argc, char** argv) {
@@ -239,7 +246,8 @@ absl::Status Run(int argc, char** argv) {
   }
   const bool mtp = model->has_mtp();
   std::unique_ptr<Model> keys_model;
-  Side sides[2] = {{model.get(), LatentStorage::kF32, "f32"}, {model.get(), LatentStorage::kInt8, "int8"}};
+  Side sides[2] = {{model.get(), LatentStorage::kF32, "f32"}, {model.get(), s.latent, LatentStorageName(s.latent)}};
+  RETURN_IF_ERROR(CheckLatentStorage(s.latent, config.kv_lora_rank, config.qk_rope_head_dim));
   const bool index_keys = s.index_keys != IndexKeyStorage::kF32;
   if (index_keys || activations) {
     LoadOptions load = base_load;
@@ -355,7 +363,7 @@ absl::Status Run(int argc, char** argv) {
                     {"new_tokens", s.new_tokens}, {"k", s.k}, {"seed", s.seed}}},
       {"variant", index_keys    ? absl::StrCat(IndexKeyStorageName(s.index_keys), "-index-keys")
                   : activations ? absl::StrCat(ActivationPrecisionName(s.activations), "-activations")
-                                : "int8-latent"},
+                                : absl::StrCat(LatentStorageName(s.latent), "-latent")},
       {"quantisation",
        s.activations == ActivationPrecision::kBf16
            ? "every matrix in FP8 on both sides; its input rows rounded to bf16 against f32 rows"
@@ -367,6 +375,9 @@ absl::Status Run(int argc, char** argv) {
        : s.index_keys == IndexKeyStorage::kFp8
            ? "indexer keys and queries Hadamard-rotated and quantised to e4m3 with a power-of-two scale each; latent "
              "and rope key f32"
+       : s.latent == LatentStorage::kFp8
+           ? "fp8 latent cache as DeepSeek-V3.2 is served: e4m3 latent with a power-of-two f32 scale per 128 values, "
+             "bf16 rope key, decode and verify attention in bf16 pair products; indexer keys f32"
            : "int8 latent, one symmetric f32 scale per token and layer (max|c| / 127); rope and indexer keys f32"},
       {"selection_overlap", [&] {
          nlohmann::json layers = nlohmann::json::array();
@@ -409,17 +420,18 @@ absl::Status Run(int argc, char** argv) {
                   layer["shared_fraction"].get<double>());
     }
   }
-  std::printf("\n\n| config | layers | bytes/token f32 | bf16 | int8 | int8 / bf16 | GiB at %lld tokens (f32 / bf16 / int8) |\n"
-              "|---|---|---|---|---|---|---|\n",
+  std::printf("\n\n| config | layers | bytes/token f32 | bf16 | int8 | fp8 | int8 / bf16 | fp8 / bf16 | GiB at %lld "
+              "tokens (f32 / bf16 / int8 / fp8) |\n|---|---|---|---|---|---|---|---|---|\n",
               static_cast<long long>(s.memory_context));
   for (const nlohmann::json& m : memory) {
     const nlohmann::json& b = m["bytes_per_token"];
     const nlohmann::json& g = m["gib_at_context"];
-    std::printf("| %s | %lld | %lld | %lld | %lld | %.2f | %.2f / %.2f / %.2f |\n", m["source"].get<std::string>().c_str(),
-                static_cast<long long>(m["layers"].get<int64_t>()), static_cast<long long>(b["f32"].get<int64_t>()),
-                static_cast<long long>(b["bf16"].get<int64_t>()), static_cast<long long>(b["int8"].get<int64_t>()),
-                b["int8"].get<double>() / b["bf16"].get<double>(), g["f32"].get<double>(), g["bf16"].get<double>(),
-                g["int8"].get<double>());
+    std::printf("| %s | %lld | %lld | %lld | %lld | %lld | %.2f | %.2f | %.2f / %.2f / %.2f / %.2f |\n",
+                m["source"].get<std::string>().c_str(), static_cast<long long>(m["layers"].get<int64_t>()),
+                static_cast<long long>(b["f32"].get<int64_t>()), static_cast<long long>(b["bf16"].get<int64_t>()),
+                static_cast<long long>(b["int8"].get<int64_t>()), static_cast<long long>(b["fp8"].get<int64_t>()),
+                b["int8"].get<double>() / b["bf16"].get<double>(), b["fp8"].get<double>() / b["bf16"].get<double>(),
+                g["f32"].get<double>(), g["bf16"].get<double>(), g["int8"].get<double>(), g["fp8"].get<double>());
   }
   std::fprintf(stderr, "kv_int8_bench: wrote %s\n", s.json_path.c_str());
   return absl::OkStatus();

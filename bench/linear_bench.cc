@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "attention/kv_cache.h"
+#include "attention/mla_bf16.h"
 #include "bench/stream.h"
 #include "benchmark/benchmark.h"
 #include "core/dtype.h"
@@ -236,6 +238,73 @@ void BM_AttentionRows(benchmark::State& state) {
   state.counters["GMAC/s"] = static_cast<double>(kHeads * kKeys * width) * state.iterations() / Elapsed(start) / 1e9;
 }
 
+// One query row's absorbed attention core over 2048 selected keys of a 16384-slot cache, at
+// DeepSeek-V3.2's shape (128 heads, r_kv = 512, d_r = 64), on the default pool, heads split over its
+// threads: with the f32 cache, the scores (DotRows over the latent and the rope parts), the softmax
+// and the weighted latents (CombineRows); with the fp8 cache (attention/mla_bf16.h), the keys'
+// layout for the bf16 products (GatherBf16Keys, parallel over keys) and then the same three steps in
+// bf16 pair products. Counter: G multiply-adds per second (the two products' 2048 · 128 · 1088).
+// Args: fp8 (0: f32 cache, 1: fp8 cache).
+void BM_AttentionCore(benchmark::State& state) {
+  constexpr int64_t kHeads = 128, kKeys = 2048, kLatent = 512, kRope = 64, kCacheRows = 16384;
+  const bool fp8 = state.range(0) == 1;
+  KvCacheShape shape;
+  shape.latent_storage = fp8 ? LatentStorage::kFp8 : LatentStorage::kF32;
+  shape.kv_lora_rank = kLatent;
+  shape.rope_dim = kRope;
+  shape.has_indexer = {false};
+  KvCache cache(shape, kCacheRows);
+  LayerKvCache& layer = cache.layer(0);
+  std::mt19937 rng(15);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> latent(kLatent), rope(kRope);  // [r_kv], [d_r]
+  for (int64_t j = 0; j < kCacheRows; ++j) {
+    for (float& v : latent) v = unit(rng);
+    for (float& v : rope) v = unit(rng);
+    layer.StoreLatent(j, latent.data());
+    layer.StoreRopeKey(j, rope.data());
+  }
+  std::vector<int32_t> keys(kKeys);  // [kKeys] the selection
+  for (int32_t& k : keys) k = static_cast<int32_t>(rng() % kCacheRows);
+  std::vector<float> q_lat(kHeads * kLatent), q_rope(kHeads * kRope), z(kHeads * kLatent);  // [heads, ·]
+  for (float& v : q_lat) v = 0.05f * unit(rng);
+  for (float& v : q_rope) v = 0.05f * unit(rng);
+  std::vector<const float*> latent_rows(kKeys), rope_rows(kKeys);  // [kKeys]
+  if (!fp8) {
+    for (int64_t k = 0; k < kKeys; ++k) {
+      latent_rows[k] = layer.latent.data<float>() + keys[k] * kLatent;
+      rope_rows[k] = layer.rope_key.data<float>() + keys[k] * kRope;
+    }
+  }
+  const float scale = 0.135f;
+  Bf16KeyBlock block;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    if (fp8) GatherBf16Keys(layer, keys, &block);
+    DefaultThreadPool().ParallelFor(kHeads, 1, [&](int64_t begin, int64_t end) {
+      const int64_t heads = end - begin;
+      if (fp8) {
+        AttendBf16Keys(q_lat.data() + begin * kLatent, q_rope.data() + begin * kRope, kRope, heads, kLatent, kRope,
+                       scale, block, z.data() + begin * kLatent);
+        return;
+      }
+      std::vector<float> scores(heads * kKeys);  // [heads, kKeys]
+      DotRows(q_lat.data() + begin * kLatent, heads, kLatent, latent_rows.data(), kKeys, kLatent, scores.data(), kKeys);
+      DotRows(q_rope.data() + begin * kRope, heads, kRope, rope_rows.data(), kKeys, kRope, scores.data(), kKeys,
+              /*accumulate=*/true);
+      for (int64_t h = 0; h < heads; ++h) {
+        float* s = scores.data() + h * kKeys;
+        for (int64_t k = 0; k < kKeys; ++k) s[k] *= scale;
+        SoftmaxInPlace(s, kKeys);
+      }
+      CombineRows(scores.data(), heads, kKeys, latent_rows.data(), kKeys, kLatent, z.data() + begin * kLatent, kLatent);
+    });
+    benchmark::DoNotOptimize(z.data());
+  }
+  state.counters["GMAC/s"] =
+      static_cast<double>(kHeads * kKeys * (2 * kLatent + kRope)) * state.iterations() / Elapsed(start) / 1e9;
+}
+
 // The absorbed attention's products with kv_b_proj in FP8, one thread, at GLM-5.2's shape for one
 // query row (or three) and half its 64 heads: per head, the query's fold through W_UK (CombineRows over
 // the head's 192 rows of [512]) and the un-absorb through W_UV (DotRows over its 256 rows), on FP8
@@ -306,6 +375,7 @@ BENCHMARK(BM_AttentionRows)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(1.0);
+BENCHMARK(BM_AttentionCore)->ArgName("fp8")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_KvBProjRows)
     ->ArgNames({"unabsorb", "rows"})
     ->ArgsProduct({{0, 1}, {1, 3}})

@@ -78,8 +78,9 @@ void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed) {
     for (int64_t j = 0; j < n; ++j) {
       for (float& v : latent) v = unit(rng);
       layer.StoreLatent(j, latent.data());
-      float* rope = layer.rope_key.data<float>() + j * layer.rope_key.dim(1);
-      for (int64_t i = 0; i < layer.rope_key.dim(1); ++i) rope[i] = unit(rng);
+      std::vector<float> rope(layer.rope_dim());  // [d_r]
+      for (float& v : rope) v = unit(rng);
+      layer.StoreRopeKey(j, rope.data());
       if (!layer.index_key.empty()) {
         std::vector<float> key(layer.index_key.dim(1));  // [d_I]
         for (float& v : key) v = unit(rng);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "bench/compute_ceilings.h"
 #include "bench/e2e_speed.h"
@@ -69,8 +70,9 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
   --activations f32|bf16|fp8  the precision of the FP8 matrices' input rows (default f32;
                       LoadOptions::activations)
   --decode-side-by-side LIST  instead of the above: only one-row decode steps at each context, for each
-                      entry KEYS[:ACTIVATIONS] of LIST (say f32,bf16,f32:fp8: the indexer keys' storage and
-                      the input rows' precision, f32 when left out; one model, switched between
+                      entry KEYS[:ACTIVATIONS[:LATENT]] of LIST (say f32,bf16,f32:fp8,fp8:fp8:fp8: the
+                      indexer keys' storage, the input rows' precision and the latent cache's storage
+                      (f32, int8 or fp8), f32 when left out; one model, switched between
                       precisions by Model::SetActivationPrecision), alternating within every one of
                       --reps repetitions, each paired with the read bandwidth measured before it
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
@@ -389,6 +391,7 @@ struct SideBySideEntry {
   std::string name;
   IndexKeyStorage storage = IndexKeyStorage::kF32;
   ActivationPrecision activations = ActivationPrecision::kF32;
+  LatentStorage latent = LatentStorage::kF32;
 };
 
 absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(Model& model, const std::vector<SideBySideEntry>& entries,
@@ -396,7 +399,7 @@ absl::StatusOr<nlohmann::json> MeasureDecodeSideBySide(Model& model, const std::
                                                        uint64_t seed) {
   std::vector<std::unique_ptr<KvCache>> caches;
   for (const SideBySideEntry& entry : entries) {
-    KvCacheShape shape = model.CacheShape();
+    KvCacheShape shape = model.CacheShape(entry.latent);
     shape.index_key_storage = entry.storage;
     const int64_t most_rows = verify_rows.empty() ? 1 : *std::max_element(verify_rows.begin(), verify_rows.end());
     caches.push_back(std::make_unique<KvCache>(shape, N + std::max<int64_t>(most_rows, 2)));
@@ -482,11 +485,20 @@ absl::Status Run(int argc, char** argv) {
   if (args.Has("decode-side-by-side")) {
     std::vector<SideBySideEntry> entries;
     for (const std::string& name : SplitList(args.Get("decode-side-by-side"))) {
-      const size_t colon = name.find(':');
+      const std::vector<std::string> fields = absl::StrSplit(name, ':');
+      if (fields.size() > 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--decode-side-by-side: \"", name, "\" has more than KEYS:ACTIVATIONS:LATENT"));
+      }
       SideBySideEntry entry{name};
-      ASSIGN_OR_RETURN(entry.storage, ParseIndexKeyStorage(name.substr(0, colon), "--decode-side-by-side"));
-      if (colon != std::string::npos) {
-        ASSIGN_OR_RETURN(entry.activations, ParseActivationPrecision(name.substr(colon + 1), "--decode-side-by-side"));
+      ASSIGN_OR_RETURN(entry.storage, ParseIndexKeyStorage(fields[0], "--decode-side-by-side"));
+      if (fields.size() > 1) {
+        ASSIGN_OR_RETURN(entry.activations, ParseActivationPrecision(fields[1], "--decode-side-by-side"));
+      }
+      if (fields.size() > 2) {
+        ASSIGN_OR_RETURN(entry.latent, ParseLatentStorage(fields[2], "--decode-side-by-side"));
+        RETURN_IF_ERROR(CheckLatentStorage(entry.latent, model->config().kv_lora_rank,
+                                           model->config().qk_rope_head_dim));
       }
       entries.push_back(entry);
     }

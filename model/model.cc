@@ -42,6 +42,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> Model::NewCache(int64_t capacity, Laten
     return absl::InvalidArgumentError(absl::StrCat("cache capacity ", capacity, " is outside [1, max_position_embeddings = ",
                                                    config_.max_position_embeddings, "]"));
   }
+  if (absl::Status fits = CheckLatentStorage(storage, config_.kv_lora_rank, config_.qk_rope_head_dim); !fits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir_, "/config.json: ", fits.message()));
+  }
   return std::make_unique<KvCache>(CacheShape(storage), capacity);
 }
 

@@ -13,6 +13,9 @@
 #   docs/results/activations.md the FP8 matrices' input rows in bf16 and fp8 against f32: kv_int8_bench
 #                               --variant bf16-activations|fp8-activations (accuracy), linear_bench (the
 #                               GEMV's speed), real_scale_bench --decode-side-by-side on both cuts (~15 min)
+#   docs/results/kv-fp8.md      the latent cache as DeepSeek-V3.2 is served (fp8) against f32: kv_int8_bench
+#                               --variant fp8-latent (accuracy, memory), linear_bench (the attention core),
+#                               real_scale_bench --decode-side-by-side on both cuts (~20 min)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
@@ -22,7 +25,7 @@
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|soak|tree|batch|batch-real ...]
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real ...]
 #        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +34,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations soak tree batch batch-real)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations kv-fp8 soak tree batch batch-real)
 bench=build/release/bench
 
 heldout() {
@@ -146,6 +149,28 @@ for target in "${targets[@]}"; do
       done
       "$python" bench/report/activations_report.py --results build/results \
         --command "scripts/reproduce_results.sh activations" ;;
+    kv-fp8)
+      heldout
+      $bench/kv_int8_bench --model models/glm-tiny-mtp --variant fp8-latent --windows 8 --context 512 \
+        --eval-tokens 256 --new-tokens 128 --k 2 \
+        --memory-configs build/bench_model/config.json,testing/configs/glm-5.2-fp8.json,testing/configs/deepseek-v3.2.json \
+        --json build/results/kv_fp8_trained.json
+      for m in glm_a dsv32_b; do
+        $bench/kv_int8_bench --model tests/golden/$m --variant fp8-latent --random-tokens 4000 --windows 8 \
+          --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/kv_fp8_$m.json
+      done
+      $bench/linear_bench --benchmark_filter='BM_AttentionCore' --benchmark_repetitions=5 --benchmark_format=json \
+        >build/results/kv_fp8_attention.json
+      cuts glm7 dsv4
+      # Per cut: one-row decode steps and verifies of 3 rows with the f32 cache, the fp8 cache, and the
+      # release's served numerics (fp8 indexer keys, fp8 input rows, fp8 cache), alternating within every
+      # repetition, each step paired with the read bandwidth measured just before it.
+      for cut in glm7 dsv4; do
+        $bench/real_scale_bench --model build/rs/$cut --reps 7 --decode-side-by-side f32,f32:f32:fp8,fp8:fp8:fp8 \
+          --side-by-side-rows 3 --json build/results/kv_fp8_${cut}_side_by_side.json
+      done
+      "$python" bench/report/kv_fp8_report.py --results build/results \
+        --command "scripts/reproduce_results.sh kv-fp8" ;;
     soak)
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
@@ -167,7 +192,7 @@ for target in "${targets[@]}"; do
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, soak, tree, batch, batch-real)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real)" >&2
       exit 2 ;;
   esac
 done

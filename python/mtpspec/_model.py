@@ -136,8 +136,9 @@ class Model:
     ) -> np.ndarray:
         """Logits of ``ids`` run on an empty cache: float32 ``[rows, vocab]`` (rows: None/"all",
         "last" or a list of row indices; path: "auto", "dense", "mask" or "gather"; kv_cache: "f32",
-        or "int8" for the latent stored as int8 with one scale per token). The array owns the C++
-        buffer; nothing is copied."""
+        "int8" for the latent stored as int8 with one scale per token, or "fp8" for DeepSeek-V3.2's
+        served cache: e4m3 latent with a power-of-two scale per 128 values, bf16 rope key, attended
+        in bf16 products). The array owns the C++ buffer; nothing is copied."""
         return self._m.logits(_ids(ids), None if positions is None else list(positions),
                               rows if rows is None or isinstance(rows, str) else list(rows), path, kv_cache)
 
@@ -254,8 +255,10 @@ class Model:
             temperature 1, before top-k/top-p/min-p), whatever the sampling.
         on_tokens: called with each batch of committed tokens; returning False stops generation
             (stop_reason "cancelled").
-        kv_cache: "f32", or "int8" for the target's MLA latent stored as int8 with one scale per
-            token (rope and indexer keys stay f32).
+        kv_cache: "f32", "int8" for the target's MLA latent stored as int8 with one scale per
+            token (rope and indexer keys stay f32), or "fp8" for DeepSeek-V3.2's served cache (e4m3
+            latent with a power-of-two scale per 128 values, bf16 rope key; the decode and verify
+            attention multiplies in bf16). The MTP layer's own cache stays f32.
         device: "cpu", or "cuda" in an extension built with the CUDA backend (no CPU fallback).
         device_weights: with device "cuda", "bf16" widens the model's FP8 matrices (those of an FP8
             checkpoint, or all with ``dtype="fp8"`` at load) to bf16 on the GPU; "fp8" keeps them FP8

@@ -50,8 +50,8 @@ const Model& Golden(const std::string& name) {
 
 std::vector<int32_t> Decode(const Model& model, Drafter* drafter, const std::vector<int32_t>& prompt,
                          const GenerateOptions& options, SpecStats* stats = nullptr, bool samples_in_target = false,
-                         int64_t capacity = 96) {
-  auto target = ModelTarget::Create(model, capacity);
+                         int64_t capacity = 96, LatentStorage storage = LatentStorage::kF32) {
+  auto target = ModelTarget::Create(model, capacity, {}, storage);
   EXPECT_TRUE(target.ok()) << target.status();
   (*target)->set_samples_in_target(samples_in_target);
   auto result = Generate(**target, drafter, prompt, options);
@@ -236,6 +236,39 @@ INSTANTIATE_TEST_SUITE_P(Models, LosslessTest,
                          ::testing::Values("glm_a", "dsv32_b", "tiny_fp8", "glm_a+bf16-keys", "dsv32_b+bf16-keys",
                                            "glm_a+fp8-keys", "dsv32_b+fp8-keys", "tiny_fp8+fp8-act", "tiny_fp8+bf16-act",
                                            "dsv32_b+fp8-weights+fp8-act", "glm_a+fp8-weights+bf16-act+bf16-keys"));
+
+// The fp8 latent cache (DeepSeek-V3.2's served cache, attended in bf16 products): MTP drafts and
+// scripted blocks accepted in full, in part and not at all give the plain decode's tokens with the same
+// cache, greedy and sampled, with prompts on both sides of the top-k threshold (dense and gather paths).
+TEST(Fp8LatentCacheLosslessTest, SpeculativeEqualsPlainWithTheServedCache) {
+  for (const char* name : {"glm_a", "dsv32_b"}) {
+    const Model& model = Golden(name);
+    const int64_t K = model.config().index_topk;
+    auto mtp = *MtpDrafter::Create(model, 96, MtpOptions{});
+    int64_t differs_from_f32 = 0;
+    for (double temperature : {0.0, 0.9}) {
+      for (int64_t len : {K - 2, K + 6}) {
+        const auto prompt = TestTokens(len, model.config().vocab_size, 300 + len);
+        const auto plain =
+            Decode(model, nullptr, prompt, Options(0, temperature, 7), nullptr, false, 96, LatentStorage::kFp8);
+        differs_from_f32 += plain != Decode(model, nullptr, prompt, Options(0, temperature, 7));
+        for (int64_t k = 1; k <= 4; ++k) {
+          EXPECT_EQ(Decode(model, mtp.get(), prompt, Options(k, temperature, 7), nullptr, false, 96,
+                           LatentStorage::kFp8),
+                    plain)
+              << name << " T " << temperature << " len " << len << " k " << k;
+          ScriptedDrafter scripted(plain, len, 3, mtp.get());
+          SpecStats stats;
+          EXPECT_EQ(Decode(model, &scripted, prompt, Options(k, temperature, 7), &stats, false, 96, LatentStorage::kFp8),
+                    plain)
+              << name << " scripted T " << temperature << " len " << len << " k " << k;
+          EXPECT_GE(stats.num_accepted_tokens, 8);
+        }
+      }
+    }
+    RecordProperty(std::string(name) + "_outputs_differing_from_f32", static_cast<int>(differs_from_f32));
+  }
+}
 
 // index_share_for_mtp_iteration: identical drafts to exact mode whenever the MTP cache ≤ K.
 TEST(MtpIndexShareTest, SharedEqualsExactWhileTheCacheFitsTopK) {

@@ -29,10 +29,11 @@ def test_speculative_equals_plain_under_sampler_equality(model: mtpspec.Model, d
         assert spec.stats.num_drafts > 0
 
 
+@pytest.mark.parametrize("kv_cache", ["int8", "fp8"])
 @pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=0.8, top_p=0.9, seed=5)])
-def test_int8_cache_keeps_speculative_equal_to_plain(model: mtpspec.Model, sampling: dict) -> None:
-    plain = model.generate(PROMPT, 40, draft="none", stop_at_eos=False, kv_cache="int8", **sampling)
-    spec = model.generate(PROMPT, 40, draft="mtp", k=3, stop_at_eos=False, kv_cache="int8", **sampling)
+def test_quantised_caches_keep_speculative_equal_to_plain(model: mtpspec.Model, sampling: dict, kv_cache: str) -> None:
+    plain = model.generate(PROMPT, 40, draft="none", stop_at_eos=False, kv_cache=kv_cache, **sampling)
+    spec = model.generate(PROMPT, 40, draft="mtp", k=3, stop_at_eos=False, kv_cache=kv_cache, **sampling)
     assert spec.tokens == plain.tokens
     assert spec.stats.num_drafts > 0
 

@@ -61,7 +61,7 @@ def test_int8_logits_equal_the_cli_and_bad_storage_is_named(model: mtpspec.Model
                                atol=1e-4 * np.abs(expected).max())
     bad = subprocess.run(base + ["--kv-cache", "int4"], capture_output=True, text=True)
     assert bad.returncode != 0
-    assert '--kv-cache must be f32 or int8, got "int4"' in bad.stderr
+    assert '--kv-cache must be f32, int8 or fp8, got "int4"' in bad.stderr
 
 
 def test_bf16_index_key_logits_equal_the_cli_and_bad_storage_is_named(cli: Path, tmp_path: Path) -> None:

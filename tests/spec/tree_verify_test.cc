@@ -47,7 +47,7 @@ std::unique_ptr<ModelTarget> TargetWithPrefix(const std::vector<int32_t>& prefix
 TEST(TreeVerifyTest, EveryNodeEqualsTheChainOfItsPathBitForBit) {
   const int64_t vocab = Tiny().config().vocab_size, H = Tiny().config().hidden_size;
   const auto tokens = TestTokens(64, vocab, 21);
-  for (LatentStorage storage : {LatentStorage::kF32, LatentStorage::kInt8}) {
+  for (LatentStorage storage : {LatentStorage::kF32, LatentStorage::kInt8, LatentStorage::kFp8}) {
     for (int64_t prefix_length : {2, 5, 9, 20, 40}) {
       const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + prefix_length);
       const std::vector<int32_t> tree_tokens(tokens.begin() + prefix_length,
@@ -117,7 +117,7 @@ TEST(TreeVerifyTest, KeepingAPathLeavesTheCacheOfItsChain) {
   const int64_t vocab = Tiny().config().vocab_size;
   const auto tokens = TestTokens(64, vocab, 25);
   const int64_t rows = static_cast<int64_t>(kParents.size());
-  for (LatentStorage storage : {LatentStorage::kF32, LatentStorage::kInt8}) {
+  for (LatentStorage storage : {LatentStorage::kF32, LatentStorage::kInt8, LatentStorage::kFp8}) {
     for (int64_t prefix_length : {3, 20}) {
       const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + prefix_length);
       const std::vector<int32_t> tree_tokens(tokens.begin() + prefix_length, tokens.begin() + prefix_length + rows);

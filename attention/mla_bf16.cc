@@ -1,0 +1,104 @@
+#include "attention/mla_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/parallel.h"
+#include "core/status.h"
+#include "kernels/bf16_pairs.h"
+#include "kernels/linear.h"
+
+namespace mtpspec {
+namespace {
+
+// v · scale for a bf16 value v and a power of two `scale`: the product is a bf16 value (or ±inf), so
+// dropping the f32 product's low half is exact.
+inline uint16_t ScaleBf16(uint16_t v, float scale) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  f *= scale;
+  uint32_t out;
+  std::memcpy(&out, &f, sizeof(out));
+  return static_cast<uint16_t>(out >> 16);
+}
+
+}  // namespace
+
+void GatherBf16Keys(const LayerKvCache& cache, std::span<const int32_t> keys, Bf16KeyBlock* block) {
+  MTPSPEC_CHECK(cache.fp8());
+  const int64_t n = static_cast<int64_t>(keys.size()), r_kv = cache.latent_dim(), d_r = cache.rope_dim();
+  const int64_t width = r_kv + d_r, pairs = width / 2, tiles = cache.latent_scale.dim(1);
+  const int64_t padded = n + (n & 1);
+  constexpr int64_t kLineWords = 16;  // one 64-byte cache line
+  block->keys = n;
+  block->padded = padded;
+  block->pair_stride = (padded + kLineWords - 1) / kLineWords * kLineWords + kLineWords;
+  block->key_pair_stride = (r_kv + kLineWords - 1) / kLineWords * kLineWords + kLineWords;
+  block->by_pair.resize(pairs * block->pair_stride);
+  block->by_key_pair.resize(padded / 2 * block->key_pair_stride);
+  const uint8_t* codes = cache.latent.data<uint8_t>();      // [capacity, r_kv]
+  const float* scales = cache.latent_scale.data<float>();   // [capacity, tiles]
+  const uint16_t* rope = cache.rope_key.data<uint16_t>();   // [capacity, d_r]
+  constexpr int64_t kChunk = 16;  // keys per chunk; even, so key pairs never straddle two chunks
+  DefaultThreadPool().ParallelFor((n + kChunk - 1) / kChunk, 1, [&](int64_t begin, int64_t end) {
+    std::vector<uint16_t> rows(kChunk * width);  // [kChunk, r_kv + d_r] the chunk's keys in bf16
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      const int64_t k0 = chunk * kChunk, count = std::min(kChunk, padded - k0);
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t* row = rows.data() + i * width;
+        if (k0 + i == n) {  // the padding key
+          std::fill(row, row + width, uint16_t{0});
+          continue;
+        }
+        const int64_t slot = keys[k0 + i];
+        WidenFp8ToBf16(codes + slot * r_kv, r_kv, row);
+        for (int64_t t = 0; t < tiles; ++t) {
+          const float scale = scales[slot * tiles + t];
+          const int64_t tile_end = std::min(r_kv, (t + 1) * kLatentFp8Tile);
+          for (int64_t c = t * kLatentFp8Tile; c < tile_end; ++c) row[c] = ScaleBf16(row[c], scale);
+        }
+        std::memcpy(row + r_kv, rope + slot * d_r, d_r * sizeof(uint16_t));
+      }
+      for (int64_t p = 0; p < pairs; ++p) {
+        uint32_t* dst = block->by_pair.data() + p * block->pair_stride + k0;
+        for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i, rows.data() + i * width + 2 * p, sizeof(uint32_t));
+      }
+      for (int64_t i = 0; i < count; i += 2) {
+        const uint16_t* low = rows.data() + i * width;
+        const uint16_t* high = low + width;
+        uint32_t* dst = block->by_key_pair.data() + (k0 + i) / 2 * block->key_pair_stride;
+        for (int64_t c = 0; c < r_kv; ++c) dst[c] = static_cast<uint32_t>(low[c]) | static_cast<uint32_t>(high[c]) << 16;
+      }
+    }
+  });
+}
+
+void AttendBf16Keys(const float* q_lat, const float* q_rope, int64_t q_rope_stride, int64_t heads, int64_t r_kv,
+                    int64_t d_r, float softmax_scale, const Bf16KeyBlock& block, float* z) {
+  const int64_t n = block.keys, padded = block.padded, key_pairs = padded / 2;
+  const int64_t latent_pairs = r_kv / 2, pairs = latent_pairs + d_r / 2;
+  MTPSPEC_CHECK(n > 0 && static_cast<int64_t>(block.by_pair.size()) == pairs * block.pair_stride);
+  std::vector<uint32_t> q_pairs(heads * pairs);  // [heads, P] each head's [q_lat; q_rope] in bf16
+  for (int64_t h = 0; h < heads; ++h) {
+    uint32_t* dst = q_pairs.data() + h * pairs;
+    const float* lat = q_lat + h * r_kv;
+    const float* rot = q_rope + h * q_rope_stride;
+    for (int64_t p = 0; p < latent_pairs; ++p) dst[p] = PackBf16Pair(lat[2 * p], lat[2 * p + 1]);
+    for (int64_t p = 0; p < d_r / 2; ++p) dst[latent_pairs + p] = PackBf16Pair(rot[2 * p], rot[2 * p + 1]);
+  }
+  std::vector<float> scores(heads * n);  // [heads, n]
+  CombineBf16Pairs(q_pairs.data(), heads, pairs, block.by_pair.data(), pairs, block.pair_stride, n, scores.data(), n);
+  std::vector<uint32_t> weight_pairs(heads * key_pairs);  // [heads, padded / 2] softmax weights in bf16
+  for (int64_t h = 0; h < heads; ++h) {
+    float* s = scores.data() + h * n;
+    for (int64_t k = 0; k < n; ++k) s[k] *= softmax_scale;
+    SoftmaxInPlace(s, n);
+    uint32_t* dst = weight_pairs.data() + h * key_pairs;
+    for (int64_t m = 0; m < key_pairs; ++m) dst[m] = PackBf16Pair(s[2 * m], 2 * m + 1 < n ? s[2 * m + 1] : 0.0f);
+  }
+  CombineBf16Pairs(weight_pairs.data(), heads, key_pairs, block.by_key_pair.data(), key_pairs, block.key_pair_stride,
+                   r_kv, z, r_kv);
+}
+
+}  // namespace mtpspec

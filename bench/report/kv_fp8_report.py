@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Writes docs/results/kv-fp8.md: the latent cache as DeepSeek-V3.2 is served (fp8) against f32.
+
+Reads, from --results (build/results):
+  kv_fp8_trained.json, kv_fp8_glm_a.json, kv_fp8_dsv32_b.json
+      kv_int8_bench --variant fp8-latent (accuracy, MTP acceptance; memory from the first)
+  kv_fp8_attention.json
+      linear_bench --benchmark_filter=BM_AttentionCore --benchmark_format=json (the attention core)
+  kv_fp8_<cut>_side_by_side.json for the cuts glm7 and dsv4
+      real_scale_bench --decode-side-by-side f32,f32:f32:fp8,fp8:fp8:fp8 --side-by-side-rows 3
+
+  python bench/report/kv_fp8_report.py --results build/results [--command "..."] [--out docs/results]
+
+The JSON files are copied into <out>/kv-fp8-data/ beside the report.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from statistics import median
+
+from results_page import heading_lines, json_loader, page_arguments, side_by_side_table  # noqa: E402  (bench/report/)
+
+ACCURACY = [("trained", "models/glm-tiny-mtp (trained), held-out text"), ("glm_a", "golden glm_a (random weights)"),
+            ("dsv32_b", "golden dsv32_b (random weights)")]
+CUTS = [("glm7", "GLM-5.2"), ("dsv4", "DeepSeek-V3.2")]
+ORDER = ["f32", "f32:f32:fp8", "fp8:fp8:fp8"]
+LABEL = {"f32": "f32 cache, f32 indexer keys, f32 input rows",
+         "f32:f32:fp8": "fp8 cache (f32 indexer keys and input rows)",
+         "fp8:fp8:fp8": "as served: fp8 cache, fp8 indexer keys, fp8 input rows"}
+
+INTRO = """`--kv-cache fp8` (C++ `LatentStorage::kFp8`, Python `kv_cache="fp8"`) keeps the trunk's latent
+cache as DeepSeek-V3.2 is served by FlashMLA's sparse decoding kernel: per token and layer the 512
+latent values as float8_e4m3fn with one f32 scale per 128 of them (the smallest power of two ≥
+max(max|c| / 448, 1e-4)), and the 64 rope values in bf16, 656 bytes against 2,304 in f32. The decode
+and verify attention over it computes as that kernel does: the selected keys dequantised to bf16
+(exactly), the queries and the softmax weights rounded to bf16, and both products as chains of bf16
+pair products summed in f32, the arithmetic of the AVX-512 BF16 instruction VDPBF16PS
+(`attention/mla_bf16.h`); the softmax is f32. Prefill chunks that take the naive form widen the cached
+latents to f32; the MTP layer's own cache stays f32. Every (row, head) result is one fixed chain, so
+speculative output stays identical to plain output (tests/mtp/lossless_test.cc,
+tests/spec/tree_verify_test.cc)."""
+
+
+def accuracy_lines(results: dict[str, dict]) -> list[str]:
+    lines = ["## What the fp8 cache changes", "",
+             "`kv_int8_bench --variant fp8-latent` runs every window through the model twice, with the f32 cache (the "
+             "reference) and the fp8 cache: teacher-forced decode steps after a one-call prefill (KL(p_f32 ‖ p_fp8), "
+             "the largest logit error relative to the row's logit range, argmax agreement, the held-out loss of the "
+             "true next token), free-running greedy decoding, and MTP drafting at k = 2 (sampler-equality, T = 0). "
+             "The golden models have random weights and random ids, so their numbers bound the effect on "
+             "untrained attention rather than measure it on text.", "",
+             "| model | windows × steps | mean KL (nats) | p99 KL | max rel. logit error | argmax agreement | "
+             "held-out loss, f32 → fp8 | greedy: first difference, equal share | MTP mean acceptance length f32 → fp8 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, name in ACCURACY:
+        r = results.get(key)
+        if r is None:
+            continue
+        t, g, s = r["teacher_forced"], r["greedy"], r["settings"]
+        mtp = r.get("mtp") or {}
+        acc = f"{mtp['mean_acceptance_length_f32']:.3f} → {mtp['mean_acceptance_length_fp8']:.3f}" if mtp else "—"
+        lines.append(f"| {name} | {s['windows']} × {s['eval_tokens']} | {t['mean_kl_nats']:.2e} | {t['p99_kl_nats']:.2e} | "
+                     f"{t['max_relative_logit_error']:.4f} | {t['argmax_agreement']:.4f} | {t['mean_nll_f32']:.4f} → "
+                     f"{t['mean_nll_fp8']:.4f} | {g['mean_first_difference']:.1f} of {g['tokens']}, "
+                     f"{g['mean_equal_fraction']:.3f} | {acc} |")
+    lines += ["", "Free-running greedy outputs part after a first differing token and then go their own ways, so "
+              "their equal share and the MTP acceptance on each side's own text measure divergence, not quality; "
+              "the teacher-forced columns compare the two on the same text."]
+    return lines + [""]
+
+
+def memory_lines(trained: dict) -> list[str]:
+    lines = ["## Memory", "",
+             "Cache bytes per token, all layers, from each config (`CacheBytesPerToken`). The fp8 column keeps the "
+             "indexer keys in f32; the last column adds `--index-keys fp8` (e4m3 keys with one f32 scale each), the "
+             "pair the release is served with.", "",
+             "| config | layers | f32 | int8 latent | fp8 latent | fp8 latent and fp8 indexer keys | "
+             "GiB at 131072 tokens, f32 → fp8 and fp8 keys |",
+             "|---|---|---|---|---|---|---|"]
+    for m in trained.get("memory", []):
+        b, layers = m["bytes_per_token"], m["layers"]
+        r_kv, d_r, d_i = m["kv_lora_rank"], m["rope_dim"], m["index_head_dim"]
+        latent_fp8 = r_kv + 4 * math.ceil(r_kv / 128) + 2 * d_r
+        full_layers = (b["fp8"] - layers * latent_fp8) // (4 * d_i) if d_i else 0
+        served = layers * latent_fp8 + full_layers * (d_i + 4)
+        gib = m["context"] / 2**30
+        lines.append(f"| {m['source']} | {layers} | {b['f32']:,} | {b['int8']:,} | {b['fp8']:,} | {served:,} | "
+                     f"{b['f32'] * gib:.2f} → {served * gib:.2f} |")
+    return lines + [""]
+
+
+def attention_lines(data: dict) -> tuple[list[str], float | None]:
+    times = {}
+    for b in data["benchmarks"]:
+        m = re.match(r"BM_AttentionCore/fp8:(\d)", b["name"])
+        if m and b.get("aggregate_name", "median") == "median" and b.get("run_type") != "iteration":
+            times[int(m.group(1))] = (b["real_time"], b["GMAC/s"])
+    if 0 not in times or 1 not in times:
+        return [], None
+    (t32, r32), (t8, r8) = times[0], times[1]
+    lines = ["## The attention core", "",
+             "`linear_bench --benchmark_filter=BM_AttentionCore`: one query row's absorbed attention over 2048 selected "
+             "keys of a 16384-slot cache at DeepSeek-V3.2's shape (128 heads, r_kv = 512, d_r = 64), 2 threads, heads "
+             "split between them: the scores, the softmax and the weighted latents, and with the fp8 cache also the "
+             "keys' layout for the pair products (parallel over keys). The products with kv_b_proj are not part of "
+             "it. Medians of 5 repetitions.", "",
+             "| cache | time (µs) | G multiply-adds/s | f32 ÷ fp8 |", "|---|---|---|---|",
+             f"| f32 | {t32:.0f} | {r32:.1f} | |", f"| fp8 (bf16 pair products) | {t8:.0f} | {r8:.1f} | {t32 / t8:.2f} |"]
+    return lines + [""], t32 / t8
+
+
+def side_by_side_lines(name: str, run: dict) -> tuple[list[str], dict]:
+    stored = run["contexts"][0]["storages"]
+    entries = [e for e in ORDER if e in stored]
+    lines = [f"### {name}", "",
+             f"The cut in the release's FP8 format and dimensions (`real_scale_bench --decode-side-by-side`); one row's "
+             f"decode step reads {run['step_weight_bytes'] / 1e9:.2f} GB of weights, its head in bf16. One model, "
+             "switched between input-row precisions, and one cache per entry filled with the same random values; in "
+             "every repetition each entry in turn (the order rotating) runs one decode step after its own "
+             "read-bandwidth measurement, then a verify of 3 rows. Ratios are medians over repetitions of ratios "
+             "within a repetition.", "",
+             "Entries: " + "; ".join(f"`{e}` = {LABEL[e]}" for e in entries) + ".", ""]
+    table, pooled = side_by_side_table(run, entries)
+    lines += table
+    lines += ["", "A verify of 3 rows over the one-row step of the same entry in the same repetition (r_2 on the "
+              "cut), and the f32 entry's verify over each other entry's.", "",
+              "| N | " + " | ".join(f"T(3) ÷ T(1), {e}" for e in entries) + " | " +
+              " | ".join(f"verify f32 ÷ {e}" for e in entries[1:]) + " | cache bytes per token (" +
+              ", ".join(entries) + ") |",
+              "|---|" + "---|" * (2 * len(entries))]
+    for point in run["contexts"]:
+        st = point["storages"]
+        if "3" not in st[entries[0]].get("verify", {}):
+            continue
+        r = {e: median(v / w for v, w in zip(st[e]["verify"]["3"], st[e]["whole"])) for e in entries}
+        gain = {e: median(a / b for a, b in zip(st["f32"]["verify"]["3"], st[e]["verify"]["3"])) for e in entries[1:]}
+        lines.append(f"| {point['context']} | " + " | ".join(f"{r[e]:.2f}" for e in entries) + " | " +
+                     " | ".join(f"{gain[e]:.2f}" for e in entries[1:]) + " | " +
+                     " / ".join(f"{st[e]['cache_bytes_per_token']:,}" for e in entries) + " |")
+    lines.append("")
+    bws = [b for p in run["contexts"] for e in entries for b in p["storages"][e]["read_bandwidth"]]
+    for e in entries:
+        overall = median(pooled[e])
+        lines.append(f"- Decode weight bytes per second ÷ read bandwidth, `{e}`: median {overall:.2f} over "
+                     f"{len(pooled[e])} paired repetitions; it {'meets' if overall >= 0.75 else 'is below'} the 0.75 goal.")
+    lines.append(f"- Read bandwidth in this run: median {median(bws) / 1e9:.1f} GB/s "
+                 f"({min(bws) / 1e9:.1f}-{max(bws) / 1e9:.1f}).")
+    return lines + [""], {e: median(v) for e, v in pooled.items()}
+
+
+def main() -> None:
+    args = page_arguments(__doc__)
+    load = json_loader(args.results, args.out / "kv-fp8-data")
+    accuracy = {k: r for k, _ in ACCURACY if (r := load(f"kv_fp8_{k}.json")) is not None}
+    attention = load("kv_fp8_attention.json")
+    cuts = {name: r for cut, name in CUTS if (r := load(f"kv_fp8_{cut}_side_by_side.json")) is not None}
+    first = next(iter(cuts.values())) if cuts else next(iter(accuracy.values()))
+    md = heading_lines("The latent cache as DeepSeek-V3.2 is served (fp8)", INTRO, first["run"], "kv-fp8-data",
+                       args.command)
+    body, summary = [], ["## Summary", ""]
+    if "trained" in accuracy:
+        t = accuracy["trained"]["teacher_forced"]
+        mtp = accuracy["trained"].get("mtp") or {}
+        summary.append(f"- On the bundled trained model over held-out text: mean KL {t['mean_kl_nats']:.1e} nats, argmax "
+                       f"agreement {t['argmax_agreement']:.4f}, held-out loss {t['mean_nll_f32']:.4f} → "
+                       f"{t['mean_nll_fp8']:.4f}" + (f"; MTP mean acceptance length at k = 2 "
+                                                     f"{mtp['mean_acceptance_length_f32']:.3f} → "
+                                                     f"{mtp['mean_acceptance_length_fp8']:.3f}" if mtp else "") + ".")
+        for m in accuracy["trained"].get("memory", []):
+            if "deepseek" in m["source"]:
+                b = m["bytes_per_token"]
+                summary.append(f"- DeepSeek-V3.2's cache per token: {b['f32']:,} bytes in f32, {b['fp8']:,} with the fp8 "
+                               "latent (the memory table adds fp8 indexer keys).")
+    body += accuracy_lines(accuracy)
+    if "trained" in accuracy:
+        body += memory_lines(accuracy["trained"])
+    if attention is not None:
+        lines, gain = attention_lines(attention)
+        body += lines
+        if gain is not None:
+            summary.append(f"- The attention core at DeepSeek-V3.2's shape (one row, 2048 keys, 2 threads): {gain:.2f}x as "
+                           "fast with the fp8 cache's bf16 products as with the f32 cache.")
+    if cuts:
+        body += ["## Whole decode steps and verifies on the cuts", ""]
+    for name, run_json in cuts.items():
+        lines, pooled = side_by_side_lines(name, run_json)
+        body += lines
+        steps = [median(a / b for a, b in zip(p["storages"]["f32"]["whole"], p["storages"][e]["whole"]))
+                 for p in run_json["contexts"] for e in ("f32:f32:fp8",) if e in p["storages"]]
+        summary.append(f"- {name} cut, measured side by side: the fp8 cache's decode step "
+                       f"{min(steps):.2f}-{max(steps):.2f}x as fast as f32's over the contexts; decode weight bytes per "
+                       "second ÷ read bandwidth (median over all contexts): " +
+                       ", ".join(f"`{e}` {v:.2f}" for e, v in pooled.items()) + ".")
+    md += summary + [""] + body
+    (args.out / "kv-fp8.md").write_text("\n".join(md).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    main()
