@@ -76,6 +76,17 @@ std::string CacheBytesPerLayerText(const KvCacheShape& shape, const ModelConfig&
   return absl::StrCat(shared + 4 * shape.index_head_dim, " B on a full layer, ", shared, " B on a shared one (f32)");
 }
 
+// ", N B with --kv-cache fp8 --index-keys fp8" (the latent and indexer keys in e4m3 with their scales,
+// the rope key in bf16), or nothing where the dimensions do not allow those storages.
+std::string FP8CacheText(const ModelConfig& c) {
+  if (!CheckLatentStorage(LatentStorage::kFp8, c.kv_lora_rank, c.qk_rope_head_dim).ok() ||
+      !CheckIndexKeyStorage(IndexKeyStorage::kFp8, c.index_head_dim).ok()) {
+    return "";
+  }
+  return absl::StrCat(", ", CacheBytesPerToken(CacheShapeFor(c, LatentStorage::kFp8, IndexKeyStorage::kFp8)),
+                      " B with --kv-cache fp8 --index-keys fp8");
+}
+
 // A checkpoint cut from a release (testing/release_checkpoint.h): the full model's counts beside
 // the cut one's, from the release's config.
 void PrintCutFrom(const Model& model) {
@@ -90,7 +101,7 @@ void PrintCutFrom(const Model& model) {
             << " layers, " << full->n_routed_experts << " experts; full model: parameters trunk "
             << HumanCount(p.trunk) << " (" << HumanCount(p.routed_experts) << " in routed experts), mtp "
             << HumanCount(p.mtp) << ", cache/token " << probe.BytesPerToken() << " B f32, " << probe.Bf16BytesPerToken()
-            << " B bf16\n";
+            << " B bf16" << FP8CacheText(*full) << "\n";
 }
 
 // Reads every stored value; an error listing the tensors that hold NaN or Inf, if any do.
@@ -166,7 +177,7 @@ absl::Status RunInfo(const CliArgs& args) {
   auto cache = model->CacheShape();
   KvCache probe(cache, 1);
   std::cout << "cache/token    " << probe.BytesPerToken() << " B (f32 as stored here), " << probe.Bf16BytesPerToken()
-            << " B in bf16\n"
+            << " B in bf16" << FP8CacheText(c) << "\n"
             << "attention      dense while T <= " << c.index_topk << "; beyond, gather for L <= 16 rows, else mask\n"
             << "cache/layer    " << CacheBytesPerLayerText(cache, c) << "\n"
             << "mtp            "
