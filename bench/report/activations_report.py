@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from statistics import median
 
-from results_page import heading_lines, json_loader, page_arguments, side_by_side_table  # noqa: E402  (bench/report/)
+from results_page import (DIVERGENCE_NOTE, comparison_row, heading_lines, json_loader, page_arguments,
+                          side_by_side_table)  # noqa: E402  (bench/report/)
 
 VARIANTS = ["bf16", "fp8"]
 CUTS = [("glm7", "GLM-5.2"), ("dsv4", "DeepSeek-V3.2")]
@@ -145,17 +146,8 @@ def accuracy_lines(results: dict[str, dict]) -> list[str]:
         r = results.get(v)
         if r is None:
             continue
-        t, g, s = r["teacher_forced"], r["greedy"], r["settings"]
-        mtp = r.get("mtp") or {}
-        side = f"{v}_activations"
-        acc = (f"{mtp['mean_acceptance_length_f32']:.3f} → {mtp[f'mean_acceptance_length_{side}']:.3f}" if mtp else "—")
-        lines.append(f"| {v} | {s['windows']} × {s['eval_tokens']} | {t['mean_kl_nats']:.2e} | {t['p99_kl_nats']:.2e} | "
-                     f"{t['max_relative_logit_error']:.4f} | {t['argmax_agreement']:.4f} | {t['mean_nll_f32']:.4f} → "
-                     f"{t[f'mean_nll_{side}']:.4f} | {g['mean_first_difference']:.1f} of {g['tokens']}, "
-                     f"{g['mean_equal_fraction']:.3f} | {acc} |")
-    lines += ["", "Free-running greedy outputs part after a first differing token and then go their own ways, so "
-              "their equal share and the MTP acceptance on each side's own text measure divergence, not quality; "
-              "the teacher-forced columns compare the two on the same text."]
+        lines.append(comparison_row(v, r, f"{v}_activations"))
+    lines += ["", DIVERGENCE_NOTE]
     return lines + [""]
 
 

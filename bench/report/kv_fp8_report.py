@@ -20,7 +20,8 @@ import math
 import re
 from statistics import median
 
-from results_page import heading_lines, json_loader, page_arguments, side_by_side_table  # noqa: E402  (bench/report/)
+from results_page import (DIVERGENCE_NOTE, comparison_row, heading_lines, json_loader, page_arguments,
+                          side_by_side_table)  # noqa: E402  (bench/report/)
 
 ACCURACY = [("trained", "models/glm-tiny-mtp (trained), held-out text"), ("glm_a", "golden glm_a (random weights)"),
             ("dsv32_b", "golden dsv32_b (random weights)")]
@@ -58,16 +59,8 @@ def accuracy_lines(results: dict[str, dict]) -> list[str]:
         r = results.get(key)
         if r is None:
             continue
-        t, g, s = r["teacher_forced"], r["greedy"], r["settings"]
-        mtp = r.get("mtp") or {}
-        acc = f"{mtp['mean_acceptance_length_f32']:.3f} → {mtp['mean_acceptance_length_fp8']:.3f}" if mtp else "—"
-        lines.append(f"| {name} | {s['windows']} × {s['eval_tokens']} | {t['mean_kl_nats']:.2e} | {t['p99_kl_nats']:.2e} | "
-                     f"{t['max_relative_logit_error']:.4f} | {t['argmax_agreement']:.4f} | {t['mean_nll_f32']:.4f} → "
-                     f"{t['mean_nll_fp8']:.4f} | {g['mean_first_difference']:.1f} of {g['tokens']}, "
-                     f"{g['mean_equal_fraction']:.3f} | {acc} |")
-    lines += ["", "Free-running greedy outputs part after a first differing token and then go their own ways, so "
-              "their equal share and the MTP acceptance on each side's own text measure divergence, not quality; "
-              "the teacher-forced columns compare the two on the same text."]
+        lines.append(comparison_row(name, r, "fp8"))
+    lines += ["", DIVERGENCE_NOTE]
     return lines + [""]
 
 

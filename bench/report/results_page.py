@@ -1,6 +1,6 @@
 """What the results pages' generators share: their arguments, the loading of a run's JSON (copied
-beside the page), the page's heading lines (machine, date, data folder, commands), and the table of a
-side-by-side decode run."""
+beside the page), the page's heading lines (machine, date, data folder, commands), the row of an
+accuracy comparison (`kv_int8_bench --variant`), and the table of a side-by-side decode run."""
 
 from __future__ import annotations
 
@@ -69,3 +69,22 @@ def side_by_side_table(run: dict, entries: list[str]) -> tuple[list[str], dict[s
                                 for e in others) + " | " +
                      " | ".join(f"{median(ratios[e]):.2f}" for e in entries) + " |")
     return lines, pooled
+
+
+# What the free-running columns of an accuracy comparison measure.
+DIVERGENCE_NOTE = ("Free-running greedy outputs part after a first differing token and then go their own ways, so "
+                   "their equal share and the MTP acceptance on each side's own text measure divergence, not quality; "
+                   "the teacher-forced columns compare the two on the same text.")
+
+
+def comparison_row(label: str, result: dict, side: str) -> str:
+    """One `kv_int8_bench --variant` run as a table row: windows × steps, mean and p99 KL, the largest
+    relative logit error, argmax agreement, held-out loss f32 → `side`, the free-running greedy
+    columns and the MTP mean acceptance length f32 → `side` (— without an MTP layer)."""
+    t, g, s = result["teacher_forced"], result["greedy"], result["settings"]
+    mtp = result.get("mtp") or {}
+    acc = f"{mtp['mean_acceptance_length_f32']:.3f} → {mtp[f'mean_acceptance_length_{side}']:.3f}" if mtp else "—"
+    return (f"| {label} | {s['windows']} × {s['eval_tokens']} | {t['mean_kl_nats']:.2e} | {t['p99_kl_nats']:.2e} | "
+            f"{t['max_relative_logit_error']:.4f} | {t['argmax_agreement']:.4f} | {t['mean_nll_f32']:.4f} → "
+            f"{t[f'mean_nll_{side}']:.4f} | {g['mean_first_difference']:.1f} of {g['tokens']}, "
+            f"{g['mean_equal_fraction']:.3f} | {acc} |")
