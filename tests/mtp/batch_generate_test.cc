@@ -6,7 +6,8 @@
 // (dense and gather attention) and requests that finish mid-batch, with the drafts batched
 // (MtpBatchDrafter) or not. Adaptive-k requests in a batch still give plain decoding's tokens; the
 // expert union is counted; a batched Propose gives every drafter its own Propose's drafts; tree
-// requests verify their trees in the batch's forward, or alone with a verifier that takes chains only.
+// requests verify their trees in the batch's forward, or alone with a verifier that takes chains only;
+// with the fp8 latent cache, batched requests still equal themselves run alone.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -53,9 +54,9 @@ std::unique_ptr<Drafter> MakeDrafter(const Model& model, Kind kind) {
 Kind SlotKind(int64_t s) { return std::vector<Kind>{Kind::kMtp, Kind::kLookup, Kind::kMtp, Kind::kHybrid, Kind::kNone}[s % 5]; }
 
 struct Slots {
-  Slots(const Model& model, int64_t b) {
+  Slots(const Model& model, int64_t b, LatentStorage storage = LatentStorage::kF32) {
     for (int64_t s = 0; s < b; ++s) {
-      auto target = ModelTarget::Create(model, kCapacity);
+      auto target = ModelTarget::Create(model, kCapacity, {}, storage);
       EXPECT_TRUE(target.ok()) << target.status();
       targets.push_back(std::move(*target));
       drafters.push_back(MakeDrafter(model, SlotKind(s)));
@@ -86,8 +87,9 @@ BatchRequest MixedRequest(const Model& model, int64_t r) {
   return request;
 }
 
-GenerateResult Alone(const Model& model, Kind kind, const BatchRequest& request) {
-  auto target = ModelTarget::Create(model, kCapacity);
+GenerateResult Alone(const Model& model, Kind kind, const BatchRequest& request,
+                     LatentStorage storage = LatentStorage::kF32) {
+  auto target = ModelTarget::Create(model, kCapacity, {}, storage);
   EXPECT_TRUE(target.ok());
   std::unique_ptr<Drafter> drafter = MakeDrafter(model, kind);
   auto result = Generate(**target, drafter.get(), request.prompt, request.options);
@@ -380,6 +382,30 @@ TEST(BatchVerifierTest, TreeBlocksEqualRunTreeAndAreChecked) {
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("block 1 has 5 tokens but 2 parents"));
   EXPECT_EQ(batched[0]->length(), before0);
   EXPECT_EQ(batched[1]->length(), before1);
+}
+
+// With the fp8 latent cache (bf16 attention over each request's own cache inside the batched
+// forward), every request still equals itself run alone with that cache.
+TEST_P(BatchGenerateTest, Fp8CacheRequestsEqualThemselvesRunAlone) {
+  const Model& model = Load(GetParam());
+  Slots slots(model, 3, LatentStorage::kFp8);
+  ModelBatchVerifier verifier(model);
+  MtpBatchDrafter drafter;
+  std::vector<BatchRequest> requests;
+  for (int64_t r = 0; r < 6; ++r) requests.push_back(MixedRequest(model, r));
+  BatchOptions options;
+  options.verifier = &verifier;
+  options.drafter = &drafter;
+  auto result = GenerateBatch(slots.slots, requests, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const BatchRequestResult& batched = result->requests[r];
+    ASSERT_TRUE(batched.status.ok()) << batched.status;
+    const GenerateResult alone = Alone(model, SlotKind(batched.slot), requests[r], LatentStorage::kFp8);
+    EXPECT_EQ(batched.result.tokens, alone.tokens) << GetParam() << " request " << r;
+    EXPECT_EQ(batched.result.stats.accepted_per_pos, alone.stats.accepted_per_pos) << GetParam() << " request " << r;
+  }
+  EXPECT_GT(result->stats.mean_batch(), 1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchGenerateTest, ::testing::Values("glm_a", "dsv32_b", "trained"));
