@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "core/parallel.h"
 #include "core/status.h"
 #include "kernels/bf16_pairs.h"
@@ -21,6 +25,47 @@ inline uint16_t ScaleBf16(uint16_t v, float scale) {
   uint32_t out;
   std::memcpy(&out, &f, sizeof(out));
   return static_cast<uint16_t>(out >> 16);
+}
+
+// The pair-major copy of a chunk of keys: by_pair[p · stride + i] = word p of rows[i] (rows[i] holds
+// key i's [c; k_r] in bf16, `width` values), for i < count and p < pairs.
+void StorePairMajor(const uint16_t* rows, int64_t width, int64_t count, int64_t pairs, uint32_t* by_pair,
+                    int64_t stride) {
+  int64_t p0 = 0;
+#if defined(__AVX512F__)
+  if (count == 16) {  // 16 keys × 16 pairs at a time: one 16 × 16 transpose of 32-bit words
+    for (; p0 + 16 <= pairs; p0 += 16) {
+      __m512i r[16], t[16], u[16];
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(rows + i * width + 2 * p0);
+      for (int i = 0; i < 16; i += 2) {  // rows 2m, 2m+1 interleaved within 128-bit lanes
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 16; i += 4) {  // per lane: u[i + c] holds word 4·lane + c of rows i .. i+3
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+      }
+      for (int c = 0; c < 4; ++c) {  // gather lane l of u[c], u[4 + c], u[8 + c], u[12 + c]: word 4l + c
+        const __m512i even_lanes_low = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);
+        const __m512i odd_lanes_low = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+        const __m512i even_lanes_high = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512i odd_lanes_high = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+        const __m512i word[4] = {_mm512_shuffle_i32x4(even_lanes_low, even_lanes_high, 0x88),   // lane 0
+                                 _mm512_shuffle_i32x4(odd_lanes_low, odd_lanes_high, 0x88),     // lane 1
+                                 _mm512_shuffle_i32x4(even_lanes_low, even_lanes_high, 0xDD),   // lane 2
+                                 _mm512_shuffle_i32x4(odd_lanes_low, odd_lanes_high, 0xDD)};    // lane 3
+        for (int l = 0; l < 4; ++l) _mm512_storeu_si512(by_pair + (p0 + 4 * l + c) * stride, word[l]);
+      }
+    }
+  }
+#endif
+  for (int64_t p = p0; p < pairs; ++p) {
+    uint32_t* dst = by_pair + p * stride;
+    const uint16_t* src = rows + 2 * p;
+    for (int64_t i = 0; i < count; ++i, src += width) std::memcpy(dst + i, src, sizeof(uint32_t));
+  }
 }
 
 }  // namespace
@@ -60,10 +105,7 @@ void GatherBf16Keys(const LayerKvCache& cache, std::span<const int32_t> keys, Bf
         }
         std::memcpy(row + r_kv, rope + slot * d_r, d_r * sizeof(uint16_t));
       }
-      for (int64_t p = 0; p < pairs; ++p) {
-        uint32_t* dst = block->by_pair.data() + p * block->pair_stride + k0;
-        for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i, rows.data() + i * width + 2 * p, sizeof(uint32_t));
-      }
+      StorePairMajor(rows.data(), width, count, pairs, block->by_pair.data() + k0, block->pair_stride);
       for (int64_t i = 0; i < count; i += 2) {
         const uint16_t* low = rows.data() + i * width;
         const uint16_t* high = low + width;
