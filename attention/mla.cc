@@ -143,7 +143,12 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
       if (rule.Valid(r, list[k])) keys[r].push_back(list[k]);
     }
   }
-  std::vector<Bf16KeyBlock> bf16_keys(cache.fp8() ? qb.rows : 0);  // [rows] (fp8 cache only)
+  // [rows] (fp8 cache only), kept per calling thread like the layouts' own scratch (attention/mla_bf16.cc).
+  // The pool's threads reach it through this reference: named inside the lambda, a thread_local would
+  // be each worker's own.
+  thread_local std::vector<Bf16KeyBlock> calling_thread_blocks;
+  std::vector<Bf16KeyBlock>& bf16_keys = calling_thread_blocks;
+  bf16_keys.resize(cache.fp8() ? qb.rows : 0);
   for (int64_t r = 0; r < static_cast<int64_t>(bf16_keys.size()); ++r) {
     if (!keys[r].empty()) GatherBf16Keys(cache, keys[r], &bf16_keys[r]);
   }

@@ -87,7 +87,8 @@ void GatherBf16Keys(const LayerKvCache& cache, std::span<const int32_t> keys, Bf
   const uint16_t* rope = cache.rope_key.data<uint16_t>();   // [capacity, d_r]
   constexpr int64_t kChunk = 16;  // keys per chunk; even, so key pairs never straddle two chunks
   DefaultThreadPool().ParallelFor((n + kChunk - 1) / kChunk, 1, [&](int64_t begin, int64_t end) {
-    std::vector<uint16_t> rows(kChunk * width);  // [kChunk, r_kv + d_r] the chunk's keys in bf16
+    thread_local std::vector<uint16_t> rows;  // [kChunk, r_kv + d_r] the chunk's keys in bf16
+    rows.resize(kChunk * width);
     for (int64_t chunk = begin; chunk < end; ++chunk) {
       const int64_t k0 = chunk * kChunk, count = std::min(kChunk, padded - k0);
       for (int64_t i = 0; i < count; ++i) {
@@ -121,7 +122,11 @@ void AttendBf16Keys(const float* q_lat, const float* q_rope, int64_t q_rope_stri
   const int64_t n = block.keys, padded = block.padded, key_pairs = padded / 2;
   const int64_t latent_pairs = r_kv / 2, pairs = latent_pairs + d_r / 2;
   MTPSPEC_CHECK(n > 0 && static_cast<int64_t>(block.by_pair.size()) == pairs * block.pair_stride);
-  std::vector<uint32_t> q_pairs(heads * pairs);  // [heads, P] each head's [q_lat; q_rope] in bf16
+  // Scratch kept per thread and only grown: allocating these per call (hundreds of KiB) lets the heap
+  // hand pages back and fault them in again on every call, which cost as much as the products.
+  thread_local std::vector<uint32_t> q_pairs, weight_pairs;
+  thread_local std::vector<float> scores;
+  q_pairs.resize(heads * pairs);  // [heads, P] each head's [q_lat; q_rope] in bf16
   for (int64_t h = 0; h < heads; ++h) {
     uint32_t* dst = q_pairs.data() + h * pairs;
     const float* lat = q_lat + h * r_kv;
@@ -129,9 +134,9 @@ void AttendBf16Keys(const float* q_lat, const float* q_rope, int64_t q_rope_stri
     for (int64_t p = 0; p < latent_pairs; ++p) dst[p] = PackBf16Pair(lat[2 * p], lat[2 * p + 1]);
     for (int64_t p = 0; p < d_r / 2; ++p) dst[latent_pairs + p] = PackBf16Pair(rot[2 * p], rot[2 * p + 1]);
   }
-  std::vector<float> scores(heads * n);  // [heads, n]
+  scores.resize(heads * n);  // [heads, n]
   CombineBf16Pairs(q_pairs.data(), heads, pairs, block.by_pair.data(), pairs, block.pair_stride, n, scores.data(), n);
-  std::vector<uint32_t> weight_pairs(heads * key_pairs);  // [heads, padded / 2] softmax weights in bf16
+  weight_pairs.resize(heads * key_pairs);  // [heads, padded / 2] softmax weights in bf16
   for (int64_t h = 0; h < heads; ++h) {
     float* s = scores.data() + h * n;
     for (int64_t k = 0; k < n; ++k) s[k] *= softmax_scale;
