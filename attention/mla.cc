@@ -63,11 +63,13 @@ std::vector<Row> WeightRows(const TensorView& w, int64_t first, int64_t count) {
 // (one product over the whole [keys, r_kv + d_r] block), softmax, combine the latents into z, and
 // un-absorb through W_UV. All products are DotRows / CombineRows, whose per-element order does not
 // depend on the head range or the number of rows, so a row's output never does either.
-// With an fp8 cache, `bf16_keys` holds each row's keys laid out for the bf16 products (attention/mla_bf16.h).
+// With an fp8 cache each thread lays out the row's keys for the bf16 products itself
+// (attention/mla_bf16.h): a layout shared between the threads would be read from the other core's
+// cache by every thread, which on this kind of host sometimes costs more than the layout itself.
 template <typename Row>
 void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBlock& qb, const LayerKvCache& cache,
-                         const std::vector<std::vector<int32_t>>& keys, const std::vector<Bf16KeyBlock>& bf16_keys,
-                         int64_t h_begin, int64_t h_end, float* o /*[rows, N_h·d_v]*/) {
+                         const std::vector<std::vector<int32_t>>& keys, int64_t h_begin, int64_t h_end,
+                         float* o /*[rows, N_h·d_v]*/) {
   const int64_t rows = qb.rows, nh = dims.heads, r_kv = dims.kv_lora, d_r = dims.rope_dim;
   const int64_t d_n = dims.nope_dim, d_qk = d_n + d_r, d_v = dims.v_dim;
   const int64_t heads = h_end - h_begin;
@@ -90,8 +92,10 @@ void AttendAbsorbedHeads(const MlaWeights& w, const MlaDims& dims, const QueryBl
       continue;
     }
     if (cache.fp8()) {
+      thread_local Bf16KeyBlock block;  // this thread's layout of the row's keys
+      GatherBf16Keys(cache, keys[r], &block);
       AttendBf16Keys(q_lat.data() + r * heads * r_kv, qb.q + (r * nh + h_begin) * d_qk + d_n, d_qk, heads, r_kv, d_r,
-                     dims.softmax_scale, bf16_keys[r], z_row);
+                     dims.softmax_scale, block, z_row);
       continue;
     }
     const float* rope_key = cache.rope_key.data<float>();  // [capacity, d_r]
@@ -143,24 +147,15 @@ void AttendAbsorbed(const MlaWeights& w, const MlaDims& dims, const QueryBlock& 
       if (rule.Valid(r, list[k])) keys[r].push_back(list[k]);
     }
   }
-  // [rows] (fp8 cache only), kept per calling thread like the layouts' own scratch (attention/mla_bf16.cc).
-  // The pool's threads reach it through this reference: named inside the lambda, a thread_local would
-  // be each worker's own.
-  thread_local std::vector<Bf16KeyBlock> calling_thread_blocks;
-  std::vector<Bf16KeyBlock>& bf16_keys = calling_thread_blocks;
-  bf16_keys.resize(cache.fp8() ? qb.rows : 0);
-  for (int64_t r = 0; r < static_cast<int64_t>(bf16_keys.size()); ++r) {
-    if (!keys[r].empty()) GatherBf16Keys(cache, keys[r], &bf16_keys[r]);
-  }
   DefaultThreadPool().ParallelFor(dims.heads, 1, [&](int64_t begin, int64_t end) {
     if (w.kv_b_proj.dtype == DType::kBF16) {
-      AttendAbsorbedHeads<const uint16_t*>(w, dims, qb, cache, keys, bf16_keys, begin, end, o);
+      AttendAbsorbedHeads<const uint16_t*>(w, dims, qb, cache, keys, begin, end, o);
     } else if (w.kv_b_proj.dtype == DType::kF8E4M3) {
       MTPSPEC_CHECK(w.kv_b_proj.block_scale != nullptr);
-      AttendAbsorbedHeads<Fp8ScaledRow>(w, dims, qb, cache, keys, bf16_keys, begin, end, o);
+      AttendAbsorbedHeads<Fp8ScaledRow>(w, dims, qb, cache, keys, begin, end, o);
     } else {
       MTPSPEC_CHECK(w.kv_b_proj.dtype == DType::kF32);
-      AttendAbsorbedHeads<const float*>(w, dims, qb, cache, keys, bf16_keys, begin, end, o);
+      AttendAbsorbedHeads<const float*>(w, dims, qb, cache, keys, begin, end, o);
     }
   });
 }

@@ -31,8 +31,9 @@ struct Bf16KeyBlock {
   int64_t key_pair_stride = 0;
 };
 
-// Lays out the cache slots `keys` (all < the cache's capacity, written) of an fp8 cache.
-// Parallel over key ranges on the default pool.
+// Lays out the cache slots `keys` (all < the cache's capacity, written) of an fp8 cache. Parallel over
+// key ranges on the default pool when called outside its jobs; the attention calls it from each of its
+// threads, each for itself.
 void GatherBf16Keys(const LayerKvCache& cache, std::span<const int32_t> keys, Bf16KeyBlock* block);
 
 // For heads [0, heads) of one row, with s[h, k] = softmax_scale · (q_lat^h · c_k + q_rope^h · k_r_k):

@@ -103,8 +103,8 @@ def attention_lines(runs: list[dict]) -> tuple[list[str], tuple[float, float, fl
     lines = ["## The attention core", "",
              "`linear_bench --benchmark_filter=BM_AttentionCore`: one query row's absorbed attention over 2048 selected "
              "keys of a 16384-slot cache at DeepSeek-V3.2's shape (128 heads, r_kv = 512, d_r = 64), 2 threads, heads "
-             "split between them: the scores, the softmax and the weighted latents, and with the fp8 cache also the "
-             "keys' layout for the pair products (parallel over keys). The products with kv_b_proj are not part of "
+             "split between them: the scores, the softmax and the weighted latents, and with the fp8 cache also each "
+             "thread's own layout of the keys for the pair products. The products with kv_b_proj are not part of "
              f"it. {len(pairs)} separate processes, each the median of 3 repetitions of both: on this host the fp8 "
              "cache's speed differs from process to process while the f32 cache's barely moves, so every process is "
              "listed.", "",
