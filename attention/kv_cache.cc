@@ -8,10 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "attention/indexer.h"
 #include "core/dtype.h"
+#include "core/fp8_quantise.h"
 #include "kernels/linear.h"
 
 namespace mtpspec {
 namespace {
+
+static_assert(kLatentFp8Tile == kFp8Block, "LoadLatent widens a slot as one FP8 row with its block scales");
 
 int64_t LatentFp8Tiles(int64_t r_kv) { return (r_kv + kLatentFp8Tile - 1) / kLatentFp8Tile; }
 
@@ -115,12 +118,7 @@ absl::Status CheckLatentStorage(LatentStorage storage, int64_t kv_lora_rank, int
   return absl::OkStatus();
 }
 
-float Fp8CacheTileScale(float max_abs) {
-  // The smallest power of two ≥ v, from v's binary exponent: v = m · 2^e with m in [½, 1).
-  int exponent = 0;
-  const float mantissa = std::frexp(std::max(max_abs / 448.0f, 1e-4f), &exponent);
-  return std::ldexp(1.0f, mantissa == 0.5f ? exponent - 1 : exponent);
-}
+float Fp8CacheTileScale(float max_abs) { return PowerOfTwoAtLeast(std::max(max_abs / 448.0f, 1e-4f)); }
 
 absl::Status CheckIndexKeyStorage(IndexKeyStorage storage, int64_t index_head_dim) {
   const int64_t d = index_head_dim;
@@ -206,9 +204,7 @@ void LayerKvCache::StoreLatent(int64_t j, const float* c) {
 void LayerKvCache::LoadLatent(int64_t j, float* out) const {
   const int64_t n = latent_dim();
   if (fp8()) {
-    const uint8_t* codes = latent.data<uint8_t>() + j * n;
-    const float* scales = latent_scale.data<float>() + j * LatentFp8Tiles(n);
-    for (int64_t i = 0; i < n; ++i) out[i] = F8E4M3ToF32(codes[i]) * scales[i / kLatentFp8Tile];
+    WidenFp8Row(latent.data<uint8_t>() + j * n, latent_scale.data<float>() + j * LatentFp8Tiles(n), n, out);
     return;
   }
   if (!int8()) {

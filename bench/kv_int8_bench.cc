@@ -192,8 +192,9 @@ nlohmann::json MemoryJson(const ModelConfig& config, const std::string& source, 
   const KvCacheShape f32 = CacheShapeFor(config, LatentStorage::kF32);
   const KvCacheShape int8 = CacheShapeFor(config, LatentStorage::kInt8);
   const KvCacheShape fp8 = CacheShapeFor(config, LatentStorage::kFp8);
+  const KvCacheShape served = CacheShapeFor(config, LatentStorage::kFp8, IndexKeyStorage::kFp8);
   const int64_t b32 = CacheBytesPerToken(f32), b16 = CacheBf16BytesPerToken(f32), b8 = CacheBytesPerToken(int8);
-  const int64_t bf8 = CacheBytesPerToken(fp8);
+  const int64_t bf8 = CacheBytesPerToken(fp8), b_served = CacheBytesPerToken(served);
   const double gib = static_cast<double>(context) / (1024.0 * 1024.0 * 1024.0);
   return {{"source", source},
           {"model_type", config.model_type},
@@ -201,7 +202,8 @@ nlohmann::json MemoryJson(const ModelConfig& config, const std::string& source, 
           {"kv_lora_rank", config.kv_lora_rank},
           {"rope_dim", config.qk_rope_head_dim},
           {"index_head_dim", config.index_head_dim},
-          {"bytes_per_token", {{"f32", b32}, {"bf16", b16}, {"int8", b8}, {"fp8", bf8}}},
+          {"bytes_per_token",
+           {{"f32", b32}, {"bf16", b16}, {"int8", b8}, {"fp8", bf8}, {"fp8_with_fp8_index_keys", b_served}}},
           {"context", context},
           {"gib_at_context", {{"f32", b32 * gib}, {"bf16", b16 * gib}, {"int8", b8 * gib}, {"fp8", bf8 * gib}}}};
 }

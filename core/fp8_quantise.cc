@@ -65,13 +65,14 @@ Fp8Matrix QuantiseFp8(const TensorView& w, bool power_of_two_scales, ThreadPool*
   return q;
 }
 
-float Fp8GroupScale(float max_abs) {
-  // The smallest power of two ≥ max(max_abs, 1e-4) / 448, from its binary exponent: v = m · 2^e with
-  // m in [½, 1).
+float PowerOfTwoAtLeast(float v) {
+  // From v's binary exponent: v = m · 2^e with m in [½, 1).
   int exponent = 0;
-  const float mantissa = std::frexp(std::max(max_abs, 1e-4f) / 448.0f, &exponent);
+  const float mantissa = std::frexp(v, &exponent);
   return std::ldexp(1.0f, mantissa == 0.5f ? exponent - 1 : exponent);
 }
+
+float Fp8GroupScale(float max_abs) { return PowerOfTwoAtLeast(std::max(max_abs, 1e-4f) / 448.0f); }
 
 float QuantizeFp8Row(const float* x, int64_t d, uint8_t* out) {
   float max_abs = 0.0f;

@@ -31,5 +31,7 @@ Fp8Matrix QuantiseFp8(const TensorView& w, bool power_of_two_scales, ThreadPool*
 float QuantizeFp8Row(const float* x, int64_t d, uint8_t* out);
 // QuantizeFp8Row's scale for a group whose largest magnitude is max_abs (finite, ≥ 0).
 float Fp8GroupScale(float max_abs);
+// The smallest power of two ≥ v, for finite v > 0 (the `ue8m0` rounding of a scale).
+float PowerOfTwoAtLeast(float v);
 
 }  // namespace mtpspec

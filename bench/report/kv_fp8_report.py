@@ -17,7 +17,6 @@ The JSON files are copied into <out>/kv-fp8-data/ beside the report.
 
 from __future__ import annotations
 
-import math
 import re
 from statistics import median
 
@@ -74,13 +73,10 @@ def memory_lines(trained: dict) -> list[str]:
              "GiB at 131072 tokens, f32 → fp8 and fp8 keys |",
              "|---|---|---|---|---|---|---|"]
     for m in trained.get("memory", []):
-        b, layers = m["bytes_per_token"], m["layers"]
-        r_kv, d_r, d_i = m["kv_lora_rank"], m["rope_dim"], m["index_head_dim"]
-        latent_fp8 = r_kv + 4 * math.ceil(r_kv / 128) + 2 * d_r
-        full_layers = (b["fp8"] - layers * latent_fp8) // (4 * d_i) if d_i else 0
-        served = layers * latent_fp8 + full_layers * (d_i + 4)
+        b = m["bytes_per_token"]
+        served = b["fp8_with_fp8_index_keys"]
         gib = m["context"] / 2**30
-        lines.append(f"| {m['source']} | {layers} | {b['f32']:,} | {b['int8']:,} | {b['fp8']:,} | {served:,} | "
+        lines.append(f"| {m['source']} | {m['layers']} | {b['f32']:,} | {b['int8']:,} | {b['fp8']:,} | {served:,} | "
                      f"{b['f32'] * gib:.2f} → {served * gib:.2f} |")
     return lines + [""]
 
