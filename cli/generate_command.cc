@@ -21,7 +21,8 @@ const std::set<std::string>& GenerateOptionNames() {
       "ids",         "prompt",     "max-new",    "draft",      "k",          "accept",          "temperature",
       "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
       "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
-      "synthetic-rates", "sample-drafts", "capacity", "kv-cache", "device", "prompts-file",
+      "synthetic-rates", "synthetic-rates-unconditional", "synthetic-acceptance-length", "sample-drafts",
+      "capacity", "kv-cache", "device", "prompts-file",
       "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule", "index-keys",
       "activations", "device-weights"};
   return names;
@@ -124,6 +125,20 @@ class SeriesJsonWriter {
 };
 
 // The request options of the command line (pipeline/request.h), validated.
+// A comma-separated list of numbers, empty when the option is absent; errors name the option.
+absl::StatusOr<std::vector<double>> ParseNumberList(const CliArgs& args, const std::string& name) {
+  std::vector<double> values;
+  if (!args.Has(name)) return values;
+  for (absl::string_view piece : absl::StrSplit(args.Get(name), ',')) {
+    double v;
+    if (!absl::SimpleAtod(piece, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be comma-separated numbers"));
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
 absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   constexpr Frontend kCli = Frontend::kCli;
   RequestOptions r;
@@ -139,18 +154,14 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   ASSIGN_OR_RETURN(s.seed, args.GetUint64("seed", 0));
   ASSIGN_OR_RETURN(r.accept.relaxed_top_n, args.GetInt("relaxed-top-n", 3));
   ASSIGN_OR_RETURN(r.accept.relaxed_delta, args.GetDouble("relaxed-delta", 0.1));
-  if (args.Has("synthetic-rates")) {
-    for (absl::string_view piece : absl::StrSplit(args.Get("synthetic-rates"), ',')) {
-      double v;
-      if (!absl::SimpleAtod(piece, &v)) {
-        return absl::InvalidArgumentError("--synthetic-rates must be comma-separated numbers");
-      }
-      r.accept.synthetic_rates.push_back(v);
-    }
+  ASSIGN_OR_RETURN(r.accept.synthetic_rates, ParseNumberList(args, "synthetic-rates"));
+  ASSIGN_OR_RETURN(r.synthetic_rates_unconditional, ParseNumberList(args, "synthetic-rates-unconditional"));
+  if (args.Has("synthetic-acceptance-length")) {
+    ASSIGN_OR_RETURN(r.synthetic_acceptance_length, args.GetDouble("synthetic-acceptance-length", 1.0));
   }
   ASSIGN_OR_RETURN(r.sample_drafts, ParseBool(args.Get("sample-drafts", "false"), "--sample-drafts"));
   ASSIGN_OR_RETURN(r.mtp.hidden, ParseMtpHidden(args.Get("mtp-hidden", "post"), "--mtp-hidden"));
-  ASSIGN_OR_RETURN(r.mtp.chain, ParseMtpChain(args.Get("mtp-chain", "normed"), "--mtp-chain"));
+  ASSIGN_OR_RETURN(r.mtp.chain, ParseMtpChain(args.Get("mtp-chain", "default"), "--mtp-chain"));
   ASSIGN_OR_RETURN(r.mtp.index_share, ParseMtpIndexShare(args.Get("mtp-index-share", "exact"), "--mtp-index-share"));
   ASSIGN_OR_RETURN(r.lookup.max_ngram, args.GetInt("ngram", 3));
   ASSIGN_OR_RETURN(r.kv_cache, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
@@ -179,6 +190,7 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
       return absl::InvalidArgumentError(absl::StrCat("--tree-nodes must be >= 1, got ", r.tree.max_nodes));
     }
   }
+  RETURN_IF_ERROR(ResolveSyntheticRates(r, kCli));
   RETURN_IF_ERROR(ValidateRequest(r, kCli));
   if (r.device == Device::kCuda && !BuiltWithCuda()) {
     return absl::FailedPreconditionError(

@@ -4,7 +4,7 @@
 //   mtpspec logits DIR --ids 1,2,3 [--positions 0,1,2] --out FILE.npy [--rows all|last|0,2]
 //                      [--path auto|dense|mask|gather] [--weights stored|f32|bf16|fp8] [--threads N]
 //   mtpspec generate DIR …                (cli/generate_command.h)
-//   mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E]
+//   mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2|glm-4.7-flash|deepseek-v3 [--layers N] [--experts E]
 //                      [--fill random|zeros] [--seed S] [--shard-gib G]
 #include <cstdio>
 #include <fstream>
@@ -35,8 +35,11 @@ constexpr char kUsage[] =
     "                 [--index-keys f32|bf16|fp8] [--activations f32|bf16|fp8]\n"
     "  mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [--max-new N] [--draft mtp|lookup|hybrid|none] [--k K|auto]\n"
     "                 [--accept sampler-equality|rejection|relaxed|synthetic] [--temperature T] [--top-k K]\n"
-    "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw]\n"
+    "                 [--top-p P] [--min-p P] [--seed S] [--mtp-hidden post|pre] [--mtp-chain normed|raw|default]\n"
     "                 [--mtp-index-share exact|shared] [--sample-drafts true|false] [--synthetic-rates a,b,..]\n"
+    "                 [--synthetic-rates-unconditional a,b,.. | --synthetic-acceptance-length AL]   (synthetic rates as\n"
+    "                                               fractions of drafts accepted up to each position, or a mean\n"
+    "                                               accepted length on vLLM's schedule; --synthetic-rates is conditional)\n"
     "                 [--stop-ids a,b] [--eos-ids a,b] [--logprobs true|false] [--stats-json FILE] [--device cpu|cuda]\n"
     "                 [--device-weights bf16|fp8]   (with --device cuda: the FP8 matrices (all with --weights fp8)\n"
     "                                               widened to bf16 on the GPU, or kept FP8)\n"
@@ -44,7 +47,7 @@ constexpr char kUsage[] =
     "                 [--activations f32|bf16|fp8]   (the FP8 matrices' input rows: as given, bf16, or fp8 per 128)\n"
     "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"
     "                 [--batch B [--k-schedule B1:k1,B2:k2,..]]   (the prompts B at a time, one verify forward per cycle)\n"
-    "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2 [--layers N] [--experts E] [--fill random|zeros]\n"
+    "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2|glm-4.7-flash|deepseek-v3 [--layers N] [--experts E] [--fill random|zeros]\n"
     "                 [--seed S] [--shard-gib G]\n";
 
 absl::StatusOr<LoadOptions> ParseLoadOptions(const CliArgs& args) {
@@ -70,19 +73,31 @@ std::string HumanCount(int64_t n) {
   return absl::StrCat(n);
 }
 
+// 31221488576 as "31,221,488,576".
+std::string GroupedDigits(int64_t n) {
+  std::string digits = absl::StrCat(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 // Cache bytes per token of one full-indexer layer and of one shared layer (f32 latent).
 std::string CacheBytesPerLayerText(const KvCacheShape& shape, const ModelConfig& c) {
   const int64_t shared = 4 * (shape.kv_lora_rank + shape.rope_dim);
+  if (!c.has_indexer) return absl::StrCat(shared, " B on every layer (f32; no indexer keys)");
   return absl::StrCat(shared + 4 * shape.index_head_dim, " B on a full layer, ", shared, " B on a shared one (f32)");
 }
 
 // ", N B with --kv-cache fp8 --index-keys fp8" (the latent and indexer keys in e4m3 with their scales,
 // the rope key in bf16), or nothing where the dimensions do not allow those storages.
 std::string FP8CacheText(const ModelConfig& c) {
-  if (!CheckLatentStorage(LatentStorage::kFp8, c.kv_lora_rank, c.qk_rope_head_dim).ok() ||
-      !CheckIndexKeyStorage(IndexKeyStorage::kFp8, c.index_head_dim).ok()) {
-    return "";
+  if (!CheckLatentStorage(LatentStorage::kFp8, c.kv_lora_rank, c.qk_rope_head_dim).ok()) return "";
+  if (!c.has_indexer) {
+    return absl::StrCat(", ", CacheBytesPerToken(CacheShapeFor(c, LatentStorage::kFp8)), " B with --kv-cache fp8");
   }
+  if (!CheckIndexKeyStorage(IndexKeyStorage::kFp8, c.index_head_dim).ok()) return "";
   return absl::StrCat(", ", CacheBytesPerToken(CacheShapeFor(c, LatentStorage::kFp8, IndexKeyStorage::kFp8)),
                       " B with --kv-cache fp8 --index-keys fp8");
 }
@@ -94,14 +109,24 @@ void PrintCutFrom(const Model& model) {
   nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.contains("mtpspec_cut_from")) return;
   absl::StatusOr<ModelConfig> full = ParseModelConfig(UncutConfig(config), "the release config");
-  if (!full.ok()) return;
+  absl::StatusOr<Release> release = ParseRelease(config["mtpspec_cut_from"].value("release", ""));
+  if (!full.ok() || !release.ok()) return;
   const ParameterCount p = CountConfigParameters(*full);
+  const bool copies = ReleaseHasMtpCopies(*release);
+  const int64_t total = p.trunk + p.mtp + (copies ? p.mtp_copies : 0);
   KvCache probe(CacheShapeFor(*full), 1);
-  std::cout << "cut from       " << config["mtpspec_cut_from"].value("release", "?") << ": " << full->num_hidden_layers
-            << " layers, " << full->n_routed_experts << " experts; full model: parameters trunk "
-            << HumanCount(p.trunk) << " (" << HumanCount(p.routed_experts) << " in routed experts), mtp "
-            << HumanCount(p.mtp) << ", cache/token " << probe.BytesPerToken() << " B f32, " << probe.Bf16BytesPerToken()
-            << " B bf16" << FP8CacheText(*full) << "\n";
+  std::cout << "cut from       " << ReleaseName(*release) << ": " << full->num_hidden_layers << " layers, "
+            << full->n_routed_experts << " experts; full model: parameters trunk " << HumanCount(p.trunk) << " ("
+            << HumanCount(p.routed_experts) << " in routed experts), mtp " << HumanCount(p.mtp)
+            << (copies ? absl::StrCat(" + ", HumanCount(p.mtp_copies), " in its embed and head copies") : "")
+            << ", cache/token " << probe.BytesPerToken() << " B f32, " << probe.Bf16BytesPerToken() << " B bf16"
+            << FP8CacheText(*full) << "\n"
+            << "release total  " << GroupedDigits(total) << " parameters, the MTP layer" << (copies ? " and its copies" : "")
+            << " included";
+  if (ReleaseIsFp8(*release)) {
+    std::cout << "; " << GroupedDigits(total + CountFp8BlockScales(*full)) << " with the FP8 block scales";
+  }
+  std::cout << "\n";
 }
 
 // Reads every stored value; an error listing the tensors that hold NaN or Inf, if any do.
@@ -121,6 +146,71 @@ absl::Status CheckWeights(const std::string& dir) {
   return absl::DataLossError(absl::StrCat(dir, ": ", found.size(), " tensors hold NaN or Inf:", list));
 }
 
+// The quantization line of an FP8 checkpoint, or of a model quantised at load.
+void PrintQuantization(const Model& model) {
+  const ModelConfig& c = model.config();
+  const LoadReport& report = model.load_report();
+  if (c.quantization.fp8 || report.fp8_tensors_in_place + report.fp8_tensors_dequantised + report.fp8_tensors_quantised > 0) {
+    std::cout << "quantization   fp8 e4m3, 128x128 blocks"
+              << (c.quantization.scale_fmt == "ue8m0" ? " (ue8m0 scales)" : "") << "; " << report.fp8_tensors_in_place
+              << " matrices used as FP8, " << report.fp8_tensors_dequantised << " widened at load";
+    if (report.fp8_tensors_quantised > 0) std::cout << ", " << report.fp8_tensors_quantised << " quantised to FP8 at load";
+    if (report.fp8_tensors_reduced_activations > 0) {
+      std::cout << "; " << report.fp8_tensors_reduced_activations << " take their input rows in "
+                << ActivationPrecisionName(model.activation_precision());
+    }
+    if (!c.quantization.modules_to_not_convert.empty()) {
+      std::cout << "; " << c.quantization.modules_to_not_convert.size() << " modules not converted";
+    }
+    std::cout << "\n";
+  }
+}
+
+// The indexer's lines: its dimensions, the layer schedule and the attention paths, or that the type
+// has none.
+void PrintIndexer(const ModelConfig& c, const std::string& schedule_mlp) {
+  if (!c.has_indexer) {
+    std::cout << "indexer        none: " << c.model_type_name
+              << " has no DSA indexer; every layer, the MTP layer too, attends over every causal key\n"
+              << "layers (D/M)   " << schedule_mlp << "\n"
+              << "attention      dense at every length\n";
+    return;
+  }
+  std::string schedule_index;
+  int64_t full_layers = 0;
+  for (bool f : c.layer_has_indexer) {
+    schedule_index += f ? 'F' : 'S';
+    full_layers += f;
+  }
+  std::cout << "indexer        " << c.index_n_heads << " heads x " << c.index_head_dim << ", top-k " << c.index_topk
+            << ", rope " << (c.indexer_rope_interleave ? "interleaved" : "half-split") << " ("
+            << c.indexer_rope_source << "), schedule from " << c.index_schedule_source << "\n"
+            << "layers (D/M)   " << schedule_mlp << "\n"
+            << "layers (F/S)   " << schedule_index << "  (" << full_layers << " full)\n"
+            << "attention      dense while T <= " << c.index_topk << "; beyond, gather for L <= 16 rows, else mask\n";
+}
+
+// The MTP line: where the layer sits, whether it has its own embed and head copies and whether
+// they hold the trunk's values, and the chaining default for k > 1.
+void PrintMtp(const Model& model) {
+  const ModelConfig& c = model.config();
+  std::cout << "mtp            ";
+  if (!model.has_mtp()) {
+    std::cout << "none (" << model.load_report().mtp_note << ")\n";
+    return;
+  }
+  const MtpLayerWeights& mtp = model.weights().mtp[0];
+  auto copy = [](bool own, const TensorView& theirs, const TensorView& trunk, const char* what, const char* shared) {
+    if (!own) return std::string(shared);
+    return absl::StrCat("own ", what, SameStoredValues(theirs, trunk) ? " (equal to the trunk's)" : " (differs from the trunk's)");
+  };
+  std::cout << c.num_nextn_predict_layers << " layer(s) at index " << c.num_hidden_layers << ", "
+            << copy(mtp.own_embed, mtp.embed, model.weights().embed, "embed", "shares embed") << ", "
+            << copy(mtp.own_head, mtp.head, model.weights().lm_head, "head", "shares lm_head") << "\n"
+            << "mtp chain      " << (c.mtp_chain_raw ? "raw" : "normed") << " state carried for k > 1 by default ("
+            << c.mtp_chain_source << "; --mtp-chain overrides)\n";
+}
+
 absl::Status RunInfo(const CliArgs& args) {
   if (args.positional().size() != 1) return absl::InvalidArgumentError("info takes one model directory");
   ASSIGN_OR_RETURN(LoadOptions options, ParseLoadOptions(args));
@@ -130,13 +220,8 @@ absl::Status RunInfo(const CliArgs& args) {
     std::cerr << "mtpspec info: warning: --" << model->load_report().activations_note << "\n";
   }
   const ModelConfig& c = model->config();
-  std::string schedule_mlp, schedule_index;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    schedule_mlp += c.layer_is_dense[l] ? 'D' : 'M';
-    schedule_index += c.layer_has_indexer[l] ? 'F' : 'S';
-  }
-  int64_t full_layers = 0;
-  for (bool f : c.layer_has_indexer) full_layers += f;
+  std::string schedule_mlp;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) schedule_mlp += c.layer_is_dense[l] ? 'D' : 'M';
   std::cout << "model          " << model->dir() << "\n"
             << "model_type     " << c.model_type_name << "\n"
             << "dims           hidden " << c.hidden_size << ", layers " << c.num_hidden_layers << ", heads "
@@ -146,46 +231,20 @@ absl::Status RunInfo(const CliArgs& args) {
             << "moe            " << c.n_routed_experts << " experts, top-" << c.num_experts_per_tok << ", "
             << c.n_shared_experts << " shared, groups " << c.n_group << "/" << c.topk_group << ", scale "
             << c.routed_scaling_factor << "\n"
-            << "rope           theta " << c.rope.theta << ", type " << c.rope.type << ", main "
-            << (c.rope_interleave ? "interleaved" : "half-split") << ", indexer "
-            << (c.indexer_rope_interleave ? "interleaved" : "half-split") << " (" << c.indexer_rope_source
-            << "), softmax scale "
-            << c.softmax_scale() << "\n"
-            << "indexer        " << c.index_n_heads << " heads x " << c.index_head_dim << ", top-k " << c.index_topk
-            << ", schedule from " << c.index_schedule_source << "\n"
-            << "layers (D/M)   " << schedule_mlp << "\n"
-            << "layers (F/S)   " << schedule_index << "  (" << full_layers << " full)\n"
-            << "parameters     trunk " << HumanCount(model->weights().parameter_count) << ", mtp "
+            << "rope           theta " << c.rope.theta << ", type " << c.rope.type << ", "
+            << (c.rope_interleave ? "interleaved" : "half-split") << ", softmax scale " << c.softmax_scale() << "\n";
+  PrintIndexer(c, schedule_mlp);
+  std::cout << "parameters     trunk " << HumanCount(model->weights().parameter_count) << ", mtp "
             << HumanCount(model->weights().mtp_parameter_count) << "\n"
             << "weights        " << absl::StrFormat("%.2f GB", model->weights().weight_bytes / 1e9)
             << " as used for compute\n";
-  const LoadReport& report = model->load_report();
-  if (c.quantization.fp8 || report.fp8_tensors_in_place + report.fp8_tensors_dequantised + report.fp8_tensors_quantised > 0) {
-    std::cout << "quantization   fp8 e4m3, 128x128 blocks"
-              << (c.quantization.scale_fmt == "ue8m0" ? " (ue8m0 scales)" : "") << "; " << report.fp8_tensors_in_place
-              << " matrices used as FP8, " << report.fp8_tensors_dequantised << " widened at load";
-    if (report.fp8_tensors_quantised > 0) std::cout << ", " << report.fp8_tensors_quantised << " quantised to FP8 at load";
-    if (report.fp8_tensors_reduced_activations > 0) {
-      std::cout << "; " << report.fp8_tensors_reduced_activations << " take their input rows in "
-                << ActivationPrecisionName(model->activation_precision());
-    }
-    if (!c.quantization.modules_to_not_convert.empty()) {
-      std::cout << "; " << c.quantization.modules_to_not_convert.size() << " modules not converted";
-    }
-    std::cout << "\n";
-  }
+  PrintQuantization(*model);
   auto cache = model->CacheShape();
   KvCache probe(cache, 1);
   std::cout << "cache/token    " << probe.BytesPerToken() << " B (f32 as stored here), " << probe.Bf16BytesPerToken()
             << " B in bf16" << FP8CacheText(c) << "\n"
-            << "attention      dense while T <= " << c.index_topk << "; beyond, gather for L <= 16 rows, else mask\n"
-            << "cache/layer    " << CacheBytesPerLayerText(cache, c) << "\n"
-            << "mtp            "
-            << (model->has_mtp() ? absl::StrCat(c.num_nextn_predict_layers, " layer(s) at index ", c.num_hidden_layers,
-                                                model->weights().mtp[0].own_embed ? ", own embed" : ", shares embed",
-                                                model->weights().mtp[0].own_head ? ", own head" : ", shares lm_head")
-                                 : absl::StrCat("none (", model->load_report().mtp_note, ")"))
-            << "\n";
+            << "cache/layer    " << CacheBytesPerLayerText(cache, c) << "\n";
+  PrintMtp(*model);
   if (model->dir().empty() == false) PrintCutFrom(*model);
   if (args.Has("check-weights")) return CheckWeights(args.positional()[0]);
   return absl::OkStatus();
@@ -194,7 +253,7 @@ absl::Status RunInfo(const CliArgs& args) {
 // A checkpoint in a release's exact format (testing/release_checkpoint.h), random or zero weights.
 absl::Status RunMakeCheckpoint(const CliArgs& args) {
   if (args.positional().size() != 1) return absl::InvalidArgumentError("make-checkpoint takes one output directory");
-  if (!args.Has("like")) return absl::InvalidArgumentError("make-checkpoint needs --like glm-5.2 or --like deepseek-v3.2");
+  if (!args.Has("like")) return absl::InvalidArgumentError("make-checkpoint needs --like glm-5.2, deepseek-v3.2, glm-4.7-flash or deepseek-v3");
   ReleaseCheckpointOptions options;
   ASSIGN_OR_RETURN(options.release, ParseRelease(args.Get("like")));
   ASSIGN_OR_RETURN(options.layers, args.GetInt("layers", 0));
@@ -248,6 +307,12 @@ absl::Status RunLogits(const CliArgs& args) {
   }
   ForwardOptions options;
   ASSIGN_OR_RETURN(options.attention.path, ParsePath(args.Get("path", "auto")));
+  if (!model->config().has_indexer &&
+      (options.attention.path == AttentionPath::kMask || options.attention.path == AttentionPath::kGather)) {
+    return absl::InvalidArgumentError(absl::StrCat("--path ", args.Get("path"), " selects keys with the DSA indexer, which ",
+                                                   model->config().model_type_name,
+                                                   " does not have: every layer attends densely (--path auto or dense)"));
+  }
   const std::string rows = args.Get("rows", "all");
   if (rows == "last") {
     options.logit_rows = {static_cast<int64_t>(ids.size()) - 1};

@@ -24,6 +24,7 @@ class FieldReader {
   FieldReader(const json& obj, std::string source) : obj_(obj), source_(std::move(source)) {}
 
   bool Has(const std::string& key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
+  const std::string& source() const { return source_; }
 
   absl::Status Error(const std::string& key, const std::string& what) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ": field \"", key, "\" ", what));
@@ -154,11 +155,12 @@ double ModelConfig::softmax_scale() const {
 }
 
 int64_t ModelConfig::IndexDonor(int64_t layer) const {
+  if (!has_indexer) return -1;
   if (layer >= num_hidden_layers) return layer;  // MTP layers always own an indexer
   for (int64_t l = layer; l >= 0; --l) {
     if (layer_has_indexer[l]) return l;
   }
-  return -1;  // unreachable: layer 0 is validated to be full
+  return -1;  // unreachable with an indexer: layer 0 is validated to be full
 }
 
 absl::StatusOr<std::vector<bool>> DeriveIndexSchedule(const json& root, int64_t num_layers, const std::string& file,
@@ -254,6 +256,81 @@ absl::Status ParseQuantization(const json& q, const std::string& source, ModelCo
   return absl::OkStatus();
 }
 
+// What each model type fills in where its released config.json is silent (docs/models.md,
+// "Model types without an indexer" lists the sources).
+struct TypeDefaults {
+  ModelType type = ModelType::kGlmMoeDsa;
+  bool has_indexer = true;
+  int64_t first_k_dense_replace = 3;
+  int64_t num_nextn_predict_layers = 0;
+  double routed_scaling_factor = 2.5;
+  double rms_norm_eps = 1e-6;
+  bool mtp_chain_raw = false;
+  std::string mtp_chain_source;
+};
+
+absl::StatusOr<TypeDefaults> DefaultsOf(const std::string& name, const FieldReader& r) {
+  TypeDefaults d;
+  if (name == "glm_moe_dsa") {
+    d.rms_norm_eps = 1e-5;
+    d.mtp_chain_source = "vLLM's GLM-5 MTP and SGLang's GLM NextN carry the normed state";
+  } else if (name == "deepseek_v32") {
+    d.type = ModelType::kDeepseekV32;
+    d.mtp_chain_source = "SGLang's DeepSeek NextN carries the normed state (vLLM's deepseek_mtp carries the raw one)";
+  } else if (name == "glm4_moe_lite") {
+    // transformers' Glm4MoeLiteConfig: dense layer 0 only (mlp_layer_types), routed scaling 1.8.
+    d.type = ModelType::kGlm4MoeLite;
+    d.has_indexer = false;
+    d.first_k_dense_replace = 1;
+    d.routed_scaling_factor = 1.8;
+    d.rms_norm_eps = 1e-5;
+    d.mtp_chain_raw = true;
+    d.mtp_chain_source = "vLLM's glm4_moe_lite_mtp carries the raw state";
+  } else if (name == "deepseek_v3") {
+    d.type = ModelType::kDeepseekV3;
+    d.has_indexer = false;
+    d.num_nextn_predict_layers = 1;  // transformers' DeepseekV3Config: num_mtp_layers = 1
+    d.mtp_chain_raw = true;
+    d.mtp_chain_source = "vLLM's deepseek_mtp carries the raw state";
+  } else {
+    return r.Error("model_type", absl::StrCat("\"", name,
+                                              "\" is not supported (supported: glm_moe_dsa, deepseek_v32, "
+                                              "glm4_moe_lite, deepseek_v3)"));
+  }
+  return d;
+}
+
+// A type without an indexer names none of its keys: one that does is a config of another type.
+absl::Status RefuseIndexerKeys(const FieldReader& r, const std::string& type) {
+  for (const char* key : {"index_n_heads", "index_head_dim", "index_topk", "indexer_types", "index_topk_pattern",
+                          "index_topk_freq", "index_skip_topk_offset", "indexer_rope_interleave",
+                          "index_share_for_mtp_iteration"}) {
+    if (r.Has(key)) {
+      return r.Error(key, absl::StrCat("belongs to the DSA indexer, which ", type,
+                                       " does not have (glm_moe_dsa and deepseek_v32 do)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every rope dimension rotates: a partial_rotary_factor other than 1 (top level or in
+// rope_parameters) describes a model mtpspec does not run.
+absl::Status RefusePartialRotary(const json& root, const FieldReader& r) {
+  auto check = [](const FieldReader& reader) -> absl::Status {
+    ASSIGN_OR_RETURN(const double factor, reader.Number("partial_rotary_factor", 1.0));
+    if (factor != 1.0) {
+      return reader.Error("partial_rotary_factor",
+                          absl::StrCat("= ", factor, " is not supported (MLA rotates all qk_rope_head_dim values: 1)"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check(r));
+  if (r.Has("rope_parameters") && root.at("rope_parameters").is_object()) {
+    RETURN_IF_ERROR(check(FieldReader(root.at("rope_parameters"), absl::StrCat(r.source(), " (rope_parameters)"))));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool ModuleIsNotConverted(const ModelConfig& config, const std::string& name) {
@@ -273,22 +350,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   FieldReader r(root, source);
   ModelConfig c;
   ASSIGN_OR_RETURN(c.model_type_name, r.String("model_type", ""));
-  if (c.model_type_name == "glm_moe_dsa") {
-    c.model_type = ModelType::kGlmMoeDsa;
-  } else if (c.model_type_name == "deepseek_v32") {
-    c.model_type = ModelType::kDeepseekV32;
-  } else {
-    return r.Error("model_type", absl::StrCat("\"", c.model_type_name,
-                                              "\" is not supported (supported: glm_moe_dsa, deepseek_v32)"));
-  }
+  ASSIGN_OR_RETURN(const TypeDefaults defaults, DefaultsOf(c.model_type_name, r));
+  c.model_type = defaults.type;
+  c.has_indexer = defaults.has_indexer;
+  c.mtp_chain_raw = defaults.mtp_chain_raw;
+  c.mtp_chain_source = defaults.mtp_chain_source;
   const bool glm = c.model_type == ModelType::kGlmMoeDsa;
+  if (!c.has_indexer) RETURN_IF_ERROR(RefuseIndexerKeys(r, c.model_type_name));
 
   ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
   ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size"));
   ASSIGN_OR_RETURN(c.num_hidden_layers, r.Int("num_hidden_layers"));
   ASSIGN_OR_RETURN(c.num_attention_heads, r.Int("num_attention_heads"));
   if (!r.Has("q_lora_rank")) {
-    return r.Error("q_lora_rank", "must be set: the DSA indexer consumes the q latent");
+    return r.Error("q_lora_rank", "must be set: mtpspec runs MLA with a query latent (q_a_proj, q_b_proj)");
   }
   ASSIGN_OR_RETURN(c.q_lora_rank, r.Int("q_lora_rank"));
   ASSIGN_OR_RETURN(c.kv_lora_rank, r.Int("kv_lora_rank"));
@@ -296,7 +371,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   ASSIGN_OR_RETURN(c.qk_rope_head_dim, r.Int("qk_rope_head_dim"));
   ASSIGN_OR_RETURN(c.v_head_dim, r.Int("v_head_dim"));
   ASSIGN_OR_RETURN(c.intermediate_size, r.Int("intermediate_size"));
-  ASSIGN_OR_RETURN(c.first_k_dense_replace, r.Int("first_k_dense_replace", 3));
+  ASSIGN_OR_RETURN(c.first_k_dense_replace, r.Int("first_k_dense_replace", defaults.first_k_dense_replace));
   ASSIGN_OR_RETURN(c.moe_layer_freq, r.Int("moe_layer_freq", 1));
   ASSIGN_OR_RETURN(c.n_routed_experts, r.Int("n_routed_experts"));
   ASSIGN_OR_RETURN(c.n_shared_experts, r.Int("n_shared_experts", 1));
@@ -305,24 +380,30 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   ASSIGN_OR_RETURN(c.n_group, r.Int("n_group", 1));
   ASSIGN_OR_RETURN(c.topk_group, r.Int("topk_group", 1));
   ASSIGN_OR_RETURN(c.norm_topk_prob, r.Bool("norm_topk_prob", true));
-  ASSIGN_OR_RETURN(c.routed_scaling_factor, r.Number("routed_scaling_factor", 2.5));
+  ASSIGN_OR_RETURN(c.routed_scaling_factor, r.Number("routed_scaling_factor", defaults.routed_scaling_factor));
   ASSIGN_OR_RETURN(c.scoring_func, r.String("scoring_func", "sigmoid"));
   ASSIGN_OR_RETURN(c.topk_method, r.String("topk_method", "noaux_tc"));
-  ASSIGN_OR_RETURN(c.rms_norm_eps, r.Number("rms_norm_eps", glm ? 1e-5 : 1e-6));
+  ASSIGN_OR_RETURN(c.rms_norm_eps, r.Number("rms_norm_eps", defaults.rms_norm_eps));
   ASSIGN_OR_RETURN(c.rope, ParseRope(root, source));
   ASSIGN_OR_RETURN(c.rope_interleave, r.Bool("rope_interleave", true));
   ASSIGN_OR_RETURN(c.max_position_embeddings, r.Int("max_position_embeddings"));
-  ASSIGN_OR_RETURN(c.index_n_heads, r.Int("index_n_heads", glm ? 32 : 64));
-  ASSIGN_OR_RETURN(c.index_head_dim, r.Int("index_head_dim", 128));
-  ASSIGN_OR_RETURN(c.index_topk, r.Int("index_topk", 2048));
-  // The GLM indexer is interleaved (transformers' GlmMoeDsa runs it so and writes no key); the
-  // DeepSeek-V3.2 indexer is half-split (docs/models.md, "The DSA lightning indexer").
-  ASSIGN_OR_RETURN(c.indexer_rope_interleave, r.Bool("indexer_rope_interleave", glm));
-  c.indexer_rope_source = r.Has("indexer_rope_interleave")
-                              ? "config"
-                              : absl::StrCat(c.model_type_name, " default (the config has no indexer_rope_interleave)");
-  ASSIGN_OR_RETURN(c.index_share_for_mtp_iteration, r.Bool("index_share_for_mtp_iteration", false));
-  ASSIGN_OR_RETURN(c.num_nextn_predict_layers, r.Int("num_nextn_predict_layers", 0));
+  if (c.has_indexer) {
+    ASSIGN_OR_RETURN(c.index_n_heads, r.Int("index_n_heads", glm ? 32 : 64));
+    ASSIGN_OR_RETURN(c.index_head_dim, r.Int("index_head_dim", 128));
+    ASSIGN_OR_RETURN(c.index_topk, r.Int("index_topk", 2048));
+    // The GLM indexer is interleaved (transformers' GlmMoeDsa runs it so and writes no key); the
+    // DeepSeek-V3.2 indexer is half-split (docs/models.md, "The DSA lightning indexer").
+    ASSIGN_OR_RETURN(c.indexer_rope_interleave, r.Bool("indexer_rope_interleave", glm));
+    c.indexer_rope_source = r.Has("indexer_rope_interleave")
+                                ? "config"
+                                : absl::StrCat(c.model_type_name, " default (the config has no indexer_rope_interleave)");
+    ASSIGN_OR_RETURN(c.index_share_for_mtp_iteration, r.Bool("index_share_for_mtp_iteration", false));
+  } else {
+    c.index_topk = kNoIndexerTopK;
+    c.indexer_rope_source = absl::StrCat(c.model_type_name, " has no indexer");
+  }
+  RETURN_IF_ERROR(RefusePartialRotary(root, r));
+  ASSIGN_OR_RETURN(c.num_nextn_predict_layers, r.Int("num_nextn_predict_layers", defaults.num_nextn_predict_layers));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
   ASSIGN_OR_RETURN(c.attention_bias, r.Bool("attention_bias", false));
   ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
@@ -367,11 +448,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
            {"n_group", c.n_group},
            {"topk_group", c.topk_group},
            {"max_position_embeddings", c.max_position_embeddings},
-           {"index_n_heads", c.index_n_heads},
-           {"index_head_dim", c.index_head_dim},
-           {"index_topk", c.index_topk},
            {"moe_layer_freq", c.moe_layer_freq}}) {
     RETURN_IF_ERROR(RequirePositive(source, key, value));
+  }
+  if (c.has_indexer) {
+    for (auto [key, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+             {"index_n_heads", c.index_n_heads}, {"index_head_dim", c.index_head_dim}, {"index_topk", c.index_topk}}) {
+      RETURN_IF_ERROR(RequirePositive(source, key, value));
+    }
   }
   // Upper bounds keep absurd configs from turning into absurd allocations (and int32 token ids).
   constexpr int64_t kMaxDim = int64_t{1} << 24;
@@ -397,7 +481,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
     if (value > limit) return r.Error(key, absl::StrCat("= ", value, " exceeds the supported maximum ", limit));
   }
   if (c.qk_rope_head_dim % 2 != 0) return r.Error("qk_rope_head_dim", "must be even");
-  if (c.index_head_dim < c.qk_rope_head_dim) {
+  if (c.has_indexer && c.index_head_dim < c.qk_rope_head_dim) {
     return r.Error("index_head_dim", absl::StrCat("(", c.index_head_dim, ") must be >= qk_rope_head_dim (",
                                                   c.qk_rope_head_dim, ")"));
   }
@@ -467,9 +551,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& root, const std::string
   }
   if (glm) {
     ASSIGN_OR_RETURN(c.layer_has_indexer, DeriveIndexSchedule(root, c.num_hidden_layers, source, &c.index_schedule_source));
-  } else {
+  } else if (c.has_indexer) {
     c.layer_has_indexer.assign(c.num_hidden_layers, true);  // DeepSeek-V3.2: every layer is full
     c.index_schedule_source = "deepseek_v32 (all full)";
+  } else {
+    c.layer_has_indexer.assign(c.num_hidden_layers, false);  // no indexer: every layer dense
+    c.index_schedule_source = absl::StrCat(c.model_type_name, " (no indexer)");
   }
   return c;
 }

@@ -1,6 +1,8 @@
 // ModelConfig: everything mtpspec reads from a Hugging Face `config.json` of a `glm_moe_dsa`
-// (GLM-5.x) or `deepseek_v32` (DeepSeek-V3.2) checkpoint. Field meanings, defaults and the
-// IndexShare priority rule follow docs/models.md, "Notation and configuration" and "IndexShare".
+// (GLM-5.x), `deepseek_v32` (DeepSeek-V3.2), `glm4_moe_lite` (GLM-4.7-Flash) or `deepseek_v3`
+// (DeepSeek-V3, R1, V3.1) checkpoint. The last two have no DSA indexer: every layer attends densely.
+// Field meanings, defaults and the IndexShare priority rule follow docs/models.md, "Notation and
+// configuration", "IndexShare" and "Model types without an indexer".
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,11 @@
 
 namespace mtpspec {
 
-enum class ModelType { kGlmMoeDsa, kDeepseekV32 };
+enum class ModelType { kGlmMoeDsa, kDeepseekV32, kGlm4MoeLite, kDeepseekV3 };
+
+// The index_topk of a model type without an indexer: more keys than any cache holds, so every
+// attention call takes the dense path (attention/mla.h, ChooseAttentionPath).
+inline constexpr int64_t kNoIndexerTopK = int64_t{1} << 31;
 
 struct ModelConfig {
   ModelType model_type = ModelType::kGlmMoeDsa;
@@ -45,6 +51,10 @@ struct ModelConfig {
   RopeConfig rope;
   bool rope_interleave = true;       // main MLA RoPE
   int64_t max_position_embeddings = 0;
+  // Whether the type has the DSA lightning indexer (glm_moe_dsa, deepseek_v32). Without one, every
+  // layer (the MTP layer too) attends over every causal key, index_topk is kNoIndexerTopK and the
+  // index_* fields are 0.
+  bool has_indexer = true;
   int64_t index_n_heads = 0;         // N_I
   int64_t index_head_dim = 0;        // d_I
   int64_t index_topk = 2048;         // K
@@ -64,6 +74,11 @@ struct ModelConfig {
   } quantization;
   std::vector<int64_t> eos_token_ids;
   std::string hidden_act = "silu";
+  // The MTP chain's default for k > 1: carry the block's raw output into the next draft step (true)
+  // or its shared_head.norm output (false), and where that default comes from (docs/models.md,
+  // "Chaining the MTP layer"). An open question between the engines; `--mtp-chain` overrides it.
+  bool mtp_chain_raw = false;
+  std::string mtp_chain_source;
 
   // Derived.
   std::vector<bool> layer_is_dense;      // [L] dense SwiGLU MLP (true) or MoE (false)
@@ -73,7 +88,7 @@ struct ModelConfig {
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // Softmax scale of the main attention, with YaRN mscale folded in (docs/models.md, "RoPE").
   double softmax_scale() const;
-  // For shared layer l, the full layer whose top-k it reuses (l itself when full).
+  // For shared layer l, the full layer whose top-k it reuses (l itself when full; -1 without an indexer).
   int64_t IndexDonor(int64_t layer) const;
 };
 

@@ -400,7 +400,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
       } else {
         mtp.head = weights->lm_head;
       }
-      RETURN_IF_ERROR(BuildBlock(c, l, /*dense_mlp=*/false, /*indexer=*/true, b, mtp.block));
+      RETURN_IF_ERROR(BuildBlock(c, l, /*dense_mlp=*/false, /*indexer=*/c.has_indexer, b, mtp.block));
       weights->mtp_parameter_count += CountParameters(MtpLayerTensorSpecs(c, l), store);
     }
   }

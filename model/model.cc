@@ -11,6 +11,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   std::unique_ptr<Model> model(new Model());
   model->dir_ = dir;
   ASSIGN_OR_RETURN(model->config_, LoadModelConfig(dir + "/config.json"));
+  if (!model->config_.has_indexer && options.index_keys != IndexKeyStorage::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("index keys ", IndexKeyStorageName(options.index_keys), ": ", dir,
+                                                   " is a ", model->config_.model_type_name,
+                                                   " model, which has no DSA indexer (no indexer keys to store)"));
+  }
   if (absl::Status fits = CheckIndexKeyStorage(options.index_keys, model->config_.index_head_dim); !fits.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: ", fits.message()));
   }

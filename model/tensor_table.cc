@@ -77,18 +77,22 @@ std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& c, int64_t layer)
   specs.push_back({p + "shared_head.norm.weight", {H}, TensorKind::kVector});
   specs.push_back({p + "embed_tokens.weight", {c.vocab_size, H}, TensorKind::kEmbedding, /*optional=*/true});
   specs.push_back({p + "shared_head.head.weight", {c.vocab_size, H}, TensorKind::kMatrix, /*optional=*/true});
-  // MTP blocks are sparse (MoE) and always own an indexer (docs/models.md, "IndexShare", "The MTP layer as a drafter").
-  AddBlock(specs, c, layer, /*dense_mlp=*/false, /*indexer=*/true);
+  // MTP blocks are sparse (MoE) and own an indexer where the type has one (docs/models.md, "IndexShare",
+  // "The MTP layer as a drafter").
+  AddBlock(specs, c, layer, /*dense_mlp=*/false, /*indexer=*/c.has_indexer);
   return specs;
 }
 
 ParameterCount CountConfigParameters(const ModelConfig& config) {
-  auto count = [](const std::vector<TensorSpec>& specs, int64_t* experts) {
+  auto count = [](const std::vector<TensorSpec>& specs, int64_t* experts, int64_t* optional = nullptr) {
     int64_t n = 0;
     for (const TensorSpec& s : specs) {
-      if (s.optional) continue;
       int64_t numel = 1;
       for (int64_t d : s.shape) numel *= d;
+      if (s.optional) {
+        if (optional != nullptr) *optional += numel;
+        continue;
+      }
       n += numel;
       if (experts != nullptr && absl::StrContains(s.name, ".mlp.experts.")) *experts += numel;
     }
@@ -98,9 +102,26 @@ ParameterCount CountConfigParameters(const ModelConfig& config) {
   p.trunk = count(GlobalTensorSpecs(config), nullptr);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) p.trunk += count(DecoderLayerTensorSpecs(config, l), &p.routed_experts);
   for (int64_t k = 0; k < config.num_nextn_predict_layers; ++k) {
-    p.mtp += count(MtpLayerTensorSpecs(config, config.num_hidden_layers + k), nullptr);
+    p.mtp += count(MtpLayerTensorSpecs(config, config.num_hidden_layers + k), nullptr, &p.mtp_copies);
   }
   return p;
+}
+
+int64_t CountFp8BlockScales(const ModelConfig& config) {
+  int64_t n = 0;
+  auto add = [&n](const std::vector<TensorSpec>& specs) {
+    for (const TensorSpec& s : specs) {
+      if (!ReleaseStoresFp8(s)) continue;
+      const std::vector<int64_t> shape = ScaleShapeOf(s.shape);
+      n += shape[0] * shape[1];
+    }
+  };
+  add(GlobalTensorSpecs(config));
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) add(DecoderLayerTensorSpecs(config, l));
+  for (int64_t k = 0; k < config.num_nextn_predict_layers; ++k) {
+    add(MtpLayerTensorSpecs(config, config.num_hidden_layers + k));
+  }
+  return n;
 }
 
 bool ReleaseStoresFp8(const TensorSpec& spec) {

@@ -29,17 +29,22 @@ std::vector<TensorSpec> GlobalTensorSpecs(const ModelConfig& config);
 // Every tensor of trunk layer `layer` (its kind follows layer_is_dense / layer_has_indexer).
 std::vector<TensorSpec> DecoderLayerTensorSpecs(const ModelConfig& config, int64_t layer);
 // Every tensor of MTP layer `layer` (index ≥ num_hidden_layers): a sparse block with its own
-// indexer plus enorm, hnorm, eh_proj, shared_head.norm and the optional embed/head copies.
+// indexer (where the model type has one) plus enorm, hnorm, eh_proj, shared_head.norm and the optional embed/head copies.
 std::vector<TensorSpec> MtpLayerTensorSpecs(const ModelConfig& config, int64_t layer);
 
-// Parameters of every tensor a config implies: the trunk (embedding, layers, norm, head) and the
-// MTP layers without their optional embedding and head copies.
+// Parameters of every tensor a config implies: the trunk (embedding, layers, norm, head), the MTP
+// layers without their optional embedding and head copies, and those copies apart (a release that
+// ships them counts them in its total).
 struct ParameterCount {
   int64_t trunk = 0;
   int64_t mtp = 0;
+  int64_t mtp_copies = 0;      // the MTP layers' own embed_tokens and shared_head.head
   int64_t routed_experts = 0;  // of the trunk, in routed experts
 };
 ParameterCount CountConfigParameters(const ModelConfig& config);
+// The f32 block scales an FP8 release stores beside its matrices (ReleaseStoresFp8), trunk and MTP
+// layers: the hub's parameter count of an FP8 checkpoint includes them.
+int64_t CountFp8BlockScales(const ModelConfig& config);
 
 // Whether the released FP8 checkpoints store this tensor as F8_E4M3 with block scales: every
 // matmul weight except the router (`mlp.gate`), the indexer's `weights_proj`, the MTP layer's

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <map>
 
 #include "kernels/fp8_pairs.h"
@@ -56,6 +57,23 @@ int64_t SetFp8Activations(ModelWeights& weights, ActivationPrecision precision) 
     m.line_flag_stride = flags.dim(1);
   });
   return static_cast<int64_t>(seen.size());
+}
+
+bool SameStoredValues(const TensorView& a, const TensorView& b) {
+  if (a.dtype != b.dtype || a.shape_vector() != b.shape_vector() || !a.is_contiguous() || !b.is_contiguous()) {
+    return false;
+  }
+  if (a.data != b.data && std::memcmp(a.data, b.data, a.nbytes()) != 0) return false;
+  if ((a.block_scale == nullptr) != (b.block_scale == nullptr)) return false;
+  if (a.block_scale == nullptr || a.block_scale == b.block_scale) return true;
+  const int64_t block_rows = (a.dim(0) + 127) / 128, block_cols = (a.dim(1) + 127) / 128;
+  for (int64_t i = 0; i < block_rows; ++i) {
+    if (std::memcmp(a.block_scale + i * a.scale_stride, b.block_scale + i * b.scale_stride,
+                    static_cast<size_t>(block_cols) * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace mtpspec

@@ -77,4 +77,9 @@ void ForEachLinearMatrix(ModelWeights& weights, const std::function<void(TensorV
 // Not while a forward reads the weights.
 int64_t SetFp8Activations(ModelWeights& weights, ActivationPrecision precision);
 
+// Whether two weights hold the same values as stored: the same dtype and shape, the same bytes, and
+// for FP8 the same block scales. Tells an MTP layer's own embed_tokens / shared_head.head copies
+// from the trunk's (mtpspec info).
+bool SameStoredValues(const TensorView& a, const TensorView& b);
+
 }  // namespace mtpspec

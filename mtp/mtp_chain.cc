@@ -22,7 +22,14 @@ absl::StatusOr<std::unique_ptr<MtpDraftChain>> MtpDraftChain::Create(std::unique
   if (options.extend_chunk < 1) {
     return absl::InvalidArgumentError(absl::StrCat("MTP extend_chunk must be >= 1, got ", options.extend_chunk));
   }
-  return std::unique_ptr<MtpDraftChain>(new MtpDraftChain(std::move(backend), options));
+  const ModelConfig& config = backend->config();
+  MtpOptions resolved = options;
+  resolved.chain = ResolveMtpChain(options.chain, config);
+  if (!config.has_indexer && options.index_share == MtpIndexShare::kShared) {
+    return absl::InvalidArgumentError(absl::StrCat("mtp index share shared: ", config.model_type_name,
+                                                   " has no DSA indexer, so there is no selection to share"));
+  }
+  return std::unique_ptr<MtpDraftChain>(new MtpDraftChain(std::move(backend), resolved));
 }
 
 void MtpDraftChain::Reset() {

@@ -10,7 +10,19 @@
 namespace mtpspec {
 
 const char* MtpHiddenName(MtpHidden v) { return v == MtpHidden::kPostNorm ? "post" : "pre"; }
-const char* MtpChainName(MtpChain v) { return v == MtpChain::kNormed ? "normed" : "raw"; }
+const char* MtpChainName(MtpChain v) {
+  switch (v) {
+    case MtpChain::kNormed: return "normed";
+    case MtpChain::kRaw: return "raw";
+    case MtpChain::kModelDefault: return "default";
+  }
+  return "?";
+}
+
+MtpChain ResolveMtpChain(MtpChain chain, const ModelConfig& config) {
+  if (chain != MtpChain::kModelDefault) return chain;
+  return config.mtp_chain_raw ? MtpChain::kRaw : MtpChain::kNormed;
+}
 
 const char* MtpIndexShareName(MtpIndexShare v) { return v == MtpIndexShare::kExact ? "exact" : "shared"; }
 
@@ -29,7 +41,8 @@ absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name, const std::str
 absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name, const std::string& what) {
   if (name == "normed") return MtpChain::kNormed;
   if (name == "raw") return MtpChain::kRaw;
-  return absl::InvalidArgumentError(absl::StrCat(what, " must be normed or raw, got \"", name, "\""));
+  if (name == "default") return MtpChain::kModelDefault;
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be normed, raw or default, got \"", name, "\""));
 }
 
 absl::StatusOr<std::unique_ptr<MtpModule>> MtpModule::Create(const Model& model, int64_t layer) {
@@ -54,7 +67,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> MtpModule::NewCache(int64_t capacity) c
   shape.kv_lora_rank = c.kv_lora_rank;
   shape.rope_dim = c.qk_rope_head_dim;
   shape.index_head_dim = c.index_head_dim;
-  shape.has_indexer = {true};
+  shape.has_indexer = {c.has_indexer};
   return std::make_unique<KvCache>(shape, capacity);
 }
 

@@ -20,15 +20,18 @@ namespace mtpspec {
 
 // Which target hidden feeds step 1 (docs/models.md, "The MTP layer as a drafter").
 enum class MtpHidden { kPostNorm, kPreNorm };
-// Which MTP output feeds the next chained step (§7.4).
-enum class MtpChain { kNormed, kRaw };
+// Which MTP output feeds the next chained step (docs/models.md, "Chaining the MTP layer"):
+// shared_head.norm(g), the raw block output g, or the model type's default (ModelConfig::mtp_chain_raw).
+enum class MtpChain { kNormed, kRaw, kModelDefault };
 // index_share_for_mtp_iteration (§7.5): rescore every draft step, or reuse step 1's top-k.
 enum class MtpIndexShare { kExact, kShared };
 
 const char* MtpHiddenName(MtpHidden v);
 const char* MtpChainName(MtpChain v);
 const char* MtpIndexShareName(MtpIndexShare v);
-// "post" / "pre", "normed" / "raw", "exact" / "shared"; errors name `what` (the option) and the value.
+// kNormed or kRaw: `chain` itself, or the model type's default for kModelDefault.
+MtpChain ResolveMtpChain(MtpChain chain, const ModelConfig& config);
+// "post" / "pre", "normed" / "raw" / "default", "exact" / "shared"; errors name `what` (the option) and the value.
 absl::StatusOr<MtpHidden> ParseMtpHidden(const std::string& name, const std::string& what = "mtp hidden");
 absl::StatusOr<MtpChain> ParseMtpChain(const std::string& name, const std::string& what = "mtp chain");
 absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name,
@@ -36,7 +39,7 @@ absl::StatusOr<MtpIndexShare> ParseMtpIndexShare(const std::string& name,
 
 struct MtpOptions {
   MtpHidden hidden = MtpHidden::kPostNorm;
-  MtpChain chain = MtpChain::kNormed;
+  MtpChain chain = MtpChain::kModelDefault;
   MtpIndexShare index_share = MtpIndexShare::kExact;
   AttentionOptions attention;
   // Rows per MtpModule call when the drafter extends its cache over committed pairs (the prompt,

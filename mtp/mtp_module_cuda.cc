@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<DeviceKvCache>> CudaMtpModule::NewCache(int64_t c
   shape.kv_lora_rank = c.kv_lora_rank;
   shape.rope_dim = c.qk_rope_head_dim;
   shape.index_head_dim = c.index_head_dim;
-  shape.has_indexer = {true};
+  shape.has_indexer = {c.has_indexer};
   return DeviceKvCache::Create(shape, capacity);
 }
 

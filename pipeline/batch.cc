@@ -23,9 +23,9 @@ int64_t SlotCacheBytes(const Model& model, const RequestOptions& options, int64_
   const KvCacheShape trunk = model.CacheShape(options.kv_cache);
   int64_t per_token = CacheBytesPerToken(trunk);
   if (UsesMtp(options) && model.has_mtp()) {
-    KvCacheShape mtp = trunk;  // one f32 layer with its own indexer keys
+    KvCacheShape mtp = trunk;  // one f32 layer, with its own indexer keys where the type has an indexer
     mtp.latent_storage = LatentStorage::kF32;
-    mtp.has_indexer = {true};
+    mtp.has_indexer = {model.config().has_indexer};
     per_token += CacheBytesPerToken(mtp);
   }
   return per_token * capacity;

@@ -193,9 +193,42 @@ int64_t RequiredCapacity(const Model& model, int64_t prompt_tokens, const Reques
   return std::min(limit, prompt_tokens + options.max_new_tokens + extra);
 }
 
+absl::Status ResolveSyntheticRates(RequestOptions& o, Frontend f) {
+  const bool conditional = !o.accept.synthetic_rates.empty();
+  const bool unconditional = !o.synthetic_rates_unconditional.empty();
+  const bool length = o.synthetic_acceptance_length.has_value();
+  if (conditional + unconditional + length > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "give the synthetic rates in one form: ", OptionName(f, "synthetic_rates"), " (conditional), ",
+        OptionName(f, "synthetic_rates_unconditional"), " or ", OptionName(f, "synthetic_acceptance_length")));
+  }
+  if (unconditional) {
+    ASSIGN_OR_RETURN(o.accept.synthetic_rates, SyntheticRatesFromUnconditional(o.synthetic_rates_unconditional,
+                                                                               OptionName(f, "synthetic_rates_unconditional")));
+    o.synthetic_rates_unconditional.clear();
+  }
+  if (length) {
+    if (o.adaptive_k || !o.tree.empty()) {
+      return Invalid(f, "synthetic_acceptance_length", absl::StrCat("needs a fixed ", OptionName(f, "k"),
+                                                                   " (its schedule depends on the number of drafts)"));
+    }
+    ASSIGN_OR_RETURN(o.accept.synthetic_rates,
+                     SyntheticRatesForAcceptanceLength(*o.synthetic_acceptance_length, o.k,
+                                                       OptionName(f, "synthetic_acceptance_length")));
+    o.synthetic_acceptance_length.reset();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Pipeline> BuildPipeline(const Model& model, const RequestOptions& options, int64_t capacity,
                                        Frontend frontend) {
   RETURN_IF_ERROR(ValidateRequest(options, frontend));
+  const ModelConfig& config = model.config();
+  if (!config.has_indexer && options.mtp.index_share == MtpIndexShare::kShared && options.draft != DraftKind::kNone &&
+      options.draft != DraftKind::kLookup) {
+    return Invalid(frontend, "mtp_index_share", absl::StrCat("shared: ", config.model_type_name,
+                                                             " has no DSA indexer, so there is no selection to share"));
+  }
   Pipeline p;
   if (options.device == Device::kCpu) {
     ASSIGN_OR_RETURN(p.target, ModelTarget::Create(model, capacity, {}, options.kv_cache));

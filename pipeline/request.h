@@ -36,6 +36,11 @@ struct RequestOptions {
   bool adaptive_k = false;  // k = "auto"
   int64_t max_new_tokens = 32;
   AcceptParams accept;      // rule, sampling, relaxed and synthetic parameters
+  // Synthetic rates in the other published forms (verify/acceptance.h): unconditional per position,
+  // or a mean accepted length on vLLM's schedule. ResolveSyntheticRates turns the one given into
+  // accept.synthetic_rates (conditional); at most one of the three forms may be given.
+  std::vector<double> synthetic_rates_unconditional;
+  std::optional<double> synthetic_acceptance_length;
   bool sample_drafts = false;
   bool custom_accept = false;  // a caller's acceptance rule replaces `accept.rule` (the Python hook)
   bool stop_at_eos = true;
@@ -65,6 +70,11 @@ absl::Status ParseK(const std::string& text, Frontend frontend, RequestOptions& 
 absl::StatusOr<bool> ParseBool(const std::string& text, const std::string& option_name);
 // Model-load precision of the weights: "stored", "f32" or "bf16".
 absl::StatusOr<WeightDType> ParseWeightDType(const std::string& text, Frontend frontend);
+
+// Fills accept.synthetic_rates from synthetic_rates_unconditional or synthetic_acceptance_length
+// (for the request's k), refusing two forms at once or an unconditional list that rises; the front
+// ends call it once their options are parsed, before ValidateRequest.
+absl::Status ResolveSyntheticRates(RequestOptions& options, Frontend frontend);
 
 // Every rule a request must satisfy before anything is loaded or run.
 absl::Status ValidateRequest(const RequestOptions& options, Frontend frontend);

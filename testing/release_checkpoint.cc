@@ -9,17 +9,45 @@
 
 namespace mtpspec {
 
+namespace {
+
+struct ReleaseFacts {
+  Release release;
+  const char* name;
+  const char* config;
+  bool mtp_copies;
+  bool fp8;
+};
+
+constexpr ReleaseFacts kReleases[] = {
+    {Release::kGlm52, "glm-5.2", kGlm52Config, /*mtp_copies=*/false, /*fp8=*/true},
+    {Release::kDeepSeekV32, "deepseek-v3.2", kDeepSeekV32Config, /*mtp_copies=*/true, /*fp8=*/true},
+    {Release::kGlm47Flash, "glm-4.7-flash", kGlm47FlashConfig, /*mtp_copies=*/true, /*fp8=*/false},
+    {Release::kDeepSeekV3, "deepseek-v3", kDeepSeekV3Config, /*mtp_copies=*/true, /*fp8=*/true},
+};
+
+const ReleaseFacts& FactsOf(Release release) {
+  for (const ReleaseFacts& facts : kReleases) {
+    if (facts.release == release) return facts;
+  }
+  return kReleases[0];
+}
+
+}  // namespace
+
 absl::StatusOr<Release> ParseRelease(const std::string& name) {
-  if (name == "glm-5.2") return Release::kGlm52;
-  if (name == "deepseek-v3.2") return Release::kDeepSeekV32;
-  return absl::InvalidArgumentError(absl::StrCat("release must be glm-5.2 or deepseek-v3.2, got \"", name, "\""));
+  for (const ReleaseFacts& facts : kReleases) {
+    if (name == facts.name) return facts.release;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("release must be glm-5.2, deepseek-v3.2, glm-4.7-flash or deepseek-v3, got \"", name, "\""));
 }
 
-const char* ReleaseName(Release release) { return release == Release::kGlm52 ? "glm-5.2" : "deepseek-v3.2"; }
+const char* ReleaseName(Release release) { return FactsOf(release).name; }
+bool ReleaseHasMtpCopies(Release release) { return FactsOf(release).mtp_copies; }
+bool ReleaseIsFp8(Release release) { return FactsOf(release).fp8; }
 
-nlohmann::json ReleaseConfig(Release release) {
-  return nlohmann::json::parse(release == Release::kGlm52 ? kGlm52Config : kDeepSeekV32Config);
-}
+nlohmann::json ReleaseConfig(Release release) { return nlohmann::json::parse(FactsOf(release).config); }
 
 absl::StatusOr<nlohmann::json> CutConfig(Release release, int64_t layers, int64_t experts) {
   nlohmann::json c = ReleaseConfig(release);
@@ -92,11 +120,11 @@ absl::Status WriteReleaseCheckpoint(const std::string& dir, const ReleaseCheckpo
   ASSIGN_OR_RETURN(nlohmann::json config, CutConfig(options.release, options.layers, options.experts));
   RandomCheckpointOptions write;
   write.seed = options.seed;
-  write.dtype = DType::kF8E4M3;
+  write.dtype = ReleaseIsFp8(options.release) ? DType::kF8E4M3 : DType::kBF16;
   write.parallel = true;
   write.zeros = options.zeros;
   write.max_shard_bytes = std::max<int64_t>(options.shard_bytes, 1);
-  write.mtp_copies = options.release == Release::kDeepSeekV32;  // GLM-5.2's MTP layer binds the main ones
+  write.mtp_copies = ReleaseHasMtpCopies(options.release);
   return WriteRandomCheckpoint(dir, config, write);
 }
 

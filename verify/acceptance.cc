@@ -158,4 +158,39 @@ AcceptResult AcceptDrafts(const VerifyBlock& block, const AcceptParams& params) 
   return {};
 }
 
+absl::StatusOr<std::vector<double>> SyntheticRatesFromUnconditional(std::span<const double> unconditional,
+                                                                    const std::string& what) {
+  std::vector<double> conditional;
+  double previous = 1.0;
+  for (size_t i = 0; i < unconditional.size(); ++i) {
+    const double u = unconditional[i];
+    if (!(u >= 0.0 && u <= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", u, " is outside [0, 1]"));
+    }
+    if (u > previous) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "[", i, "] = ", u, " rises above position ", i - 1, "'s ", previous,
+          ": an unconditional rate is the fraction of drafts accepted up to that position, which cannot rise"));
+    }
+    conditional.push_back(previous > 0.0 ? u / previous : 0.0);
+    previous = u;
+  }
+  return conditional;
+}
+
+absl::StatusOr<std::vector<double>> SyntheticRatesForAcceptanceLength(double acceptance_length, int64_t k,
+                                                                      const std::string& what) {
+  if (k < 1) return absl::InvalidArgumentError(absl::StrCat(what, " needs k >= 1 drafts, got k = ", k));
+  if (!(acceptance_length >= 1.0 && acceptance_length <= static_cast<double>(k + 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " = ", acceptance_length, " is outside [1, k + 1 = ", k + 1,
+                                                   "]: the mean accepted length counts the bonus token"));
+  }
+  std::vector<double> rates(k, 0.0);
+  const double drafts = acceptance_length - 1.0;
+  const int64_t full = static_cast<int64_t>(std::floor(drafts));
+  for (int64_t i = 0; i < full && i < k; ++i) rates[i] = 1.0;
+  if (full < k) rates[full] = drafts - static_cast<double>(full);
+  return rates;
+}
+
 }  // namespace mtpspec

@@ -33,7 +33,10 @@ struct AcceptParams {
   SamplingParams sampling;
   int64_t relaxed_top_n = 3;
   double relaxed_delta = 0.1;
-  std::vector<double> synthetic_rates;  // [k_max] acceptance probability of draft position i (0-based)
+  // [k_max] the CONDITIONAL acceptance probability of draft position i (0-based): accepted with
+  // this probability given that positions 0 … i−1 were. SyntheticRatesFromUnconditional and
+  // SyntheticRatesForAcceptanceLength turn the other published forms into this one.
+  std::vector<double> synthetic_rates;
   // Synthetic acceptance over a token tree (verify/tree_acceptance.h): [depth][sibling rank] the
   // probability that a node's child of that rank is accepted, given that the node was reached at
   // that depth (0: the root) and its lower-ranked children were rejected. Rows and ranks past the
@@ -57,6 +60,19 @@ struct AcceptResult {
 };
 
 AcceptResult AcceptDrafts(const VerifyBlock& block, const AcceptParams& params);
+
+// Published per-position rates come in two forms. Conditional: c_i = P(position i accepted |
+// positions 0 … i−1 accepted), what synthetic_rates holds. Unconditional: u_i = P(positions 0 … i all
+// accepted) = c_0 · … · c_i, the fraction of drafts accepted at position i, whose sum plus one is the
+// mean accepted length (llama.cpp's per-position statistics, vLLM's synthetic_acceptance_rates).
+// Returns c from u; u must be in [0, 1] and must not rise (u_i ≤ u_{i−1}); errors name `what`.
+absl::StatusOr<std::vector<double>> SyntheticRatesFromUnconditional(std::span<const double> unconditional,
+                                                                    const std::string& what);
+// vLLM's synthetic schedule for a mean accepted length AL (the bonus token included) at k drafts:
+// unconditional rates [1, …, 1, f, 0, …] with floor(AL − 1) ones and f = AL − 1 − floor(AL − 1), so
+// that 1 + Σ u_i = AL; returned in the conditional form (the same list). AL must be in [1, k + 1].
+absl::StatusOr<std::vector<double>> SyntheticRatesForAcceptanceLength(double acceptance_length, int64_t k,
+                                                                      const std::string& what);
 
 // Sampler-equality from the target sampler's draws for the block's rows (samples[j] drawn from row
 // j at position first_position + j, e.g. on a device): accepts while drafts[j] == samples[j], then

@@ -49,7 +49,7 @@ class Model:
         self,
         ids: Sequence[int],
         k: int,
-        chain: str = "normed",
+        chain: str = "default",
         hidden: str = "post",
         index_share: str = "exact",
         next_token: Optional[int] = None,
@@ -119,11 +119,13 @@ def generate(
     min_p: float = 0.0,
     seed: int = 0,
     mtp_hidden: str = "post",
-    mtp_chain: str = "normed",
+    mtp_chain: str = "default",
     mtp_index_share: str = "exact",
     sample_drafts: bool = False,
     adaptive_k: bool = False,
     synthetic_rates: Optional[Sequence[float]] = None,
+    synthetic_rates_unconditional: Optional[Sequence[float]] = None,
+    synthetic_acceptance_length: Optional[float] = None,
     acceptance_hook: Optional[
         Callable[[npt.NDArray[np.float64], List[int], Optional[npt.NDArray[np.float64]]], Tuple[int, int]]
     ] = None,

@@ -152,7 +152,7 @@ class Model:
         self,
         ids: TokenIds,
         k: int,
-        chain: str = "normed",
+        chain: str = "default",
         hidden: str = "post",
         index_share: str = "exact",
         next_token: Optional[int] = None,
@@ -201,11 +201,13 @@ class Model:
         min_p: float = 0.0,
         seed: int = 0,
         mtp_hidden: str = "post",
-        mtp_chain: str = "normed",
+        mtp_chain: str = "default",
         mtp_index_share: str = "exact",
         sample_drafts: bool = False,
         adaptive_k: bool = False,
         synthetic_rates: Optional[Sequence[float]] = None,
+        synthetic_rates_unconditional: Optional[Sequence[float]] = None,
+        synthetic_acceptance_length: Optional[float] = None,
         acceptance_hook: Optional[AcceptanceHook] = None,
         stop_at_eos: bool = True,
         eos_token_id: Union[None, int, Sequence[int]] = None,
@@ -235,8 +237,11 @@ class Model:
             the maximum instead).
         accept: "sampler-equality" (lossless: output identical to plain decoding with the same
             sampling parameters and seed), "rejection", "relaxed" (lossy) or "synthetic"
-            (benchmark only: position i accepted with probability ``synthetic_rates[i]``; one rate
-            per draft position).
+            (benchmark only: position i accepted with probability ``synthetic_rates[i]`` given that
+            positions 0..i-1 were, one conditional rate per draft position;
+            ``synthetic_rates_unconditional`` gives them as the fraction of drafts accepted up to
+            each position, as llama.cpp and vLLM report them, and ``synthetic_acceptance_length``
+            as a mean accepted length on vLLM's schedule [1, ..., 1, fraction, 0, ...]).
         acceptance_hook: a Python acceptance rule, replacing ``accept`` for every verify block
             with drafts: ``hook(target_probs, draft_tokens, draft_probs) -> (accepted, token)``
             where target_probs is float64 [k+1, V], the target sampler's distribution at each
@@ -308,7 +313,9 @@ class Model:
             draft=draft, k=k, accept=accept, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
             seed=seed, mtp_hidden=mtp_hidden, mtp_chain=mtp_chain, mtp_index_share=mtp_index_share,
             sample_drafts=sample_drafts, adaptive_k=adaptive_k, synthetic_rates=synthetic_rates,
-            acceptance_hook=acceptance_hook, on_tokens=on_tokens, stop_at_eos=stop_at_eos,
+            synthetic_rates_unconditional=synthetic_rates_unconditional,
+            synthetic_acceptance_length=synthetic_acceptance_length, acceptance_hook=acceptance_hook,
+            on_tokens=on_tokens, stop_at_eos=stop_at_eos,
             eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, stop=stop, logprobs=logprobs, ngram=ngram,
             relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
             device_weights=device_weights, adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)
@@ -327,7 +334,8 @@ class Model:
             self._m, self._prompt(prompt_or_ids), max_new_tokens=max_new_tokens, draft=draft, k=k, accept=accept,
             temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, mtp_hidden=mtp_hidden,
             mtp_chain=mtp_chain, mtp_index_share=mtp_index_share, sample_drafts=sample_drafts, adaptive_k=adaptive_k,
-            synthetic_rates=synthetic_rates, acceptance_hook=acceptance_hook, on_tokens=on_tokens,
+            synthetic_rates=synthetic_rates, synthetic_rates_unconditional=synthetic_rates_unconditional,
+            synthetic_acceptance_length=synthetic_acceptance_length, acceptance_hook=acceptance_hook, on_tokens=on_tokens,
             stop_at_eos=stop_at_eos, eos_token_id=eos_token_id, stop_token_ids=stop_token_ids, logprobs=logprobs,
             ngram=ngram, relaxed_top_n=relaxed_top_n, relaxed_delta=relaxed_delta, kv_cache=kv_cache, device=device,
             device_weights=device_weights, adaptive_controller=adaptive_controller, tree=tree, tree_nodes=tree_nodes)

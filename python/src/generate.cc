@@ -140,13 +140,17 @@ RequestOptions ParseRequest(Kwargs& kw) {
   r.accept.relaxed_top_n = kw.Int("relaxed_top_n", 3);
   r.accept.relaxed_delta = kw.Float("relaxed_delta", 0.1);
   if (auto rates = kw.FloatList("synthetic_rates")) r.accept.synthetic_rates = *rates;
+  if (auto rates = kw.FloatList("synthetic_rates_unconditional")) r.synthetic_rates_unconditional = *rates;
+  if (!kw.Object("synthetic_acceptance_length").is_none()) {
+    r.synthetic_acceptance_length = kw.Float("synthetic_acceptance_length", 1.0);
+  }
   r.sample_drafts = kw.Bool("sample_drafts", false);
   r.stop_at_eos = kw.Bool("stop_at_eos", true);
   r.eos_token_ids = kw.IntList("eos_token_id");
   if (auto stops = kw.IntList("stop_token_ids")) r.stop_token_ids = *stops;
   r.logprobs = kw.Bool("logprobs", false);
   r.mtp.hidden = ValueOrThrow(ParseMtpHidden(kw.Str("mtp_hidden", "post"), "mtp_hidden"));
-  r.mtp.chain = ValueOrThrow(ParseMtpChain(kw.Str("mtp_chain", "normed"), "mtp_chain"));
+  r.mtp.chain = ValueOrThrow(ParseMtpChain(kw.Str("mtp_chain", "default"), "mtp_chain"));
   r.mtp.index_share = ValueOrThrow(ParseMtpIndexShare(kw.Str("mtp_index_share", "exact"), "mtp_index_share"));
   r.lookup.max_ngram = kw.Int("ngram", 3);
   r.kv_cache = ValueOrThrow(ParseLatentStorage(kw.Str("kv_cache", "f32"), "kv_cache"));
@@ -162,6 +166,7 @@ RequestOptions ParseRequest(Kwargs& kw) {
     r.tree.max_nodes = IntArgument(nodes, "tree_nodes");
     if (r.tree.max_nodes < 1) throw py::value_error(absl::StrCat("tree_nodes must be >= 1, got ", r.tree.max_nodes));
   }
+  ThrowIfError(ResolveSyntheticRates(r, kPy));
   ThrowIfError(ValidateRequest(r, kPy));
   return r;
 }

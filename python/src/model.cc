@@ -102,9 +102,16 @@ py::dict ConfigDict(const ModelHandle& h) {
   d["rope"] = RopeDict(c.rope);
   d["rope_interleave"] = c.rope_interleave;
   d["max_position_embeddings"] = c.max_position_embeddings;
+  d["has_indexer"] = c.has_indexer;
   d["index_n_heads"] = c.index_n_heads;
   d["index_head_dim"] = c.index_head_dim;
-  d["index_topk"] = c.index_topk;
+  if (c.has_indexer) {
+    d["index_topk"] = c.index_topk;
+  } else {
+    d["index_topk"] = py::none();  // no indexer: every key attends
+  }
+  d["mtp_chain_default"] = c.mtp_chain_raw ? "raw" : "normed";
+  d["mtp_chain_source"] = c.mtp_chain_source;
   d["indexer_rope_interleave"] = c.indexer_rope_interleave;
   d["indexer_rope_source"] = c.indexer_rope_source;
   d["index_share_for_mtp_iteration"] = c.index_share_for_mtp_iteration;
@@ -321,7 +328,7 @@ void RegisterModel(py::module_& m) {
            py::arg("path") = "auto", py::arg("kv_cache") = "f32")
       .def("time_forward", &TimeForward, py::arg("ids"), py::arg("rows"), py::arg("repeats") = 5,
            py::arg("warmup") = 1)
-      .def("mtp_draft", &MtpDraft, py::arg("ids"), py::arg("k"), py::arg("chain") = "normed",
+      .def("mtp_draft", &MtpDraft, py::arg("ids"), py::arg("k"), py::arg("chain") = "default",
            py::arg("hidden") = "post", py::arg("index_share") = "exact", py::arg("next_token") = py::none());
 }
 

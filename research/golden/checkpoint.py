@@ -114,6 +114,9 @@ def read_safetensors(path: str) -> dict[str, torch.Tensor]:
 def build_checkpoint(name: str, config, family: Family):
     """Random trunk + MTP layer as checkpoint-named fp32 tensors (trunk names taken from save_pretrained).
 
+    The MTP layer is the family's decoder layer built from the 1-layer config (sparse MoE, and an indexer only
+    where the family has one), plus enorm / hnorm / eh_proj / shared_head.norm and the family's copies.
+
     Returns (checkpoint dict, the generating model's config)."""
     seeds = SEEDS[name]
     torch.manual_seed(seeds["weights"])
@@ -140,7 +143,7 @@ def build_checkpoint(name: str, config, family: Family):
     extra = [("enorm.weight", (H,)), ("hnorm.weight", (H,)), ("eh_proj.weight", (H, 2 * H)), ("shared_head.norm.weight", (H,))]
     for short, shape in extra:
         mtp[f"model.layers.{L}.{short}"] = random_tensor(short, shape, gen)
-    if family.mtp_has_copies:
+    if family.mtp_copies == "noisy":
         # Copies that differ from the main weights, so a test can tell which ones an implementation uses.
         mtp[f"model.layers.{L}.embed_tokens.weight"] = trunk["model.embed_tokens.weight"] + 0.5 * torch.randn(
             trunk["model.embed_tokens.weight"].shape, generator=gen
@@ -148,6 +151,11 @@ def build_checkpoint(name: str, config, family: Family):
         mtp[f"model.layers.{L}.shared_head.head.weight"] = trunk["lm_head.weight"] + 0.05 * torch.randn(
             trunk["lm_head.weight"].shape, generator=gen
         )
+    elif family.mtp_copies == "equal":
+        # Bit-for-bit copies (as in DeepSeek-V3's release), so transformers' use_mtp drafting, which binds the
+        # trunk's embedding and lm_head, computes the same thing as an implementation that reads the copies.
+        mtp[f"model.layers.{L}.embed_tokens.weight"] = trunk["model.embed_tokens.weight"].clone()
+        mtp[f"model.layers.{L}.shared_head.head.weight"] = trunk["lm_head.weight"].clone()
     return OrderedDict(sorted({**trunk, **mtp}.items())), model.config
 
 

@@ -74,9 +74,18 @@ def enforce(summary: dict) -> list[str]:
     )
     if margin < 1e-4:
         failures.append(f"{summary['name']}: top-k margin {margin:.2e} too small for fp32 set comparisons")
-    router = summary["self_checks"].get("spec_ref_min_router_margin", 1.0)
-    if router < 1e-4:
-        failures.append(f"{summary['name']}: router selection margin {router:.2e} too small")
+    router_keys = [k for k in summary["self_checks"] if k.startswith("spec_ref_min_router_margin")]
+    for key in router_keys:
+        router = summary["self_checks"][key]
+        if router < 1e-4:
+            failures.append(f"{summary['name']}: router selection margin {key} = {router:.2e} too small")
+    hf_mtp = summary["self_checks"].get("hf_use_mtp")
+    if hf_mtp is not None:  # transformers' generate(use_mtp=True) against the MTP layer assembled here
+        for key, tol in (("mtp_head_on_hf_hidden_vs_hf_draft_logits", 1e-5), ("mtp_head_vs_hf_draft_logits", 1e-4)):
+            if hf_mtp[key]["rel"] > tol:
+                failures.append(f"{summary['name']}: hf_use_mtp {key} rel {hf_mtp[key]['rel']:.3e} > {tol:.0e}")
+        if hf_mtp["min_top2_gap_draft_rows"] < 1e-3:
+            failures.append(f"{summary['name']}: hf_use_mtp draft top1-top2 gap {hf_mtp['min_top2_gap_draft_rows']:.2e} too small")
     for key in ("min_top2_gap_greedy_decode_rows", "min_top2_gap_mtp_chain_rows"):
         if summary["logits"][key] < 1e-3:
             failures.append(f"{summary['name']}: {key} = {summary['logits'][key]:.2e}, greedy tokens not robust")

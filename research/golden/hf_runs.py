@@ -82,14 +82,14 @@ def trunk_fixture(model, family: Family, ids: torch.Tensor, decode_ids: torch.Te
     """Prefill ids [T] then decode `DECODE_STEPS` tokens one at a time through the HF cache.
 
     decode_ids None -> greedy (each token = argmax of the previous row); else feed the given tokens."""
-    recorder = TopkRecorder(model, family)
+    recorder = TopkRecorder(model, family) if family.has_indexer else None  # no indexer: no top-k to record
     tap = NormTap(model)
     seq = ids.shape[0]
     cache = DynamicCache(config=model.config)
     out = model(input_ids=ids[None], past_key_values=cache, use_cache=True)
     prefill_logits = out.logits[0].float()  # [T, V]
     prenorm, postnorm = tap.pre, tap.post  # [T, H] each
-    prefill_topk = recorder.pop()  # layer -> [T, K]
+    prefill_topk = recorder.pop() if recorder else {}  # layer -> [T, K]
     greedy = decode_ids is None
     tokens, decode_rows, decode_topk = [], [], []
     last = prefill_logits[-1]
@@ -99,9 +99,10 @@ def trunk_fixture(model, family: Family, ids: torch.Tensor, decode_ids: torch.Te
         step = model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True)
         last = step.logits[0, -1].float()  # [V]
         decode_rows.append(last)
-        decode_topk.append(recorder.pop())
+        decode_topk.append(recorder.pop() if recorder else {})
     tap.hook.remove()
-    recorder.remove()
+    if recorder:
+        recorder.remove()
     result = {
         "input_ids": ids.clone(),  # [T] int64
         "prefill_logits": prefill_logits,  # [T, V]
@@ -155,7 +156,8 @@ def load_back(out_dir: str, family: Family, ckpt: dict[str, torch.Tensor], dtype
     unexpected = set(info.get("unexpected_keys", []))
     mismatched = list(info.get("mismatched_keys", []))
     # HF reports the MTP layer's tensors (under its runtime names, experts fused) as unexpected: its
-    # ignore pattern only covers layer 78 (GLM) / 61 (DeepSeek). Anything else unexpected is an error.
+    # ignore pattern only covers layer 78 (GLM-5) / 47 (GLM-4.7-Flash) / 61 (DeepSeek). Anything else
+    # unexpected is an error.
     stray = sorted(k for k in unexpected if not k.startswith(f"model.layers.{L}."))
     if missing or mismatched or stray:
         raise AssertionError(f"load-back failed: missing={sorted(missing)} mismatched={mismatched} unexpected={stray}")
@@ -174,6 +176,7 @@ def load_back(out_dir: str, family: Family, ckpt: dict[str, torch.Tensor], dtype
         "mtp_layer_tensors_in_file": len(mtp_keys),
         "dtypes_after_load": sorted({str(p.dtype) for p in model.state_dict().values()}),
         "e_score_correction_bias_dtype": str(model.model.layers[-1].mlp.gate.e_score_correction_bias.dtype),
-        "weights_proj_dtype": str(model.model.layers[0].self_attn.indexer.weights_proj.weight.dtype),
     }
+    if family.has_indexer:
+        report[f"{tag}load_back"]["weights_proj_dtype"] = str(model.model.layers[0].self_attn.indexer.weights_proj.weight.dtype)
     return model

@@ -1,6 +1,8 @@
 """MTP layer: HF's own decoder-layer class + enorm / hnorm / eh_proj / shared_head (docs/models.md, "The MTP layer as a drafter").
 
-HF has no MTP module; `MtpHead` assembles one step of it and `mtp_fixture` records the MTP reference logits."""
+`MtpHead` assembles one step of it and `mtp_fixture` records the MTP reference logits. For the DSA families
+HF has no MTP module at all; for deepseek_v3 transformers' own `MtpModel` (generate(use_mtp=True)) is
+compared against this assembly in hf_mtp.py."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ class MtpHead(torch.nn.Module):
         self.uses_copies = (prefix + "embed_tokens.weight") in ckpt
         self.to(dtype).eval()
         self.topk_record: list[torch.Tensor] = []
-        if self.layer.self_attn.indexer is not None:
+        if getattr(self.layer.self_attn, "indexer", None) is not None:  # no indexer in glm4_moe_lite / deepseek_v3
             self.layer.self_attn.indexer.register_forward_hook(
                 lambda _m, _i, out: self.topk_record.append(out[0].long().clone())  # [S, K]
             )
@@ -107,8 +109,9 @@ def mtp_fixture(mtp: MtpHead, fixture: dict, report: dict) -> dict:
     cache = mtp.new_cache()
     logits_post, _, _ = mtp.step(post[:-1], ids[1:], positions, cache)  # [T-1, V]
     out["mtp_prefill_logits"] = logits_post
-    out["mtp_prefill_topk"] = mtp.topk_record[-1]  # [T-1, K]
-    out["mtp_prefill_topk_sorted"] = sorted_valid_topk(mtp.topk_record[-1], positions)
+    if mtp.topk_record:  # families with an indexer
+        out["mtp_prefill_topk"] = mtp.topk_record[-1]  # [T-1, K]
+        out["mtp_prefill_topk_sorted"] = sorted_valid_topk(mtp.topk_record[-1], positions)
 
     logits_pre, _, _ = mtp.step(pre[:-1], ids[1:], positions, mtp.new_cache())
     out["mtp_prefill_logits_prenorm"] = logits_pre  # [T-1, V]

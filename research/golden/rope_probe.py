@@ -1,7 +1,8 @@
 """Indexer RoPE style probe (behavioural: run HF's indexer module, compare against both styles).
 
 GLM must be interleaved and DeepSeek-V3.2 half-split (docs/models.md, "The DSA lightning indexer"); the script refuses to write
-fixtures otherwise."""
+fixtures otherwise. For the model types without an indexer, `probe_mla_rope_interleave` checks instead that the
+main MLA follows `rope_interleave`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import transformers
 from transformers import DeepseekV32Config
 
 from configs import Family, dsv32_b_config, glm_a_config
-from spec_reference import rotate_pairs
+from spec_reference import SpecReference, rotate_pairs
 
 
 def indexer_scores_spec(
@@ -115,3 +116,27 @@ def legacy_rope_spelling_matches() -> bool:
     if not same:
         raise AssertionError("legacy rope_scaling spelling gives different YaRN frequencies")
     return same
+
+
+@torch.no_grad()
+def probe_mla_rope_interleave(family: Family, model, ckpt: dict, ids: torch.Tensor, prefill_logits: torch.Tensor) -> dict:
+    """Model types without an indexer (DeepseekV3, Glm4MoeLite) read `rope_interleave` for the main MLA
+    (modeling_deepseek_v3.py / modeling_glm4_moe_lite.py, `if self.config.rope_interleave`), unlike the DSA
+    classes. Rebuild the loaded model with the flag flipped to false and check that HF then follows the
+    half-split (rotate_half) pairing of the float64 spec, while the fixture (flag true) is interleaved."""
+    flipped_config = copy.deepcopy(model.config)
+    flipped_config.rope_interleave = False
+    flipped = family.model_cls(flipped_config).eval()
+    flipped.load_state_dict(model.state_dict(), strict=True)
+    logits_false = flipped(input_ids=ids[None]).logits[0].float()  # [T, V]
+    spec_half = SpecReference(flipped_config, ckpt, None, "half-split").trunk(ids)[0]
+    rel = lambda a, b: float((a.double() - b.double()).abs().max() / b.double().abs().max())  # noqa: E731
+    result = {
+        "main_mla_rope_style_with_rope_interleave_true": family.mla_rope_style(model.config),
+        "flag_false_vs_flag_true_prefill_rel": rel(logits_false, prefill_logits),
+        "flag_false_vs_spec_half_split_rel": rel(logits_false, spec_half),
+    }
+    result["reads_rope_interleave"] = result["flag_false_vs_flag_true_prefill_rel"] > 1e-2
+    if not result["reads_rope_interleave"] or result["flag_false_vs_spec_half_split_rel"] > 1e-5:
+        raise AssertionError(f"{family.model_type}: rope_interleave=false is not half-split MLA RoPE in HF: {result}")
+    return result

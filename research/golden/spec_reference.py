@@ -1,7 +1,8 @@
 """Independent float64 re-implementation of docs/models.md (the trunk, MLA, the indexer, IndexShare, MoE, MTP).
 
 It reads the checkpoint tensors only, never HF's modules, and `spec_cross_check` compares it with what HF
-computed (logits, MTP logits, top-k sets) and records the robustness margins."""
+computed (logits, MTP logits, top-k sets) and records the robustness margins. Model types without an
+indexer (glm4_moe_lite, deepseek_v3) run dense MLA over every causal key on every layer, MTP included."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from checks import max_abs, rel_err, topk_margin
-from configs import indexer_types_of
+from configs import indexer_types_of, mlp_layer_types_of
 
 
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str) -> torch.Tensor:
@@ -37,11 +38,14 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: s
 class SpecReference:
     """Written from docs/models.md only, on checkpoint-named tensors, in float64, no cache (full sequences)."""
 
-    def __init__(self, config, ckpt: dict[str, torch.Tensor], indexer_style: str):
+    def __init__(self, config, ckpt: dict[str, torch.Tensor], indexer_style: str | None, mla_style: str = "interleaved"):
         self.c = config
         self.w = {k: v.to(torch.float64) for k, v in ckpt.items()}
-        self.indexer_style = indexer_style
-        self.indexer_types = indexer_types_of(config)
+        self.indexer_style = indexer_style  # None: the model has no indexer
+        self.mla_style = mla_style  # main MLA RoPE pairing
+        self.indexer_types = indexer_types_of(config)  # "full" / "shared" / "dense" per layer
+        self.has_indexer = hasattr(config, "index_topk")
+        self.mlp_layer_types = mlp_layer_types_of(config)
         rp = config.rope_parameters
         d_r = config.qk_rope_head_dim
         base = float(rp["rope_theta"])
@@ -80,23 +84,25 @@ class SpecReference:
     def linear(self, x, name):
         return x @ self.w[name].T
 
-    def mla_and_indexer(self, p, x, positions, prev_allowed, full):
-        """x [T, H] normed input. Returns (attention output [T, H], allowed [T, T] bool, index scores or None)."""
+    def mla_and_indexer(self, p, x, positions, prev_allowed, mode):
+        """x [T, H] normed input; mode "full" (own indexer), "shared" (prev_allowed) or "dense" (every causal key).
+
+        Returns (attention output [T, H], allowed [T, T] bool, index scores or None)."""
         c = self.c
         n_h, d_n, d_r, d_v = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
         seq = x.shape[0]
         cos, sin = self.angles(positions)  # [T, d_r/2]
         c_q = self.rms(self.linear(x, p + "self_attn.q_a_proj.weight"), self.w[p + "self_attn.q_a_layernorm.weight"], 1e-6)
         q = self.linear(c_q, p + "self_attn.q_b_proj.weight").view(seq, n_h, d_n + d_r)  # [T, N_h, d_qk]
-        q_n, q_r = q[..., :d_n], rotate_pairs(q[..., d_n:], cos[:, None], sin[:, None], "interleaved")
+        q_n, q_r = q[..., :d_n], rotate_pairs(q[..., d_n:], cos[:, None], sin[:, None], self.mla_style)
         kv_a = self.linear(x, p + "self_attn.kv_a_proj_with_mqa.weight")  # [T, r_kv + d_r]
         latent = self.rms(kv_a[:, : c.kv_lora_rank], self.w[p + "self_attn.kv_a_layernorm.weight"], 1e-6)  # [T, r_kv]
-        k_r = rotate_pairs(kv_a[:, c.kv_lora_rank :], cos, sin, "interleaved")  # [T, d_r]
+        k_r = rotate_pairs(kv_a[:, c.kv_lora_rank :], cos, sin, self.mla_style)  # [T, d_r]
         kv = self.linear(latent, p + "self_attn.kv_b_proj.weight").view(seq, n_h, d_n + d_v)  # [T, N_h, d_n+d_v]
         k_n, v = kv[..., :d_n], kv[..., d_n:]
         causal = positions[None, :] <= positions[:, None]  # [T(query), T(key)]
         scores_index = None
-        if full:
+        if mode == "full":
             ip = p + "self_attn.indexer."
             n_i, d_i = c.index_n_heads, c.index_head_dim
             qi = self.linear(c_q, ip + "wq_b.weight").view(seq, n_i, d_i)  # [T, N_I, d_I]
@@ -109,8 +115,10 @@ class SpecReference:
             top = scores_index.topk(min(c.index_topk, seq), dim=-1).indices  # [T, K]
             selected = torch.zeros(seq, seq, dtype=torch.bool).scatter(-1, top, True)
             allowed = selected & causal
-        else:
+        elif mode == "shared":
             allowed = prev_allowed
+        else:  # "dense": no indexer, every causal key
+            allowed = causal
         logits = self.softmax_scale * (torch.einsum("thd,shd->hts", q_n, k_n) + torch.einsum("thd,sd->hts", q_r, k_r))
         logits = logits.masked_fill(~allowed[None], float("-inf"))  # [N_h, T, T]
         probs = logits.softmax(-1)
@@ -148,10 +156,10 @@ class SpecReference:
     def dense_mlp(self, p, x):
         return self.linear(F.silu(self.linear(x, p + "mlp.gate_proj.weight")) * self.linear(x, p + "mlp.up_proj.weight"), p + "mlp.down_proj.weight")
 
-    def layer(self, l, h, positions, prev_allowed, full, sparse):
+    def layer(self, l, h, positions, prev_allowed, mode, sparse):
         p = f"model.layers.{l}."
         eps = self.c.rms_norm_eps
-        attn, allowed, scores = self.mla_and_indexer(p, self.rms(h, self.w[p + "input_layernorm.weight"], eps), positions, prev_allowed, full)
+        attn, allowed, scores = self.mla_and_indexer(p, self.rms(h, self.w[p + "input_layernorm.weight"], eps), positions, prev_allowed, mode)
         h = h + attn
         x = self.rms(h, self.w[p + "post_attention_layernorm.weight"], eps)
         h = h + (self.moe(p, x) if sparse else self.dense_mlp(p, x))
@@ -163,9 +171,7 @@ class SpecReference:
         h = self.w["model.embed_tokens.weight"][ids]  # [T, H]
         allowed, all_scores = None, []
         for l in range(self.c.num_hidden_layers):
-            h, allowed, scores = self.layer(
-                l, h, positions, allowed, self.indexer_types[l] == "full", self.c.mlp_layer_types[l] == "sparse"
-            )
+            h, allowed, scores = self.layer(l, h, positions, allowed, self.indexer_types[l], self.mlp_layer_types[l] == "sparse")
             all_scores.append(scores)
         post = self.rms(h, self.w["model.norm.weight"], self.c.rms_norm_eps)
         return post @ self.w["lm_head.weight"].T, h, post, all_scores
@@ -180,7 +186,7 @@ class SpecReference:
         e = embed[next_tokens]  # [S, H]
         u = torch.cat([self.rms(e, self.w[p + "enorm.weight"], eps), self.rms(hidden.double(), self.w[p + "hnorm.weight"], eps)], -1)
         u = self.linear(u, p + "eh_proj.weight")  # [S, H]
-        g, _, scores = self.layer(L, u, torch.arange(u.shape[0]), None, True, True)
+        g, _, scores = self.layer(L, u, torch.arange(u.shape[0]), None, "full" if self.has_indexer else "dense", True)
         return self.rms(g, self.w[p + "shared_head.norm.weight"], eps) @ head.T, g, scores
 
 
@@ -190,31 +196,41 @@ class SpecReference:
 
 
 @torch.no_grad()
-def spec_cross_check(config, ckpt, style, fixture, report, with_mtp: bool) -> None:
-    ref = SpecReference(config, ckpt, style)
+def spec_cross_check(config, ckpt, style, fixture, report, with_mtp: bool, mla_style: str = "interleaved") -> None:
+    """style: the indexer RoPE style, None for a model without an indexer (then no top-k checks or margins)."""
+    ref = SpecReference(config, ckpt, style, mla_style)
     ids = fixture["input_ids"]
     seq = ids.shape[0]
     logits, _, post, scores = ref.trunk(ids)
     report["spec_ref_prefill_logits"] = {"max_abs": max_abs(fixture["prefill_logits"], logits), "rel": rel_err(fixture["prefill_logits"], logits)}
     report["spec_ref_postnorm"] = {"rel": rel_err(fixture["prefill_hidden_postnorm"], post)}
-    K = config.index_topk
-    set_mismatch_rows, margins = 0, []
-    donor_scores = None
-    for l in range(config.num_hidden_layers):
-        if scores[l] is not None:
-            donor_scores = scores[l]
-            margins.append(topk_margin(scores[l], K))
-        ref_top = donor_scores.topk(min(K, seq), -1).indices  # [T, K] (shared layers: the donor's)
-        hf_top = fixture[f"topk_layer{l}"]
-        for t in range(seq):
-            n_valid = min(K, t + 1)
-            hf_set = {int(j) for j in hf_top[t] if j <= t}
-            ref_set = {int(j) for j in ref_top[t] if j <= t}
-            if hf_set != ref_set or len(hf_set) != n_valid:
-                set_mismatch_rows += 1
-    report["spec_ref_topk_rows_mismatching"] = set_mismatch_rows
-    report["spec_ref_min_relative_topk_margin"] = min(margins)
+    K = getattr(config, "index_topk", None)
+    set_mismatch_rows = 0
+    if ref.has_indexer:
+        margins = []
+        donor_scores = None
+        for l in range(config.num_hidden_layers):
+            if scores[l] is not None:
+                donor_scores = scores[l]
+                margins.append(topk_margin(scores[l], K))
+            ref_top = donor_scores.topk(min(K, seq), -1).indices  # [T, K] (shared layers: the donor's)
+            hf_top = fixture[f"topk_layer{l}"]
+            for t in range(seq):
+                n_valid = min(K, t + 1)
+                hf_set = {int(j) for j in hf_top[t] if j <= t}
+                ref_set = {int(j) for j in ref_top[t] if j <= t}
+                if hf_set != ref_set or len(hf_set) != n_valid:
+                    set_mismatch_rows += 1
+        report["spec_ref_topk_rows_mismatching"] = set_mismatch_rows
+        report["spec_ref_min_relative_topk_margin"] = min(margins)
     report["spec_ref_min_router_margin"] = min(ref.router_margins)
+    if not ref.has_indexer:
+        # The cached decode rows too: the full sequence input_ids + decode_ids, rows T .. T+n-1.
+        start = len(ref.router_margins)
+        longer = ref.trunk(torch.cat([ids, fixture["decode_ids"]]))[0][seq:]  # [n, V]
+        report["spec_ref_decode_logits"] = {"rel": rel_err(fixture["decode_logits"], longer)}
+        report["spec_ref_min_router_margin_decode"] = min(ref.router_margins[start:])
+    trunk_margins = len(ref.router_margins)
     if hasattr(ref, "yarn_lo_hi"):
         report["yarn_lo_hi"] = list(ref.yarn_lo_hi)
     report["softmax_scale"] = ref.softmax_scale
@@ -222,13 +238,35 @@ def spec_cross_check(config, ckpt, style, fixture, report, with_mtp: bool) -> No
         post_hf = fixture["prefill_hidden_postnorm"]
         mtp_logits, _, mtp_scores = ref.mtp(post_hf[:-1], ids[1:])
         report["spec_ref_mtp_prefill_logits"] = {"rel": rel_err(fixture["mtp_prefill_logits"], mtp_logits)}
-        report["spec_ref_mtp_topk_margin"] = topk_margin(mtp_scores, K)
+        if ref.has_indexer:
+            report["spec_ref_mtp_topk_margin"] = topk_margin(mtp_scores, K)
+        else:
+            pre_hf = fixture["prefill_hidden_prenorm"]
+            pre_logits = ref.mtp(pre_hf[:-1], ids[1:])[0]
+            report["spec_ref_mtp_prefill_logits_prenorm"] = {"rel": rel_err(fixture["mtp_prefill_logits_prenorm"], pre_logits)}
         # Chained drafting = the same layer over the extended causal sequence of pairs.
         for variant in ("normed", "raw"):
             hidden = torch.cat([post_hf, fixture[f"mtp_chain_{variant}_hidden"][:-1]])  # [T-1+k, H]
             tokens = torch.cat([ids[1:], fixture["mtp_chain_first_token"], fixture[f"mtp_chain_{variant}_tokens"][:-1]])
             chain_logits, _, chain_scores = ref.mtp(hidden, tokens)
             report[f"spec_ref_mtp_chain_{variant}"] = {"rel": rel_err(fixture[f"mtp_chain_{variant}_logits"], chain_logits[seq - 1 :])}
-            report["spec_ref_mtp_topk_margin"] = min(report["spec_ref_mtp_topk_margin"], topk_margin(chain_scores[seq - 1 :], K))
+            if ref.has_indexer:
+                report["spec_ref_mtp_topk_margin"] = min(report["spec_ref_mtp_topk_margin"], topk_margin(chain_scores[seq - 1 :], K))
+        if not ref.has_indexer:
+            # The MTP layer's router too (the DSA fixtures record the trunk's only).
+            report["spec_ref_min_router_margin_mtp"] = min(ref.router_margins[trunk_margins:])
+    if "hf_mtp_sequence" in fixture:
+        # transformers' own use_mtp drafts against the float64 spec: trunk over the whole generated sequence
+        # (decode positions included), MTP layer over all its pairs at RoPE positions 0.. (HF uses 1..).
+        sequence = fixture["hf_mtp_sequence"]
+        start = len(ref.router_margins)
+        _, _, post_seq, _ = ref.trunk(sequence)
+        report["spec_ref_min_router_margin_hf_sequence_trunk"] = min(ref.router_margins[start:])
+        start = len(ref.router_margins)
+        draft_logits = ref.mtp(post_seq[:-1], sequence[1:])[0][fixture["hf_mtp_draft_anchor"]]  # [n, V]
+        report["spec_ref_min_router_margin_hf_sequence_mtp"] = min(ref.router_margins[start:])
+        report["spec_ref_hf_mtp_draft_logits"] = {"rel": rel_err(fixture["hf_mtp_draft_logits"], draft_logits)}
+        if not torch.equal(draft_logits.argmax(-1), fixture["hf_mtp_draft_tokens"]):
+            raise AssertionError("transformers' use_mtp drafts differ from the spec re-implementation's argmax")
     if set_mismatch_rows:
         raise AssertionError(f"indexer top-k sets differ from the spec re-implementation in {set_mismatch_rows} rows")

@@ -14,9 +14,11 @@ from safetensors.torch import save_file
 
 from checkpoint import build_checkpoint, cast_checkpoint, read_safetensors
 from checks import logits_summary, rel_err
-from configs import DECODE_STEPS, MTP_CHAIN_STEPS, PROMPT_LEN, SEEDS, Family, indexer_types_of
+from configs import DECODE_STEPS, MTP_CHAIN_STEPS, PROMPT_LEN, SEEDS, Family, indexer_types_of, mlp_layer_types_of
+from hf_mtp import HF_MTP_DESCRIPTION, hf_has_use_mtp, hf_use_mtp_fixture, hf_use_mtp_unsupported
 from hf_runs import load_back, self_check_trunk, trunk_fixture
 from mtp_head import MtpHead, mtp_fixture
+from rope_probe import probe_mla_rope_interleave
 from spec_reference import spec_cross_check
 
 
@@ -48,6 +50,26 @@ def make_prompt(seed: int, vocab: int) -> torch.Tensor:
     return torch.randint(0, vocab, (PROMPT_LEN,), generator=gen, dtype=torch.int64)  # [T]
 
 
+def no_indexer_notes(family: Family, ckpt: dict, L: int) -> dict:
+    """golden.json notes for the model types without an indexer: what is skipped and what the MTP copies are."""
+    p = f"model.layers.{L}."
+    embed_equal = torch.equal(ckpt[p + "embed_tokens.weight"], ckpt["model.embed_tokens.weight"])
+    head_equal = torch.equal(ckpt[p + "shared_head.head.weight"], ckpt["lm_head.weight"])
+    assert (family.mtp_copies == "equal") == embed_equal == head_equal
+    return {
+        "indexer": "none: no indexer tensors, no topk_* fixture keys; the indexer RoPE probe and the top-k margins "
+        "do not apply (skipped); the spec re-implementation runs dense MLA on every layer and in the MTP layer",
+        "mtp_copies_equal_trunk": embed_equal,
+        "mtp_copies_note": (
+            "model.layers.4.embed_tokens / shared_head.head are bit-for-bit copies of model.embed_tokens / lm_head "
+            "(as checked in DeepSeek-V3's release), so reading either gives the same MTP logits"
+            if embed_equal
+            else "model.layers.4.embed_tokens (= main + N(0, 0.5^2)) and shared_head.head (= lm_head + N(0, 0.05^2)) "
+            "differ from the trunk's; the MTP reference uses the layer's own copies, as vLLM does for GLM-4.7-Flash"
+        ),
+    }
+
+
 def generate_fp32(name: str, config, out_root: str, probes: dict) -> tuple[dict, dict]:
     family = Family(config.model_type)
     out_dir = os.path.join(out_root, name)
@@ -64,8 +86,21 @@ def generate_fp32(name: str, config, out_root: str, probes: dict) -> tuple[dict,
     file_ckpt = read_safetensors(os.path.join(out_dir, "model.safetensors"))
     mtp = MtpHead(family, model.config, file_ckpt, torch.float32)
     fixture.update(mtp_fixture(mtp, fixture, report))
-    style = probes[config.model_type]["indexer_rope_style"]
-    spec_cross_check(model.config, file_ckpt, style, fixture, report, with_mtp=True)
+    extra: dict = {}
+    if not family.has_indexer:
+        # transformers' own MTP drafting (deepseek_v3 only: the other types have no num_mtp_layers)
+        if not hf_has_use_mtp():
+            extra["hf_use_mtp_description"] = "not available in this transformers (no MtpModel / MTPCandidateGenerator); skipped"
+        elif family.model_type == "deepseek_v3":
+            fixture.update(hf_use_mtp_fixture(model, mtp, fixture, report))
+            extra["hf_use_mtp_description"] = HF_MTP_DESCRIPTION
+        else:
+            extra["hf_use_mtp_description"] = f"not run: {hf_use_mtp_unsupported(model)}"
+    style = probes[config.model_type]["indexer_rope_style"] if family.has_indexer else None
+    spec_cross_check(model.config, file_ckpt, style, fixture, report, with_mtp=True, mla_style=family.mla_rope_style(model.config))
+    if not family.has_indexer:
+        extra["main_mla_rope_probe"] = probe_mla_rope_interleave(family, model, file_ckpt, ids, fixture["prefill_logits"])
+        extra.update(no_indexer_notes(family, file_ckpt, config.num_hidden_layers))
     write_fixture(out_dir, fixture)
     summary = {
         "name": name,
@@ -74,12 +109,12 @@ def generate_fp32(name: str, config, out_root: str, probes: dict) -> tuple[dict,
         "compute": "fp32, attn_implementation=eager, experts_implementation=eager, CPU, torch.no_grad, model.eval",
         "seeds": SEEDS[name],
         "T": PROMPT_LEN,
-        "K": config.index_topk,
+        "K": getattr(config, "index_topk", None),
         "decode_steps": DECODE_STEPS,
         "decode_ids_policy": "greedy: decode_ids[0] = argmax(prefill_logits[-1]), decode_ids[j] = argmax(decode_logits[j-1])",
         "mtp_chain_steps": MTP_CHAIN_STEPS,
         "indexer_types": indexer_types_of(model.config),
-        "mlp_layer_types": list(model.config.mlp_layer_types),
+        "mlp_layer_types": mlp_layer_types_of(model.config),
         "mtp_layer_index": config.num_hidden_layers,
         "mtp_uses_embed_head_copies": mtp.uses_copies,
         "mtp_conventions": "u = eh_proj([enorm(Emb(x_{t+1})) ; hnorm(h_t)]), RoPE position t, own cache and own indexer; "
@@ -88,6 +123,14 @@ def generate_fp32(name: str, config, out_root: str, probes: dict) -> tuple[dict,
         "self_checks": report,
         "tensors": shapes_of(fixture),
     }
+    if not family.has_indexer:
+        summary["K"] = "none (no indexer: every layer attends to every causal key)"
+        summary["mtp_conventions"] = (
+            "u = eh_proj([enorm(Emb(x_{t+1})) ; hnorm(h_t)]), RoPE position t, own cache, dense MLA over every causal "
+            "pair (no indexer); Emb / head = the MTP layer's own embed_tokens / shared_head.head; "
+            "mtp_prefill_logits use model.norm output, mtp_prefill_logits_prenorm the last layer output before it"
+        )
+        summary.update(extra)
     return summary, {"ckpt": ckpt, "config": model_config, "fixture": fixture}
 
 

@@ -46,7 +46,7 @@ class BatchForwardTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BatchForwardTest, EverySequenceEqualsItsOwnForward) {
   const Model& model = Load(GetParam());
-  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const int64_t K = testing_util::SparseThreshold(model.config()), V = model.config().vocab_size;
   for (int64_t batch = 1; batch <= 8; ++batch) {
     std::vector<Sequence> sequences(batch);
     for (int64_t s = 0; s < batch; ++s) {
@@ -117,7 +117,7 @@ TEST_P(BatchForwardTest, EverySequenceEqualsItsOwnForward) {
 // decodes as the one run alone.
 TEST_P(BatchForwardTest, TreeSequencesEqualTheirOwnTreeForward) {
   const Model& model = Load(GetParam());
-  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const int64_t K = testing_util::SparseThreshold(model.config()), V = model.config().vocab_size;
   const std::vector<std::vector<int32_t>> shapes = {{}, {-1, 0, 0, 1, 1, 2}, {}, {-1, 0, 1, 1, 0, 4, 2, 0}};
   const int64_t batch = static_cast<int64_t>(shapes.size());
   std::vector<Sequence> sequences(batch);
@@ -225,7 +225,8 @@ TEST(BatchForwardErrorsTest, BadBatchesAreRefusedAndLeaveTheCaches) {
   expect_error({{a.get(), good, at}}, "logit_rows must be empty", rows);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchForwardTest, ::testing::Values("glm_a", "dsv32_b", "glm_a_bf16"));
+INSTANTIATE_TEST_SUITE_P(Models, BatchForwardTest,
+                         ::testing::Values("glm_a", "dsv32_b", "glm_a_bf16", "glm47_c", "dsv3_d"));
 
 }  // namespace
 }  // namespace mtpspec

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/file_util.h"
@@ -325,6 +326,133 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
 }
+
+
+// The types without a DSA indexer, from their releases' published configs (testing/configs/).
+namespace indexerless {
+
+json Release(const std::string& name) { return ReadJson(std::string(MTPSPEC_TESTDATA_DIR) + "/" + name + ".json"); }
+
+void ExpectNoIndexer(const ModelConfig& c) {
+  EXPECT_FALSE(c.has_indexer);
+  EXPECT_EQ(c.index_topk, kNoIndexerTopK);
+  EXPECT_EQ(c.index_n_heads, 0);
+  EXPECT_EQ(c.index_head_dim, 0);
+  EXPECT_TRUE(FullLayers(c).empty());
+  EXPECT_EQ(c.IndexDonor(0), -1);
+}
+
+TEST(ConfigTest, Glm47FlashReleaseParsesWithoutAnIndexer) {
+  auto c = ParseModelConfig(Release("glm-4.7-flash"), "glm-4.7-flash");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, ModelType::kGlm4MoeLite);
+  ExpectNoIndexer(*c);
+  EXPECT_EQ(c->num_hidden_layers, 47);
+  EXPECT_EQ(c->num_nextn_predict_layers, 1);
+  for (int64_t l = 0; l < c->num_hidden_layers; ++l) EXPECT_EQ(c->layer_is_dense[l], l == 0) << "layer " << l;
+  EXPECT_EQ(c->scoring_func, "sigmoid");  // absent from the release; sigmoid is meant
+  EXPECT_TRUE(c->rope_interleave);        // absent from the release; interleaved is meant
+  EXPECT_EQ(c->rope.type, "default");
+  EXPECT_DOUBLE_EQ(c->rope.theta, 1e6);
+  EXPECT_DOUBLE_EQ(c->softmax_scale(), 0.0625);  // 256^-1/2, no YaRN
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.8);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{154820, 154827, 154829}));
+  EXPECT_FALSE(c->quantization.fp8);
+  EXPECT_TRUE(c->mtp_chain_raw);
+  EXPECT_THAT(c->mtp_chain_source, HasSubstr("glm4_moe_lite_mtp"));
+}
+
+TEST(ConfigTest, DeepSeekV3ReleaseParsesWithoutAnIndexer) {
+  auto c = ParseModelConfig(Release("deepseek-v3"), "deepseek-v3");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, ModelType::kDeepseekV3);
+  ExpectNoIndexer(*c);
+  EXPECT_EQ(c->rope.type, "yarn");
+  EXPECT_NEAR(c->softmax_scale(), 0.13523378, 1e-7);  // as DeepSeek-V3.2: the same YaRN
+  EXPECT_EQ(c->n_group, 8);
+  EXPECT_EQ(c->topk_group, 4);
+  EXPECT_EQ(c->first_k_dense_replace, 3);
+  EXPECT_TRUE(c->quantization.fp8);
+  EXPECT_EQ(c->quantization.scale_fmt, "");  // V3 and R1 write no scale_fmt
+  EXPECT_TRUE(c->mtp_chain_raw);
+}
+
+// Each type's defaults fill exactly what its release states, so a config without the keys parses to
+// the same model.
+TEST(ConfigTest, IndexerlessDefaultsEqualTheReleasedValues) {
+  for (const char* name : {"glm-4.7-flash", "deepseek-v3"}) {
+    const json full = Release(name);
+    json bare = full;
+    for (const char* key : {"first_k_dense_replace", "routed_scaling_factor", "rms_norm_eps", "scoring_func",
+                            "rope_interleave", "moe_layer_freq", "partial_rotary_factor", "n_shared_experts",
+                            "norm_topk_prob", "topk_method", "tie_word_embeddings", "attention_bias"}) {
+      bare.erase(key);
+    }
+    auto a = ParseModelConfig(full, name);
+    auto b = ParseModelConfig(bare, name);
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    EXPECT_EQ(a->layer_is_dense, b->layer_is_dense) << name;
+    EXPECT_DOUBLE_EQ(a->routed_scaling_factor, b->routed_scaling_factor) << name;
+    EXPECT_DOUBLE_EQ(a->rms_norm_eps, b->rms_norm_eps) << name;
+    EXPECT_EQ(a->scoring_func, b->scoring_func) << name;
+    EXPECT_EQ(a->rope_interleave, b->rope_interleave) << name;
+    EXPECT_EQ(a->n_shared_experts, b->n_shared_experts) << name;
+    EXPECT_EQ(a->norm_topk_prob, b->norm_topk_prob) << name;
+  }
+}
+
+// The types with an indexer keep the normed chain by default.
+TEST(ConfigTest, ChainDefaultPerType) {
+  auto glm = ParseModelConfig(Glm52(), "glm");
+  auto dsv32 = ParseModelConfig(Release("deepseek-v3.2"), "dsv32");
+  ASSERT_TRUE(glm.ok() && dsv32.ok());
+  EXPECT_FALSE(glm->mtp_chain_raw);
+  EXPECT_FALSE(dsv32->mtp_chain_raw);
+  EXPECT_TRUE(glm->has_indexer);
+  EXPECT_EQ(glm->index_topk, 2048);
+}
+
+TEST(ConfigTest, IndexerKeysOnATypeWithoutAnIndexerAreErrors) {
+  for (const char* key : {"index_topk", "index_n_heads", "index_head_dim", "indexer_types", "index_topk_freq",
+                          "indexer_rope_interleave", "index_share_for_mtp_iteration"}) {
+    json j = Release("glm-4.7-flash");
+    j[key] = key == std::string("indexer_types") ? json::array({"full"}) : json(1);
+    auto c = ParseModelConfig(j, "/m/config.json");
+    ASSERT_FALSE(c.ok()) << key;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(absl::StrCat("\"", key, "\"")));
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("glm4_moe_lite does not have"));
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("/m/config.json"));
+  }
+}
+
+TEST(ConfigTest, PartialRotaryFactorOtherThanOneIsAnError) {
+  json top = Release("glm-4.7-flash");
+  top["partial_rotary_factor"] = 0.5;
+  auto a = ParseModelConfig(top, "/m/config.json");
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("\"partial_rotary_factor\" = 0.5 is not supported"));
+  json nested = Release("deepseek-v3");
+  nested["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000}, {"partial_rotary_factor", 0.25}};
+  auto b = ParseModelConfig(nested, "/m/config.json");
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("rope_parameters"));
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("partial_rotary_factor"));
+  json glm = Glm52();
+  glm["partial_rotary_factor"] = 1.0;
+  EXPECT_TRUE(ParseModelConfig(glm, "glm").ok());
+}
+
+TEST(ConfigTest, UnknownTypeListsEveryType) {
+  json j = Glm52();
+  j["model_type"] = "deepseek_v2";
+  auto c = ParseModelConfig(j, "x");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("supported: glm_moe_dsa, deepseek_v32, glm4_moe_lite, deepseek_v3"));
+}
+
+}  // namespace indexerless
 
 }  // namespace
 }  // namespace mtpspec

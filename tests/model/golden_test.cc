@@ -138,6 +138,15 @@ TEST(GoldenTest, DeepSeekV32PrefillAndDecodeMatchTransformers) {
   CheckPrefillAndDecode("dsv32_b", "prefill_logits", "decode_logits", {1e-4, 1e-4});
 }
 
+// The types without an indexer: every layer attends densely, in transformers as here.
+TEST(GoldenTest, Glm4MoeLitePrefillAndDecodeMatchTransformers) {
+  CheckPrefillAndDecode("glm47_c", "prefill_logits", "decode_logits", {1e-4, 1e-4});
+}
+
+TEST(GoldenTest, DeepSeekV3PrefillAndDecodeMatchTransformers) {
+  CheckPrefillAndDecode("dsv3_d", "prefill_logits", "decode_logits", {1e-4, 1e-4});
+}
+
 // bf16 checkpoint, computed in fp32 on the bf16 values: same numbers as transformers in fp32 on the
 // upcast weights.
 TEST(GoldenTest, Bf16CheckpointMatchesTransformersOnUpcastWeights) {

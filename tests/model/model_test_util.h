@@ -72,4 +72,9 @@ inline std::vector<int64_t> Range(int64_t begin, int64_t end) {
   return r;
 }
 
+// The context length at which a DSA model turns from the dense path to the sparse ones (its
+// index_topk), which the tests place prompts around. A model without an indexer is dense at every
+// length; its tests use the golden DSA models' index_topk (8) for the same prompt lengths.
+inline int64_t SparseThreshold(const ModelConfig& config) { return config.has_indexer ? config.index_topk : 8; }
+
 }  // namespace mtpspec::testing_util

@@ -75,7 +75,7 @@ class BatchExtendTest : public ::testing::TestWithParam<std::tuple<std::string, 
 TEST_P(BatchExtendTest, BatchedExtendsGiveTheDraftsOfEagerOnes) {
   const auto& [name, fail] = GetParam();
   const Model& model = Load(name);
-  const int64_t K = model.config().index_topk, V = model.config().vocab_size, H = model.config().hidden_size;
+  const int64_t K = testing_util::SparseThreshold(model.config()), V = model.config().vocab_size, H = model.config().hidden_size;
   // Prompts: short (extends in the batch), around and past index_topk, long; chain 4 has a small cache.
   const std::vector<int64_t> prompts = {5, K - 2, K + 7, 3 * K + 1, 12};
   const std::vector<int64_t> capacities = {8 * K + 64, 8 * K + 64, 8 * K + 64, 8 * K + 64, 40};

@@ -71,7 +71,7 @@ struct Slots {
 // Request r: a prompt on either side of index_topk, its own k, temperature, seed, rule and budget.
 // The prompts repeat a phrase so that the lookup drafter finds n-grams.
 BatchRequest MixedRequest(const Model& model, int64_t r) {
-  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const int64_t K = testing_util::SparseThreshold(model.config()), V = model.config().vocab_size;
   const std::vector<int32_t> phrase = TestTokens(7, V, 50 + r);
   BatchRequest request;
   const int64_t length = r % 2 == 0 ? K - 4 + r % 3 : K + 3 + r % 5;
@@ -181,7 +181,7 @@ TEST_P(BatchGenerateTest, AdaptiveKRequestsInABatchGivePlainOutput) {
 // drafter near its cache's end (fewer drafts), and a lookup drafter mixed in (proposes alone).
 TEST(BatchDrafterTest, EveryDrafterGetsTheDraftsOfItsOwnPropose) {
   const Model& model = Load("trained");
-  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const int64_t K = testing_util::SparseThreshold(model.config()), V = model.config().vocab_size;
   const std::vector<int64_t> lengths = {K - 5, K + 9, 3 * K, 20, K + 1, 60};
   const std::vector<int64_t> ks = {3, 0, 6, 1, 4, 5};
   const int64_t capacity = 4 * K;
@@ -408,7 +408,8 @@ TEST_P(BatchGenerateTest, Fp8CacheRequestsEqualThemselvesRunAlone) {
   EXPECT_GT(result->stats.mean_batch(), 1.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchGenerateTest, ::testing::Values("glm_a", "dsv32_b", "trained"));
+INSTANTIATE_TEST_SUITE_P(Models, BatchGenerateTest,
+                         ::testing::Values("glm_a", "dsv32_b", "glm47_c", "dsv3_d", "trained"));
 
 }  // namespace
 }  // namespace mtpspec

@@ -107,6 +107,36 @@ void CheckChain(const GoldenMtp& g, MtpChain chain, const std::string& prefix) {
 TEST_P(MtpGoldenTest, ChainedNormedStepsMatchOracle) { CheckChain(Load(GetParam()), MtpChain::kNormed, "mtp_chain_normed"); }
 TEST_P(MtpGoldenTest, ChainedRawStepsMatchOracle) { CheckChain(Load(GetParam()), MtpChain::kRaw, "mtp_chain_raw"); }
 
+// transformers drafts with a DeepSeek-V3 MTP layer itself (generate(use_mtp=True), k = 1, the trunk's
+// embedding and head, which dsv3_d's copies equal): over the same committed sequence, the MTP
+// module's draft after each anchor t must be its draft, logits and token.
+TEST(MtpGoldenTest, DeepSeekV3DraftsEqualTransformersUseMtp) {
+  GoldenMtp g = Load("dsv3_d");
+  const TensorView sequence = g.Get("hf_mtp_sequence");
+  const TensorView anchors = g.Get("hf_mtp_draft_anchor");
+  const TensorView drafts = g.Get("hf_mtp_draft_tokens");
+  const TensorView logits = g.Get("hf_mtp_draft_logits");
+  const int64_t V = g.model->config().vocab_size;
+  const int64_t last = anchors.as<int64_t>()[anchors.numel() - 1];
+  std::vector<int32_t> ids;  // x_0 … x_{last+1}
+  for (int64_t i = 0; i <= last + 1; ++i) ids.push_back(static_cast<int32_t>(sequence.as<int64_t>()[i]));
+  const int64_t n = static_cast<int64_t>(ids.size());
+  auto cache = *g.model->NewCache(64);
+  auto trunk = g.model->Forward(*cache, ids, Range(0, n));
+  ASSERT_TRUE(trunk.ok()) << trunk.status();
+  // Pairs (h_s, x_{s+1}) for s = 0 … last: row s drafts x_{s+2}.
+  auto mtp_cache = *g.mtp->NewCache(64);
+  const std::vector<int32_t> next(ids.begin() + 1, ids.end());
+  auto out = g.mtp->Forward(*mtp_cache, trunk->hidden_postnorm.data<float>(), next, Range(0, n - 1), MtpOptions{});
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int64_t i = 0; i < anchors.numel(); ++i) {
+    const int64_t t = anchors.as<int64_t>()[i];
+    const float* ours = out->logits.data<float>() + t * V;
+    EXPECT_LT(RelativeMaxDiff(ours, logits.as<float>() + i * V, V), 1e-4) << "anchor " << t;
+    EXPECT_EQ(Argmax(ours, V), drafts.as<int64_t>()[i]) << "anchor " << t;
+  }
+}
+
 // The drafter's own bookkeeping (prefill pairs, anchor position, chaining) reproduces the oracle's
 // greedy chain.
 TEST_P(MtpGoldenTest, DrafterProposesOracleChain) {
@@ -233,7 +263,7 @@ TEST_P(MtpGoldenTest, DrafterChunkedAndDeferredExtendEqualOnePairAtATime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, MtpGoldenTest, ::testing::Values("glm_a", "dsv32_b"));
+INSTANTIATE_TEST_SUITE_P(Models, MtpGoldenTest, ::testing::Values("glm_a", "dsv32_b", "glm47_c", "dsv3_d"));
 
 TEST(MtpModuleTest, DeepSeekUsesItsOwnEmbedAndHeadCopies) {
   GoldenMtp g = Load("dsv32_b");

@@ -53,7 +53,7 @@ class TreeGenerateTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TreeGenerateTest, TreeOutputEqualsPlainOutput) {
   const Model& model = Load(GetParam());
-  const int64_t K = model.config().index_topk, V = model.config().vocab_size;
+  const int64_t K = testing_util::SparseThreshold(model.config()), V = model.config().vocab_size;
   auto drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
   int64_t accepted = 0, accepted_off_top = 0;
   for (double temperature : {0.0, 0.7, 1.0}) {
@@ -87,7 +87,7 @@ TEST_P(TreeGenerateTest, TheChainTreeIsTheChain) {
   const int64_t V = model.config().vocab_size;
   auto chain_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
   auto tree_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
-  const auto prompt = TestTokens(model.config().index_topk + 4, V, 31);
+  const auto prompt = TestTokens(testing_util::SparseThreshold(model.config()) + 4, V, 31);
   for (double temperature : {0.0, 0.8}) {
     for (int64_t k = 1; k <= 4; ++k) {
       auto chain = GenerateWith(model, chain_drafter.get(), prompt, Options(temperature, 3, {}, k));
@@ -110,7 +110,7 @@ TEST_P(TreeGenerateTest, TheSampledChainTreeIsTheSampledChain) {
   const int64_t V = model.config().vocab_size;
   auto chain_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
   auto tree_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
-  const auto prompt = TestTokens(model.config().index_topk + 4, V, 37);
+  const auto prompt = TestTokens(testing_util::SparseThreshold(model.config()) + 4, V, 37);
   int64_t accepted = 0;
   for (double temperature : {0.7, 1.0}) {
     for (int64_t k = 1; k <= 4; ++k) {
@@ -182,7 +182,8 @@ TEST(MtpTreeDraftTest, SampledChildrenAreDistinctDrawsFromTheHead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TreeGenerateTest,
-                         ::testing::Values("glm_a", "dsv32_b", "trained", "trained+bf16-keys", "trained+fp8-keys"));
+                         ::testing::Values("glm_a", "dsv32_b", "glm47_c", "dsv3_d", "trained", "trained+bf16-keys",
+                                           "trained+fp8-keys"));
 
 // The head's `count` best tokens (ties by lower id) and their softmax probabilities, as ProposeTree
 // ranks a node's children.
@@ -203,7 +204,7 @@ void Best(std::span<const float> logits, int64_t count, std::vector<int32_t>* id
 TEST(MtpTreeDraftTest, ANodesChildrenAreWhatTheChainOfItsPathDrafts) {
   for (const std::string& name : {std::string("glm_a"), std::string("trained")}) {
     const Model& model = Load(name);
-    for (int64_t length : {model.config().index_topk - 2, model.config().index_topk + 9}) {
+    for (int64_t length : {testing_util::SparseThreshold(model.config()) - 2, testing_util::SparseThreshold(model.config()) + 9}) {
       const auto prompt = TestTokens(length, model.config().vocab_size, 41);
       auto target = *ModelTarget::Create(model, 96);
       auto step = target->Run(prompt, /*all_logits=*/false);
@@ -303,7 +304,7 @@ TEST(TreeGenerateScriptedTest, TheRightSiblingAtAnyRankIsCommitted) {
   auto mtp = *MtpDrafter::Create(model, 128, MtpOptions{});
   const int64_t V = model.config().vocab_size;
   for (double temperature : {0.0, 0.9}) {
-    for (int64_t length : {int64_t{4}, model.config().index_topk + 6}) {
+    for (int64_t length : {int64_t{4}, testing_util::SparseThreshold(model.config()) + 6}) {
       const auto prompt = TestTokens(length, V, 61);
       auto plain = GenerateWith(model, nullptr, prompt, Options(temperature, 13));
       ASSERT_TRUE(plain.ok());
@@ -324,7 +325,7 @@ TEST(TreeGenerateScriptedTest, TheRightSiblingAtAnyRankIsCommitted) {
 // depth and rank add up to the accepted tokens.
 TEST(TreeGenerateSyntheticTest, TheTableDecidesThePath) {
   const Model& model = Load("glm_a");
-  const auto prompt = TestTokens(model.config().index_topk + 4, model.config().vocab_size, 57);
+  const auto prompt = TestTokens(testing_util::SparseThreshold(model.config()) + 4, model.config().vocab_size, 57);
   auto chain_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
   auto tree_drafter = *MtpDrafter::Create(model, 128, MtpOptions{});
   auto synthetic = [](GenerateOptions o, std::vector<double> rates, std::vector<std::vector<double>> table) {

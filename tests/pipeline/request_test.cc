@@ -109,6 +109,38 @@ TEST(RequestTest, PointlessCombinationsWarn) {
   EXPECT_TRUE(RequestWarnings(r, Frontend::kCli).empty());
 }
 
+// The synthetic rates' three forms: one at a time, each turned into the conditional rates.
+TEST(RequestTest, SyntheticRateFormsResolveToConditionalRates) {
+  RequestOptions unconditional;
+  unconditional.k = 2;
+  unconditional.synthetic_rates_unconditional = {0.8, 0.4};
+  ASSERT_TRUE(ResolveSyntheticRates(unconditional, Frontend::kCli).ok());
+  ASSERT_EQ(unconditional.accept.synthetic_rates.size(), 2u);
+  EXPECT_NEAR(unconditional.accept.synthetic_rates[0], 0.8, 1e-12);
+  EXPECT_NEAR(unconditional.accept.synthetic_rates[1], 0.5, 1e-12);
+  RequestOptions length;
+  length.k = 3;
+  length.synthetic_acceptance_length = 2.25;
+  ASSERT_TRUE(ResolveSyntheticRates(length, Frontend::kPython).ok());
+  EXPECT_EQ(length.accept.synthetic_rates, (std::vector<double>{1.0, 0.25, 0.0}));
+
+  RequestOptions both;
+  both.accept.synthetic_rates = {0.5};
+  both.synthetic_acceptance_length = 1.5;
+  EXPECT_THAT(std::string(ResolveSyntheticRates(both, Frontend::kCli).message()),
+              HasSubstr("--synthetic-rates (conditional), --synthetic-rates-unconditional or "
+                        "--synthetic-acceptance-length"));
+  RequestOptions adaptive;
+  ASSERT_TRUE(ParseK("auto", Frontend::kPython, adaptive).ok());
+  adaptive.synthetic_acceptance_length = 2.0;
+  EXPECT_THAT(std::string(ResolveSyntheticRates(adaptive, Frontend::kPython).message()),
+              HasSubstr("synthetic_acceptance_length needs a fixed k"));
+  RequestOptions rising;
+  rising.synthetic_rates_unconditional = {0.3, 0.6};
+  EXPECT_THAT(std::string(ResolveSyntheticRates(rising, Frontend::kCli).message()),
+              HasSubstr("--synthetic-rates-unconditional[1] = 0.6 rises"));
+}
+
 TEST(RequestTest, DeviceWeightFormatsParseAndRefuseOthers) {
   EXPECT_EQ(*ParseDeviceWeightFormat("bf16"), DeviceWeightFormat::kBf16);
   EXPECT_EQ(*ParseDeviceWeightFormat("fp8"), DeviceWeightFormat::kFp8);

@@ -6,6 +6,7 @@
 #include "verify/acceptance.h"
 
 #include <cmath>
+#include <tuple>
 #include <set>
 #include <vector>
 
@@ -313,6 +314,72 @@ TEST(AcceptanceTest, SyntheticPerPositionRatesGiveTheExpectedHistogram) {
   EXPECT_EQ(Accept({5, 5, 5, 5}, params, 3).accepted, 4);
   params.synthetic_rates = {};
   EXPECT_EQ(Accept({1, 0, 5, 3}, params, 3).accepted, 0);
+}
+
+// Unconditional rates (llama.cpp's GLM-5.2 numbers, 0.834 / 0.653 / 0.494) become conditional ones
+// whose running products give them back, and the synthetic rule then accepts the drafts of each
+// position at the unconditional rate: the mean accepted length is 1 + 0.834 + 0.653 + 0.494 = 2.981.
+TEST(AcceptanceTest, UnconditionalRatesGiveTheirMeanAcceptedLength) {
+  const std::vector<double> unconditional = {0.834, 0.653, 0.494};
+  auto conditional = SyntheticRatesFromUnconditional(unconditional, "rates");
+  ASSERT_TRUE(conditional.ok()) << conditional.status();
+  double product = 1.0;
+  for (size_t i = 0; i < unconditional.size(); ++i) {
+    product *= (*conditional)[i];
+    EXPECT_NEAR(product, unconditional[i], 1e-12) << i;
+  }
+  AcceptParams params = Rule(AcceptRule::kSynthetic, 0.0);
+  params.synthetic_rates = *conditional;
+  const int64_t trials = 20000;
+  std::vector<int64_t> reached(3, 0);
+  double length = 0;
+  for (int64_t t = 0; t < trials; ++t) {
+    params.sampling.seed = 4242 + t;
+    const int64_t m = Accept({5, 5, 5}, params, 3).accepted;
+    length += 1.0 + static_cast<double>(m);
+    for (int64_t i = 0; i < m; ++i) ++reached[i];
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const double sigma = std::sqrt(unconditional[i] * (1 - unconditional[i]) / trials);
+    EXPECT_NEAR(static_cast<double>(reached[i]) / trials, unconditional[i], 4 * sigma) << "position " << i;
+  }
+  EXPECT_NEAR(length / trials, 2.981, 0.03);
+}
+
+TEST(AcceptanceTest, RisingOrOutOfRangeUnconditionalRatesAreErrors) {
+  auto rising = SyntheticRatesFromUnconditional(std::vector<double>{0.5, 0.7}, "--synthetic-rates-unconditional");
+  ASSERT_FALSE(rising.ok());
+  EXPECT_THAT(std::string(rising.status().message()), HasSubstr("--synthetic-rates-unconditional[1] = 0.7 rises"));
+  EXPECT_FALSE(SyntheticRatesFromUnconditional(std::vector<double>{1.5}, "r").ok());
+  EXPECT_FALSE(SyntheticRatesFromUnconditional(std::vector<double>{-0.1}, "r").ok());
+  // After a zero every rate is zero, and its conditional form too.
+  auto zero = SyntheticRatesFromUnconditional(std::vector<double>{0.5, 0.0, 0.0}, "r");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(*zero, (std::vector<double>{0.5, 0.0, 0.0}));
+}
+
+// vLLM's schedule for a mean accepted length: ones, one fraction, zeros; 1 + their sum is the length.
+TEST(AcceptanceTest, AcceptanceLengthScheduleSumsToTheLength) {
+  for (const auto& [length, k, expected] : std::vector<std::tuple<double, int64_t, std::vector<double>>>{
+           {2.5, 3, {1.0, 0.5, 0.0}},
+           {1.0, 2, {0.0, 0.0}},
+           {4.0, 3, {1.0, 1.0, 1.0}},
+           {1.84, 1, {0.84}},
+           {3.61, 5, {1.0, 1.0, 0.61, 0.0, 0.0}}}) {
+    auto rates = SyntheticRatesForAcceptanceLength(length, k, "al");
+    ASSERT_TRUE(rates.ok()) << rates.status();
+    ASSERT_EQ(rates->size(), expected.size());
+    double sum = 1.0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_NEAR((*rates)[i], expected[i], 1e-12) << length << " " << i;
+      sum += (*rates)[i];
+    }
+    EXPECT_NEAR(sum, length, 1e-12);
+  }
+  auto too_long = SyntheticRatesForAcceptanceLength(4.5, 3, "--synthetic-acceptance-length");
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_THAT(std::string(too_long.status().message()), HasSubstr("outside [1, k + 1 = 4]"));
+  EXPECT_FALSE(SyntheticRatesForAcceptanceLength(0.5, 3, "al").ok());
 }
 
 // --- structure shared by all rules --------------------------------------------------------------
