@@ -27,11 +27,29 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from real_scale_bandwidth import bandwidth_lines, moe_stream_line  # noqa: E402  (bench/report/)
 
-# Published acceptance per draft position for GLM-5.2's MTP head, read as conditional rates.
-RATE_SETS = {
-    "mlx-lm #1419 (GLM-5.2)": [0.88, 0.75, 0.58],
-    "llama.cpp #25980 (GLM-5.2)": [0.834, 0.653, 0.494],
+# Published acceptance per draft position for GLM-5.2's MTP head, in the form each source gives it:
+# conditional (position i accepted given positions 0..i-1 were) or unconditional (the fraction of
+# drafts accepted up to position i; 1 + their sum is the mean accepted length the source reports).
+PUBLISHED_RATES = {
+    "mlx-lm #1419 (GLM-5.2)": ("conditional", [0.88, 0.75, 0.58]),
+    "llama.cpp #25980 (GLM-5.2)": ("unconditional", [0.834, 0.653, 0.494]),
 }
+
+
+def conditional_rates(form: str, rates: list[float]) -> list[float]:
+    """The conditional rates of a published list (verify/acceptance.h, SyntheticRatesFromUnconditional)."""
+    if form == "conditional":
+        return list(rates)
+    out, previous = [], 1.0
+    for u in rates:
+        if u > previous:
+            raise ValueError(f"unconditional rates must not rise: {rates}")
+        out.append(u / previous if previous > 0 else 0.0)
+        previous = u
+    return out
+
+
+RATE_SETS = {name: conditional_rates(form, rates) for name, (form, rates) in PUBLISHED_RATES.items()}
 KINDS = ["dense+full", "dense+shared", "moe+full", "moe+shared"]
 
 
@@ -326,9 +344,12 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
               "committed row, so the first draft is only the head over its output (h); each later draft is one MTP "
               "step with the head (c). The speedup is E[L] / (r_k + h + (k − 1) c + e). c and e are measured on the "
               "cut model's MTP layer (its experts, not scaled).",
-              "- Acceptance: the published per-position rates, read as conditional rates "
-              + "; ".join(f"{n}: {', '.join(str(a) for a in r)}" for n, r in RATE_SETS.items())
-              + " (positions past the list reuse its last rate).", ""]
+              "- Acceptance: the published per-position rates, each in the form its source gives: "
+              + "; ".join(f"{n}: {', '.join(str(a) for a in r)} ({form}"
+                          + (f", i.e. conditional {', '.join(f'{c:.3f}' for c in RATE_SETS[n])}"
+                             if form == "unconditional" else "") + ")"
+                          for n, (form, r) in PUBLISHED_RATES.items())
+              + ". Positions past a list reuse its last conditional rate.", ""]
     lines += [f"![r_k](real-scale-data/{release}-rk_vs_n.png)", "", f"![speedup](real-scale-data/{release}-speedup.png)",
               "", f"![bytes](real-scale-data/{release}-bytes_by_part.png)", ""]
     header = "| N | T_plain (s) | h | c | " + " | ".join(f"r_{k}" for k in ks) + " | " + " | ".join(
