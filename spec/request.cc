@@ -188,6 +188,10 @@ absl::Status Request::EndCycle() {
   return absl::OkStatus();
 }
 
+void Request::Cancel() {
+  if (state_.stop_reason.empty()) state_.stop_reason = "cancelled";
+}
+
 GenerateResult Request::Finish() {
   result_.stats.total_seconds = context_.Now() - start_;
   result_.tokens = std::move(state_.tokens);

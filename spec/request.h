@@ -50,6 +50,11 @@ class Request {
   // The last cycle's record (after EndCycle, until the next BeginCycle).
   const CycleRecord& last_cycle() const { return cycle_; }
   int64_t generated() const { return static_cast<int64_t>(state_.tokens.size()); }
+  // The tokens produced so far, and their log-probabilities when the options ask for them.
+  const std::vector<int32_t>& tokens() const { return state_.tokens; }
+  const std::vector<float>& logprobs() const { return state_.logprobs; }
+  // Ends the request between cycles with stop reason "cancelled" (unless it has already ended).
+  void Cancel();
 
   // Starts the next cycle; false (with the stop reason set) when the token budget or the cache ends
   // the request instead.
