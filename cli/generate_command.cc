@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "pipeline/batch.h"
+#include "pipeline/options.h"
 #include "pipeline/request.h"
 #include "spec/adaptive_k.h"
 #include "tokenizer/tokenizer.h"
@@ -17,14 +18,12 @@
 namespace mtpspec {
 
 const std::set<std::string>& GenerateOptionNames() {
-  static const std::set<std::string> names = {
-      "ids",         "prompt",     "max-new",    "draft",      "k",          "accept",          "temperature",
-      "top-k",       "top-p",      "min-p",      "seed",       "mtp-hidden", "mtp-chain",       "mtp-index-share",
-      "stats-json",  "weights",    "threads",    "ngram",      "relaxed-top-n",   "relaxed-delta",
-      "synthetic-rates", "synthetic-rates-unconditional", "synthetic-acceptance-length", "sample-drafts",
-      "capacity", "kv-cache", "device", "prompts-file",
-      "stop-ids", "eos-ids", "logprobs", "tree", "tree-nodes", "batch", "k-schedule", "index-keys",
-      "activations", "device-weights"};
+  static const std::set<std::string> names = [] {
+    std::set<std::string> names = {"ids",     "prompt", "stats-json", "weights",    "threads",     "capacity",
+                                   "prompts-file", "batch", "k-schedule", "index-keys", "activations"};
+    for (const RequestOption& option : RequestOptionTable()) names.insert(option.flag.substr(2));
+    return names;
+  }();
   return names;
 }
 
@@ -125,73 +124,15 @@ class SeriesJsonWriter {
 };
 
 // The request options of the command line (pipeline/request.h), validated.
-// A comma-separated list of numbers, empty when the option is absent; errors name the option.
-absl::StatusOr<std::vector<double>> ParseNumberList(const CliArgs& args, const std::string& name) {
-  std::vector<double> values;
-  if (!args.Has(name)) return values;
-  for (absl::string_view piece : absl::StrSplit(args.Get(name), ',')) {
-    double v;
-    if (!absl::SimpleAtod(piece, &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be comma-separated numbers"));
-    }
-    values.push_back(v);
-  }
-  return values;
-}
-
+// The request options from the flags of the option table (pipeline/options.h).
 absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
-  constexpr Frontend kCli = Frontend::kCli;
-  RequestOptions r;
-  ASSIGN_OR_RETURN(r.draft, ParseDraftKind(args.Get("draft", "mtp"), kCli));
-  RETURN_IF_ERROR(ParseK(args.Get("k", "3"), kCli, r));
-  ASSIGN_OR_RETURN(r.max_new_tokens, args.GetInt("max-new", 32));
-  ASSIGN_OR_RETURN(r.accept.rule, ParseAcceptRule(args.Get("accept", "sampler-equality")));
-  SamplingParams& s = r.accept.sampling;
-  ASSIGN_OR_RETURN(s.temperature, args.GetDouble("temperature", 0.0));
-  ASSIGN_OR_RETURN(s.top_k, args.GetInt("top-k", 0));
-  ASSIGN_OR_RETURN(s.top_p, args.GetDouble("top-p", 1.0));
-  ASSIGN_OR_RETURN(s.min_p, args.GetDouble("min-p", 0.0));
-  ASSIGN_OR_RETURN(s.seed, args.GetUint64("seed", 0));
-  ASSIGN_OR_RETURN(r.accept.relaxed_top_n, args.GetInt("relaxed-top-n", 3));
-  ASSIGN_OR_RETURN(r.accept.relaxed_delta, args.GetDouble("relaxed-delta", 0.1));
-  ASSIGN_OR_RETURN(r.accept.synthetic_rates, ParseNumberList(args, "synthetic-rates"));
-  ASSIGN_OR_RETURN(r.synthetic_rates_unconditional, ParseNumberList(args, "synthetic-rates-unconditional"));
-  if (args.Has("synthetic-acceptance-length")) {
-    ASSIGN_OR_RETURN(r.synthetic_acceptance_length, args.GetDouble("synthetic-acceptance-length", 1.0));
+  std::map<std::string, OptionValue> values;
+  for (const RequestOption& option : RequestOptionTable()) {
+    const std::string flag = option.flag.substr(2);
+    if (!args.Has(flag)) continue;
+    ASSIGN_OR_RETURN(values[option.name], ParseOptionText(option, args.Get(flag)));
   }
-  ASSIGN_OR_RETURN(r.sample_drafts, ParseBool(args.Get("sample-drafts", "false"), "--sample-drafts"));
-  ASSIGN_OR_RETURN(r.mtp.hidden, ParseMtpHidden(args.Get("mtp-hidden", "post"), "--mtp-hidden"));
-  ASSIGN_OR_RETURN(r.mtp.chain, ParseMtpChain(args.Get("mtp-chain", "default"), "--mtp-chain"));
-  ASSIGN_OR_RETURN(r.mtp.index_share, ParseMtpIndexShare(args.Get("mtp-index-share", "exact"), "--mtp-index-share"));
-  ASSIGN_OR_RETURN(r.lookup.max_ngram, args.GetInt("ngram", 3));
-  ASSIGN_OR_RETURN(r.kv_cache, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
-  ASSIGN_OR_RETURN(r.device, ParseDevice(args.Get("device", "cpu"), "--device"));
-  ASSIGN_OR_RETURN(r.device_weights,
-                   ParseDeviceWeightFormat(args.Get("device-weights", "bf16"), "--device-weights"));
-  if (args.Has("stop-ids")) {
-    ASSIGN_OR_RETURN(r.stop_token_ids, args.GetIntList("stop-ids"));
-  }
-  if (args.Has("eos-ids")) {  // --eos-ids "" leaves no end-of-sequence ids at all
-    r.eos_token_ids.emplace();
-    if (!args.Get("eos-ids").empty()) {
-      ASSIGN_OR_RETURN(*r.eos_token_ids, args.GetIntList("eos-ids"));
-    }
-  }
-  ASSIGN_OR_RETURN(r.logprobs, ParseBool(args.Get("logprobs", "false"), "--logprobs"));
-  if (args.Has("tree") && args.Has("tree-nodes")) {
-    return absl::InvalidArgumentError("give --tree B1,B2,... (a static tree) or --tree-nodes M (a dynamic one), not both");
-  }
-  if (args.Has("tree")) {
-    ASSIGN_OR_RETURN(r.tree.branching, ParseTreeBranching(args.Get("tree"), "--tree"));
-  }
-  if (args.Has("tree-nodes")) {
-    ASSIGN_OR_RETURN(r.tree.max_nodes, args.GetInt("tree-nodes", 0));
-    if (r.tree.max_nodes < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--tree-nodes must be >= 1, got ", r.tree.max_nodes));
-    }
-  }
-  RETURN_IF_ERROR(ResolveSyntheticRates(r, kCli));
-  RETURN_IF_ERROR(ValidateRequest(r, kCli));
+  ASSIGN_OR_RETURN(RequestOptions r, MakeRequest(values, Frontend::kCli));
   if (r.device == Device::kCuda && !BuiltWithCuda()) {
     return absl::FailedPreconditionError(
         "--device cuda: this mtpspec was built without the CUDA backend (configure with nvcc and "

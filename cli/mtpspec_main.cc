@@ -6,6 +6,7 @@
 //   mtpspec generate DIR …                (cli/generate_command.h)
 //   mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2|glm-4.7-flash|deepseek-v3 [--layers N] [--experts E]
 //                      [--fill random|zeros] [--seed S] [--shard-gib G]
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include "model/model.h"
 #include "model/tensor_table.h"
 #include "model/weight_check.h"
+#include "pipeline/options.h"
 #include "pipeline/request.h"
 #include "testing/release_checkpoint.h"
 
@@ -349,6 +351,13 @@ int Main(int argc, char** argv) {
     auto args = CliArgs::Parse(argc, argv, 2, {"like", "layers", "experts", "fill", "seed", "shard-gib", "threads"});
     status = args.ok() ? ApplyThreadsOption(*args) : args.status();
     if (status.ok()) status = RunMakeCheckpoint(*args);
+  } else if (command == "generate" && std::find(argv + 2, argv + argc, std::string("--help")) != argv + argc) {
+    std::cout << "usage: mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [options]\n"
+              << "  [--weights stored|f32|bf16|fp8] [--activations f32|bf16|fp8] [--index-keys f32|bf16|fp8]\n"
+              << "  [--capacity N] [--threads N] [--stats-json FILE] [--batch B [--k-schedule B1:k1,...]]\n"
+              << "request options (the same as Python's Model.generate keywords and the server's fields):\n"
+              << RequestOptionsHelp();
+    return 0;
   } else if (command == "generate") {
     auto args = CliArgs::Parse(argc, argv, 2, GenerateOptionNames());
     status = args.ok() ? ApplyThreadsOption(*args) : args.status();

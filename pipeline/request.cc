@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "pipeline/options.h"
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
 #ifdef MTPSPEC_HAVE_CUDA
@@ -64,7 +65,7 @@ const char* DraftKindName(DraftKind kind) {
 
 std::string OptionName(Frontend frontend, const std::string& python_name) {
   if (frontend == Frontend::kPython) return python_name;
-  if (python_name == "max_new_tokens") return "--max-new";
+  if (const RequestOption* option = FindRequestOption(python_name)) return option->flag;
   if (python_name == "dtype") return "--weights";
   if (python_name == "cache_capacity") return "--capacity";
   return absl::StrCat("--", absl::StrReplaceAll(python_name, {{"_", "-"}}));

@@ -139,6 +139,7 @@ def generate(
     relaxed_delta: float = 0.1,
     kv_cache: str = "f32",
     device: str = "cpu",
+    device_weights: str = "bf16",
     adaptive_controller: Optional[AdaptiveController] = None,
     tree: Optional[Sequence[int]] = None,
     tree_nodes: Optional[int] = None,
@@ -150,6 +151,8 @@ def generate_batch(
     batch: int,
     k_schedule: Optional[Sequence[Tuple[int, int]]] = None,
 ) -> Tuple[List[Optional[GenerateResult]], List[Optional[str]], List[Dict[str, Any]], str]: ...
+
+def request_options() -> List[Dict[str, str]]: ...
 
 class AdaptiveController:
     def __init__(self, k_max: int, exploration_budget: float = 0.01) -> None: ...

@@ -190,7 +190,7 @@ class Model:
     def generate(
         self,
         prompt_or_ids: Union[str, TokenIds, Sequence[Union[str, TokenIds]]],
-        max_new_tokens: int = 64,
+        max_new_tokens: int = 32,
         *,
         draft: str = "mtp",
         k: Union[int, str] = 3,
@@ -377,7 +377,7 @@ class Model:
     def stream(
         self,
         prompt_or_ids: Union[str, TokenIds, Sequence[Union[str, TokenIds]]],
-        max_new_tokens: int = 64,
+        max_new_tokens: int = 32,
         *,
         text: Optional[bool] = None,
         **options: Any,

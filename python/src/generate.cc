@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/batch.h"
+#include "pipeline/options.h"
 #include "pipeline/request.h"
 #include "python/src/adaptive.h"
 #include "python/src/bindings.h"
@@ -117,58 +118,35 @@ std::function<bool(std::span<const int32_t>)> TokenCallback(py::object on_tokens
   throw py::error_already_set();
 }
 
-// The request options of generate()'s keyword arguments (pipeline/request.h), validated.
+// The request options of generate()'s keyword arguments, read through the option table
+// (pipeline/options.h) and validated there.
 RequestOptions ParseRequest(Kwargs& kw) {
-  constexpr Frontend kPy = Frontend::kPython;
-  RequestOptions r;
-  r.max_new_tokens = kw.Int("max_new_tokens", 32);
-  r.draft = ValueOrThrow(ParseDraftKind(kw.Str("draft", "mtp"), kPy));
-  py::object k = kw.Object("k");
-  if (py::isinstance<py::str>(k)) {
-    ThrowIfError(ParseK(k.cast<std::string>(), kPy, r));
-  } else if (!k.is_none()) {
-    r.k = IntArgument(k, "k");
+  std::map<std::string, OptionValue> values;
+  for (const RequestOption& option : RequestOptionTable()) {
+    const char* name = option.name.c_str();
+    if (!kw.Has(name)) {
+      kw.Object(name);  // None: the default
+      continue;
+    }
+    switch (option.type) {
+      case OptionType::kInt: values[option.name] = kw.Int(name, 0); break;
+      case OptionType::kFloat: values[option.name] = kw.Float(name, 0.0); break;
+      case OptionType::kBool: values[option.name] = kw.Bool(name, false); break;
+      case OptionType::kText: values[option.name] = kw.Str(name, ""); break;
+      case OptionType::kIntOrText: {
+        py::object v = kw.Object(name);
+        if (py::isinstance<py::str>(v)) {
+          values[option.name] = v.cast<std::string>();
+        } else {
+          values[option.name] = IntArgument(v, name);
+        }
+        break;
+      }
+      case OptionType::kIntList: values[option.name] = *kw.IntList(name); break;
+      case OptionType::kFloatList: values[option.name] = *kw.FloatList(name); break;
+    }
   }
-  if (kw.Bool("adaptive_k", false)) r.adaptive_k = true;
-  r.accept.rule = ValueOrThrow(ParseAcceptRule(kw.Str("accept", "sampler-equality")));
-  SamplingParams& s = r.accept.sampling;
-  s.temperature = kw.Float("temperature", 0.0);
-  s.top_k = kw.Int("top_k", 0);
-  s.top_p = kw.Float("top_p", 1.0);
-  s.min_p = kw.Float("min_p", 0.0);
-  s.seed = kw.Uint64("seed", 0);
-  r.accept.relaxed_top_n = kw.Int("relaxed_top_n", 3);
-  r.accept.relaxed_delta = kw.Float("relaxed_delta", 0.1);
-  if (auto rates = kw.FloatList("synthetic_rates")) r.accept.synthetic_rates = *rates;
-  if (auto rates = kw.FloatList("synthetic_rates_unconditional")) r.synthetic_rates_unconditional = *rates;
-  if (!kw.Object("synthetic_acceptance_length").is_none()) {
-    r.synthetic_acceptance_length = kw.Float("synthetic_acceptance_length", 1.0);
-  }
-  r.sample_drafts = kw.Bool("sample_drafts", false);
-  r.stop_at_eos = kw.Bool("stop_at_eos", true);
-  r.eos_token_ids = kw.IntList("eos_token_id");
-  if (auto stops = kw.IntList("stop_token_ids")) r.stop_token_ids = *stops;
-  r.logprobs = kw.Bool("logprobs", false);
-  r.mtp.hidden = ValueOrThrow(ParseMtpHidden(kw.Str("mtp_hidden", "post"), "mtp_hidden"));
-  r.mtp.chain = ValueOrThrow(ParseMtpChain(kw.Str("mtp_chain", "default"), "mtp_chain"));
-  r.mtp.index_share = ValueOrThrow(ParseMtpIndexShare(kw.Str("mtp_index_share", "exact"), "mtp_index_share"));
-  r.lookup.max_ngram = kw.Int("ngram", 3);
-  r.kv_cache = ValueOrThrow(ParseLatentStorage(kw.Str("kv_cache", "f32"), "kv_cache"));
-  r.device = ValueOrThrow(ParseDevice(kw.Str("device", "cpu"), "device"));
-  r.device_weights = ValueOrThrow(ParseDeviceWeightFormat(kw.Str("device_weights", "bf16"), "device_weights"));
-  if (auto tree = kw.IntList("tree")) {
-    if (tree->empty()) throw py::value_error("tree must list the branching of at least one depth, e.g. [3, 2, 1]");
-    r.tree.branching = *tree;
-  }
-  py::object nodes = kw.Object("tree_nodes");
-  if (!nodes.is_none()) {
-    if (!r.tree.branching.empty()) throw py::value_error("give tree=[B1, B2, ...] or tree_nodes=M, not both");
-    r.tree.max_nodes = IntArgument(nodes, "tree_nodes");
-    if (r.tree.max_nodes < 1) throw py::value_error(absl::StrCat("tree_nodes must be >= 1, got ", r.tree.max_nodes));
-  }
-  ThrowIfError(ResolveSyntheticRates(r, kPy));
-  ThrowIfError(ValidateRequest(r, kPy));
-  return r;
+  return ValueOrThrow(MakeRequest(values, Frontend::kPython));
 }
 
 GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py::kwargs kwargs) {
@@ -352,6 +330,22 @@ void RegisterGenerate(py::module_& m) {
   m.def("generate_batch", &RunBatch, py::arg("model"), py::arg("requests"), py::arg("batch"),
         py::arg("k_schedule") = py::none(),
         "Requests [(prompt_ids, options dict)] run `batch` at a time with one verify forward per cycle.");
+  m.def(
+      "request_options",
+      [] {
+        py::list out;
+        for (const RequestOption& option : RequestOptionTable()) {
+          py::dict d;
+          d["name"] = option.name;
+          d["flag"] = option.flag;
+          d["type"] = OptionTypeName(option.type);
+          d["default"] = option.default_text;
+          d["help"] = option.help;
+          out.append(d);
+        }
+        return out;
+      },
+      "The request options as the option table declares them: name, flag, type, default, help.");
 }
 
 }  // namespace mtpspec::python

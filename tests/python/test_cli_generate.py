@@ -179,7 +179,7 @@ def test_tree_drafting_from_the_cli(cli: Path, tmp_path: Path) -> None:
         assert j["tree"] == ("3,2,1" if shape[0] == "--tree" else "nodes=6")
         assert sum(j["num_accepted_tokens_per_sibling_rank"]) == j["num_accepted_tokens"]
         assert "tree " in tree.stdout and "accepted by sibling rank" in tree.stdout
-    for bad, message in ((["--tree", "3,x"], "--tree must be a comma-separated list"),
+    for bad, message in ((["--tree", "3,x"], "--tree must be comma-separated integers"),
                          (["--tree", "4,4"], "--tree: tree 4,4 has 20 draft nodes"),
                          (["--tree", "2", "--tree-nodes", "3"], "not both"),
                          (["--tree", "2", "--draft", "lookup"], "--tree needs --draft mtp")):
