@@ -109,9 +109,9 @@ absl::Status CheckSharedSlotOptions(const RequestOptions& batch, const RequestOp
   else if (request.device != batch.device) differs = "device";
   else if (request.device_weights != batch.device_weights) differs = "device_weights";
   if (differs.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, " sets ", OptionName(frontend, differs),
-                                                 " differently from the rest of the batch, whose slots share it: give "
-                                                 "it for the whole batch"));
+  return absl::InvalidArgumentError(absl::StrCat(OptionName(frontend, differs), ": ", what,
+                                                 " sets it differently from the rest of the batch, whose slots share "
+                                                 "it: give it for the whole batch"));
 }
 
 }  // namespace mtpspec

@@ -47,6 +47,8 @@ void SpecStats::RecordStep(int64_t drafted, int64_t accepted) {
     if (i < accepted) ++accepted_per_pos[i];
   }
   ++accepted_histogram[accepted];
+  step_drafted.push_back(drafted);
+  step_accepted.push_back(accepted);
 }
 
 void SpecStats::RecordTreeStep(int64_t nodes, int64_t depth, int64_t accepted, const std::vector<int64_t>& ranks) {
@@ -65,6 +67,8 @@ void SpecStats::RecordTreeStep(int64_t nodes, int64_t depth, int64_t accepted, c
     if (i < accepted) ++accepted_per_pos[i];
   }
   ++accepted_histogram[accepted];
+  step_drafted.push_back(nodes);
+  step_accepted.push_back(accepted);
   if (accepted_per_depth_rank.size() < ranks.size()) accepted_per_depth_rank.resize(ranks.size());
   for (size_t depth = 0; depth < ranks.size(); ++depth) {
     const int64_t rank = ranks[depth];
@@ -98,6 +102,8 @@ void SpecStats::Merge(const SpecStats& o) {
   AddInto(reached_per_pos, o.reached_per_pos);
   AddInto(accepted_per_pos, o.accepted_per_pos);
   AddInto(accepted_histogram, o.accepted_histogram);
+  step_drafted.insert(step_drafted.end(), o.step_drafted.begin(), o.step_drafted.end());
+  step_accepted.insert(step_accepted.end(), o.step_accepted.begin(), o.step_accepted.end());
   AddInto(k_decisions, o.k_decisions);
   AddInto(probe_decisions, o.probe_decisions);
   AddInto(verify_seconds_by_k, o.verify_seconds_by_k);

@@ -29,6 +29,9 @@ struct SpecStats {
   std::vector<int64_t> reached_per_pos;   // [k_max] … and all positions before i accepted
   std::vector<int64_t> accepted_per_pos;  // [k_max] … and position i accepted
   std::vector<int64_t> accepted_histogram;  // [k_max + 1] verify steps (with drafts) by accepted count
+  // [steps with drafts] each such verify step's draft tokens (a tree's nodes) and accepted drafts, in
+  // order (vLLM's per_step_drafted / per_step_accepted).
+  std::vector<int64_t> step_drafted, step_accepted;
   std::vector<int64_t> k_decisions;         // [k_max + 1] how often each k was used
   std::vector<int64_t> probe_decisions;     // [k_max + 1] … of which adaptive-k exploration probes
   // [k_max + 1] seconds of the steps by drafted length k: the target's verify forward, and the

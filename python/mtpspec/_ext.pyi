@@ -70,6 +70,8 @@ class SpecStats:
     reached_per_pos: List[int]
     accepted_per_pos: List[int]
     accepted_histogram: List[int]
+    step_drafted: List[int]
+    step_accepted: List[int]
     k_decisions: List[int]
     probe_decisions: List[int]
     verify_seconds_by_k: List[float]

@@ -62,5 +62,6 @@ void RegisterStats(py::module_& m);
 void RegisterGenerate(py::module_& m);
 void RegisterAdaptive(py::module_& m);
 void RegisterTokenizer(py::module_& m);
+void RegisterEngine(py::module_& m);
 
 }  // namespace mtpspec::python

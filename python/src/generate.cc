@@ -118,37 +118,6 @@ std::function<bool(std::span<const int32_t>)> TokenCallback(py::object on_tokens
   throw py::error_already_set();
 }
 
-// The request options of generate()'s keyword arguments, read through the option table
-// (pipeline/options.h) and validated there.
-RequestOptions ParseRequest(Kwargs& kw) {
-  std::map<std::string, OptionValue> values;
-  for (const RequestOption& option : RequestOptionTable()) {
-    const char* name = option.name.c_str();
-    if (!kw.Has(name)) {
-      kw.Object(name);  // None: the default
-      continue;
-    }
-    switch (option.type) {
-      case OptionType::kInt: values[option.name] = kw.Int(name, 0); break;
-      case OptionType::kFloat: values[option.name] = kw.Float(name, 0.0); break;
-      case OptionType::kBool: values[option.name] = kw.Bool(name, false); break;
-      case OptionType::kText: values[option.name] = kw.Str(name, ""); break;
-      case OptionType::kIntOrText: {
-        py::object v = kw.Object(name);
-        if (py::isinstance<py::str>(v)) {
-          values[option.name] = v.cast<std::string>();
-        } else {
-          values[option.name] = IntArgument(v, name);
-        }
-        break;
-      }
-      case OptionType::kIntList: values[option.name] = *kw.IntList(name); break;
-      case OptionType::kFloatList: values[option.name] = *kw.FloatList(name); break;
-    }
-  }
-  return ValueOrThrow(MakeRequest(values, Frontend::kPython));
-}
-
 GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py::kwargs kwargs) {
   const Model& model = *handle.model;
   std::vector<int32_t> prompt;  // [prompt tokens]
@@ -157,7 +126,7 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
     prompt.push_back(static_cast<int32_t>(IntArgument(prompt_ids[i], name.c_str(), INT32_MIN, INT32_MAX)));
   }
   Kwargs kw(std::move(kwargs), "generate");
-  RequestOptions request = ParseRequest(kw);
+  RequestOptions request = ParseRequestKwargs(kw);
   py::object acceptance_hook = kw.Object("acceptance_hook");
   request.custom_accept = !acceptance_hook.is_none();
   py::object on_tokens = kw.Object("on_tokens");
@@ -237,7 +206,7 @@ py::tuple RunBatch(const ModelHandle& handle, const py::list& requests, int64_t 
         request.prompt.push_back(static_cast<int32_t>(IntArgument(ids[j], name.c_str(), INT32_MIN, INT32_MAX)));
       }
       Kwargs kw(py::reinterpret_borrow<py::kwargs>(entry[1]), "generate");
-      RequestOptions r = ParseRequest(kw);
+      RequestOptions r = ParseRequestKwargs(kw);
       if (!kw.Object("acceptance_hook").is_none()) {
         ThrowIfError(absl::InvalidArgumentError("acceptance_hook runs one request at a time; it cannot join a batch"));
       }
@@ -318,6 +287,37 @@ py::tuple RunBatch(const ModelHandle& handle, const py::list& requests, int64_t 
 }
 
 }  // namespace
+
+// The request options of generate()'s keyword arguments, read through the option table
+// (pipeline/options.h) and validated there.
+RequestOptions ParseRequestKwargs(Kwargs& kw) {
+  std::map<std::string, OptionValue> values;
+  for (const RequestOption& option : RequestOptionTable()) {
+    const char* name = option.name.c_str();
+    if (!kw.Has(name)) {
+      kw.Object(name);  // None: the default
+      continue;
+    }
+    switch (option.type) {
+      case OptionType::kInt: values[option.name] = kw.Int(name, 0); break;
+      case OptionType::kFloat: values[option.name] = kw.Float(name, 0.0); break;
+      case OptionType::kBool: values[option.name] = kw.Bool(name, false); break;
+      case OptionType::kText: values[option.name] = kw.Str(name, ""); break;
+      case OptionType::kIntOrText: {
+        py::object v = kw.Object(name);
+        if (py::isinstance<py::str>(v)) {
+          values[option.name] = v.cast<std::string>();
+        } else {
+          values[option.name] = IntArgument(v, name);
+        }
+        break;
+      }
+      case OptionType::kIntList: values[option.name] = *kw.IntList(name); break;
+      case OptionType::kFloatList: values[option.name] = *kw.FloatList(name); break;
+    }
+  }
+  return ValueOrThrow(MakeRequest(values, Frontend::kPython));
+}
 
 void RegisterGenerate(py::module_& m) {
   py::class_<GenerateResult>(m, "GenerateResult")

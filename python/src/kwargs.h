@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/request.h"
 #include "python/src/bindings.h"
 
 namespace mtpspec::python {
@@ -37,6 +38,10 @@ class Kwargs {
   std::string function_;
   std::vector<std::string> used_;
 };
+
+// The request options among `kw` (the option table of pipeline/options.h, each keyword by its
+// option's type), validated; raises ValueError / TypeError naming the keyword.
+RequestOptions ParseRequestKwargs(Kwargs& kw);
 
 // The same rules for one positional value (e.g. a binding's own int argument).
 int64_t IntArgument(py::handle value, const char* name, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);

@@ -61,6 +61,7 @@ PYBIND11_MODULE(_ext, m) {
   RegisterAdaptive(m);
   RegisterGenerate(m);
   RegisterTokenizer(m);
+  RegisterEngine(m);
   m.def("set_threads", &SetThreads, py::arg("threads"),
         "Sets the C++ thread pool size; an error if the pool already runs a different count.");
   m.def("thread_count", []() { return mtpspec::DefaultThreadPool().num_threads(); },

@@ -23,6 +23,8 @@ void RegisterStats(py::module_& m) {
       .def_readonly("reached_per_pos", &SpecStats::reached_per_pos)
       .def_readonly("accepted_per_pos", &SpecStats::accepted_per_pos)
       .def_readonly("accepted_histogram", &SpecStats::accepted_histogram)
+      .def_readonly("step_drafted", &SpecStats::step_drafted)
+      .def_readonly("step_accepted", &SpecStats::step_accepted)
       .def_readonly("k_decisions", &SpecStats::k_decisions)
       .def_readonly("probe_decisions", &SpecStats::probe_decisions)
       .def_readonly("verify_seconds_by_k", &SpecStats::verify_seconds_by_k)

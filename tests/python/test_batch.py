@@ -81,7 +81,7 @@ def test_stream_on_a_batch(trained: mtpspec.Model) -> None:
 
 
 def test_bad_batches_raise_naming_the_request(trained: mtpspec.Model) -> None:
-    with pytest.raises(ValueError, match=r"requests\[1\]: this request sets draft differently"):
+    with pytest.raises(ValueError, match=r"requests\[1\]: draft: this request sets it differently"):
         trained.generate(PROMPTS[:3], 8, per_request=[{}, {"draft": "lookup"}, {}])
     with pytest.raises(ValueError, match=r"requests\[2\]: k must be in \[0, 15\]"):
         trained.generate(PROMPTS[:3], 8, per_request=[{}, {}, {"k": 99}])

@@ -41,6 +41,12 @@ TEST(StatsTest, RecordStepCountsByHand) {
   EXPECT_EQ(s.accepted_per_pos, (std::vector<int64_t>{3, 2, 1}));
   EXPECT_EQ(s.accepted_histogram, (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_EQ(s.k_decisions, (std::vector<int64_t>{1, 0, 1, 3}));
+  // The steps with drafts, in order (the plain step is left out, as vLLM's per-step lists do).
+  EXPECT_EQ(s.step_drafted, (std::vector<int64_t>{3, 3, 3, 2}));
+  EXPECT_EQ(s.step_accepted, (std::vector<int64_t>{3, 1, 0, 2}));
+  SpecStats merged = s;
+  merged.Merge(FiveSteps());
+  EXPECT_EQ(merged.step_drafted.size(), 8u);
 }
 
 TEST(StatsTest, DerivedRates) {

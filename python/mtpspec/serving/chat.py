@@ -1,0 +1,74 @@
+"""Chat prompts: the checkpoint's chat template (chat_template.jinja, or chat_template in
+tokenizer_config.json) or a file given in its place, rendered as transformers renders templates:
+jinja2 in a sandbox with trim_blocks and lstrip_blocks, the tojson filter, raise_exception and
+strftime_now, and the tokenizer's special tokens as variables."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .protocol import ApiError
+
+
+class ChatTemplate:
+    def __init__(self, source: str, variables: Dict[str, Any], origin: str) -> None:
+        from jinja2.exceptions import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise TemplateError(message)
+
+        def tojson(value: Any, ensure_ascii: bool = False, indent: Optional[int] = None,
+                   separators: Any = None, sort_keys: bool = False) -> str:
+            return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                              sort_keys=sort_keys)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+        env.filters["tojson"] = tojson
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+        self._template = env.from_string(source)
+        self._variables = variables
+        self.origin = origin
+
+    def render(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True,
+               **kwargs: Any) -> str:
+        from jinja2.exceptions import TemplateError
+
+        try:
+            return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                         **{**self._variables, **kwargs})
+        except TemplateError as e:
+            raise ApiError(400, f"the chat template ({self.origin}) refused the messages: {e}", "messages") from e
+
+
+def _special_tokens(config: Dict[str, Any]) -> Dict[str, Any]:
+    out = {}
+    for name in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        value = config.get(name)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            out[name] = value
+    return out
+
+
+def load_chat_template(model_dir: Path, override: Optional[Path] = None) -> Optional[ChatTemplate]:
+    """The template to render chat requests with, or None when the checkpoint has none."""
+    config_path = model_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    variables = _special_tokens(config)
+    if override is not None:
+        return ChatTemplate(override.read_text(), variables, str(override))
+    jinja = model_dir / "chat_template.jinja"
+    if jinja.is_file():
+        return ChatTemplate(jinja.read_text(), variables, str(jinja))
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: the default one
+        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+    if isinstance(template, str):
+        return ChatTemplate(template, variables, str(config_path))
+    return None
