@@ -12,6 +12,7 @@
 #include "pipeline/batch.h"
 #include "pipeline/options.h"
 #include "pipeline/request.h"
+#include "pipeline/runner.h"
 #include "spec/adaptive_k.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,7 +21,7 @@ namespace mtpspec {
 const std::set<std::string>& GenerateOptionNames() {
   static const std::set<std::string> names = [] {
     std::set<std::string> names = {"ids",     "prompt", "stats-json", "weights",    "threads",     "capacity",
-                                   "prompts-file", "batch", "k-schedule", "index-keys", "activations"};
+                                   "prompts-file", "batch", "k-schedule", "index-keys", "activations", "stop"};
     for (const RequestOption& option : RequestOptionTable()) names.insert(option.flag.substr(2));
     return names;
   }();
@@ -55,11 +56,14 @@ absl::StatusOr<std::vector<PromptLine>> ReadPromptLines(const std::string& path)
 
 // One request's output lines (and its JSON, without the statistics' summary).
 nlohmann::json PrintResult(const GenerateResult& result, const std::vector<int32_t>& prompt,
-                           const Tokenizer* tokenizer) {
+                           const Tokenizer* tokenizer, const StopStrings* stops = nullptr) {
   // Generated ids the tokenizer cannot decode (e.g. the padded rows of a model's vocabulary) leave
-  // the text out rather than failing the run.
+  // the text out rather than failing the run. A stop string's request shows the text before it.
   std::string text;
-  if (tokenizer) {
+  if (stops != nullptr && stops->hit()) {
+    text = *stops->hit();
+    std::cout << "prompt_tokens: " << absl::StrJoin(prompt, ",") << "\n";
+  } else if (tokenizer) {
     absl::StatusOr<std::string> decoded = tokenizer->Decode(result.tokens);
     text = decoded.ok() ? *decoded : absl::StrCat("(not decodable: ", decoded.status().message(), ")");
     std::cout << "prompt_tokens: " << absl::StrJoin(prompt, ",") << "\n";
@@ -149,18 +153,26 @@ absl::Status RunBatch(const CliArgs& args, const Model& model, const RequestOpti
                       const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::string>& names,
                       const Tokenizer* tokenizer) {
   ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 1));
-  BatchOptions batch_options;
+  std::vector<BatchKStep> k_schedule;
   if (args.Has("k-schedule")) {
     if (request.adaptive_k) return absl::InvalidArgumentError("--k-schedule sets k by batch size; it conflicts with --k auto");
-    ASSIGN_OR_RETURN(batch_options.k_schedule, ParseKSchedule(args.Get("k-schedule"), Frontend::kCli));
+    ASSIGN_OR_RETURN(k_schedule, ParseKSchedule(args.Get("k-schedule"), Frontend::kCli));
   }
-  ASSIGN_OR_RETURN(BatchPipeline pipeline, BuildBatchPipeline(model, request, capacity, batch, Frontend::kCli));
-  batch_options.verifier = pipeline.verifier.get();
-  batch_options.drafter = pipeline.drafter.get();
   const GenerateOptions options = ToGenerateOptions(request);  // each request its own adaptive-k controller
   std::vector<BatchRequest> requests;
-  for (const std::vector<int32_t>& prompt : prompts) requests.push_back({prompt, options});
-  ASSIGN_OR_RETURN(BatchResult result, GenerateBatch(pipeline.slots, requests, batch_options));
+  std::vector<std::optional<StopStrings>> stops(prompts.size());  // [requests] each its own watcher
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    requests.push_back({prompts[r], options});
+    if (args.Has("stop")) {
+      ASSIGN_OR_RETURN(stops[r], StopStrings::Create(*tokenizer, {args.Get("stop")}, "--stop"));
+      requests.back().options.on_tokens = StoppingCallback(&*stops[r], nullptr);
+    }
+  }
+  ASSIGN_OR_RETURN(BatchResult result, RunBatchRequests(model, request, capacity, batch, requests,
+                                                        std::move(k_schedule), Frontend::kCli));
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    if (stops[r]) ApplyStopStrings(*stops[r], result.requests[r].result);
+  }
 
   nlohmann::json j_requests = nlohmann::json::array(), errors = nlohmann::json::array();
   SpecStats total;
@@ -178,7 +190,7 @@ absl::Status RunBatch(const CliArgs& args, const Model& model, const RequestOpti
       errors.push_back(error);
       continue;
     }
-    nlohmann::json j = PrintResult(done.result, prompts[r], tokenizer);
+    nlohmann::json j = PrintResult(done.result, prompts[r], tokenizer, stops[r] ? &*stops[r] : nullptr);
     j["slot"] = done.slot;
     j["queued_seconds"] = done.queued_seconds;
     j["latency_seconds"] = done.latency_seconds;
@@ -277,19 +289,25 @@ absl::Status RunGenerate(const CliArgs& args) {
     return absl::InvalidArgumentError(absl::StrCat("--capacity must be in [1, ", model->config().max_position_embeddings,
                                                    "] (max_position_embeddings), got ", capacity));
   }
+  if (args.Has("stop") && tokenizer == nullptr) {
+    return absl::InvalidArgumentError("--stop needs a text prompt (--prompt or --prompts-file) and the tokenizer");
+  }
   if (args.Has("batch")) return RunBatch(args, *model, request, capacity, prompts, names, tokenizer.get());
   if (args.Has("k-schedule")) return absl::InvalidArgumentError("--k-schedule needs --batch B");
-  ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(*model, request, capacity, Frontend::kCli));
-  GenerateOptions options = ToGenerateOptions(request);
   // A series of requests (--prompts-file) shares the loaded model, the caches and, with --k auto,
   // one adaptive-k controller, so later requests start from what earlier ones measured.
-  if (options.adaptive_k && prompts.size() > 1) {
-    options.adaptive_controller = std::make_shared<AdaptiveK>(std::max<int64_t>(options.k, 1));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RequestRunner> runner,
+                   RequestRunner::Create(*model, request, capacity, Frontend::kCli));
+  std::optional<StopStrings> stops;  // the running request's, made anew for each
+  auto run = [&](const std::vector<int32_t>& prompt) -> absl::StatusOr<GenerateResult> {
+    if (args.Has("stop")) {
+      ASSIGN_OR_RETURN(stops, StopStrings::Create(*tokenizer, {args.Get("stop")}, "--stop"));
+    }
+    return runner->Run(prompt, {.stops = stops ? &*stops : nullptr});
+  };
   if (prompts.size() == 1) {
-    ASSIGN_OR_RETURN(GenerateResult result,
-                     Generate(*pipeline.target, pipeline.drafter.get(), prompts[0], options));
-    const nlohmann::json j = PrintResult(result, prompts[0], tokenizer.get());
+    ASSIGN_OR_RETURN(GenerateResult result, run(prompts[0]));
+    const nlohmann::json j = PrintResult(result, prompts[0], tokenizer.get(), stops ? &*stops : nullptr);
     std::cout << result.stats.Summary();
     if (args.Has("stats-json")) {
       std::ofstream out(args.Get("stats-json"));
@@ -306,14 +324,14 @@ absl::Status RunGenerate(const CliArgs& args) {
   }
   SpecStats total;
   for (size_t r = 0; r < prompts.size(); ++r) {
-    absl::StatusOr<GenerateResult> result = Generate(*pipeline.target, pipeline.drafter.get(), prompts[r], options);
+    absl::StatusOr<GenerateResult> result = run(prompts[r]);
     if (!result.ok()) {
       const absl::Status failed(result.status().code(), absl::StrCat(names[r], ": ", result.status().message()));
       if (json_out) RETURN_IF_ERROR(json_out->Finish(total.ToJson(), failed.message()));
       return failed;
     }
     std::cout << "== request " << r + 1 << " of " << prompts.size() << "\n";
-    const nlohmann::json j = PrintResult(*result, prompts[r], tokenizer.get());
+    const nlohmann::json j = PrintResult(*result, prompts[r], tokenizer.get(), stops ? &*stops : nullptr);
     std::cout.flush();  // a reader of a pipe sees each request as it finishes
     if (json_out) RETURN_IF_ERROR(json_out->Add(j));
     total.Merge(result->stats);

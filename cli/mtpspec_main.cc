@@ -355,6 +355,7 @@ int Main(int argc, char** argv) {
     std::cout << "usage: mtpspec generate DIR --ids 1,2,3 | --prompt TEXT | --prompts-file FILE [options]\n"
               << "  [--weights stored|f32|bf16|fp8] [--activations f32|bf16|fp8] [--index-keys f32|bf16|fp8]\n"
               << "  [--capacity N] [--threads N] [--stats-json FILE] [--batch B [--k-schedule B1:k1,...]]\n"
+              << "  [--stop TEXT]   (end a text prompt's request where its output holds TEXT)\n"
               << "request options (the same as Python's Model.generate keywords and the server's fields):\n"
               << RequestOptionsHelp();
     return 0;

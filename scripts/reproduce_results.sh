@@ -22,10 +22,12 @@
 #   docs/results/batch-real.md  batch_bench on the 7-layer GLM-5.2 cut (real dimensions, FP8) and a
 #                               projection of the full release per batch size (~30 min; the cut as
 #                               real-scale writes it)
+#   docs/results/serving.md     mtpspec-serve against GenerateBatch in process, and Poisson arrivals for plain
+#                               decoding and MTP k = 1..3 (bench/serving_bench.py, ~10 min)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real ...]
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real|serving ...]
 #        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +36,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations kv-fp8 soak tree batch batch-real)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations kv-fp8 soak tree batch batch-real serving)
 bench=build/release/bench
 
 heldout() {
@@ -183,6 +185,13 @@ for target in "${targets[@]}"; do
       $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
         --new-tokens 48 --e2e-reps 5 --e2e-cost-reps 3 --json build/results/batch.json
       "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
+    serving)
+      # The bindings and the server, built as scripts/test_python.sh builds them; the bench model as
+      # decode_bench writes it.
+      "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
+      $bench/decode_bench --benchmark_filter=NONE >/dev/null
+      "$python" bench/serving_bench.py --model build/bench_model --json build/results/serving.json
+      "$python" bench/report/serving_report.py --results build/results --command "scripts/reproduce_results.sh serving" ;;
     batch-real)
       cuts glm7
       $bench/batch_bench --model build/rs/glm7 --prefix-layers 3 --rates 0.88,0.75,0.58 --contexts 512,4096 \
@@ -196,7 +205,7 @@ for target in "${targets[@]}"; do
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real, serving)" >&2
       exit 2 ;;
   esac
 done

@@ -109,44 +109,34 @@ class Tokenizer:
 
 class _StopStrings:
     """An ``on_tokens`` wrapper that ends the request once the decoded text contains a stop string,
-    then forwards the batch (cut after the completing token) to the caller's own ``on_tokens``."""
+    then forwards the batch (cut after the completing token) to the caller's own ``on_tokens``. The
+    search is the library's (pipeline/stop_strings.h), the one every front end uses."""
 
     def __init__(self, tokenizer: Tokenizer, stop: Union[str, Sequence[str]],
                  inner: Optional[Callable[[List[int]], Optional[bool]]]) -> None:
         stops = [stop] if isinstance(stop, str) else list(stop)
         if not stops or any(not isinstance(x, str) or not x for x in stops):
             raise ValueError(f"stop must be a non-empty string or a sequence of them, got {stop!r}")
-        self._tokenizer = tokenizer
-        self._stops = stops
+        self._watch = _ext.StopStrings(tokenizer._t, stops)
         self._inner = inner
-        self._longest = max(len(x) for x in stops)
-        self._tokens: List[int] = []
-        self._searched = 0  # characters of the text known to hold no stop string ending before them
-        self.hit: Optional[str] = None  # the text before the first stop string, once found
-        self.hit_tokens = 0  # tokens up to the one that completed it
 
-    def _find(self, text: str, start: int) -> Optional[int]:
-        found = [i for i in (text.find(x, start) for x in self._stops) if i >= 0]
-        return min(found) if found else None
+    @property
+    def hit(self) -> Optional[str]:
+        """The text before the first stop string, once found."""
+        return self._watch.hit
+
+    @property
+    def hit_tokens(self) -> int:
+        """The tokens up to the one that completed it."""
+        return self._watch.hit_tokens
 
     def __call__(self, batch: List[int]) -> bool:
-        if self.hit is not None:
+        if self._watch.hit is not None:
             return False
-        before = len(self._tokens)
-        self._tokens.extend(batch)
-        text = self._tokenizer.decode(self._tokens)
-        start = max(0, self._searched - self._longest + 1)
-        if self._find(text, start) is None:
-            # A trailing partial UTF-8 sequence (U+FFFD) may still change: search it again next time.
-            self._searched = len(text.rstrip("\ufffd"))
+        before = self._watch.fed
+        if self._watch.feed(list(batch)):
             return self._forward(batch)
-        for m in range(before + 1, len(self._tokens) + 1):  # the fewest tokens that contain it
-            prefix = self._tokenizer.decode(self._tokens[:m])
-            at = self._find(prefix, start)
-            if at is not None:
-                self.hit, self.hit_tokens = prefix[:at], m
-                break
-        self._forward(batch[:self.hit_tokens - before])
+        self._forward(batch[:self._watch.hit_tokens - before])
         return False
 
     def _forward(self, batch: List[int]) -> bool:

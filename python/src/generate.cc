@@ -22,6 +22,7 @@
 #include "pipeline/batch.h"
 #include "pipeline/options.h"
 #include "pipeline/request.h"
+#include "pipeline/runner.h"
 #include "python/src/adaptive.h"
 #include "python/src/bindings.h"
 #include "python/src/kwargs.h"
@@ -167,9 +168,10 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
     py::gil_scoped_release release;
     result = [&]() -> absl::StatusOr<GenerateResult> {
       const int64_t wanted = RequiredCapacity(model, static_cast<int64_t>(prompt.size()), request);
-      ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(model, request, CacheCapacityFor(handle, wanted),
-                                                        Frontend::kPython));
-      return Generate(*pipeline.target, pipeline.drafter.get(), prompt, options);
+      ASSIGN_OR_RETURN(std::unique_ptr<RequestRunner> runner,
+                       RequestRunner::Create(model, request, CacheCapacityFor(handle, wanted), Frontend::kPython));
+      runner->generate_options() = options;  // the hooks and the carried controller
+      return runner->Run(prompt, {.on_tokens = options.on_tokens});
     }();
 #if defined(__GLIBC__)
     // Each request builds its own caches and buffers, sized by its prompt. glibc keeps the pages a
@@ -257,13 +259,8 @@ py::tuple RunBatch(const ModelHandle& handle, const py::list& requests, int64_t 
   absl::StatusOr<BatchResult> result;
   {
     py::gil_scoped_release release;
-    result = [&]() -> absl::StatusOr<BatchResult> {
-      ASSIGN_OR_RETURN(BatchPipeline pipeline,
-                       BuildBatchPipeline(model, parsed[0], CacheCapacityFor(handle, wanted), batch, Frontend::kPython));
-      options.verifier = pipeline.verifier.get();
-      options.drafter = pipeline.drafter.get();
-      return GenerateBatch(pipeline.slots, batch_requests, options);
-    }();
+    result = RunBatchRequests(model, parsed[0], CacheCapacityFor(handle, wanted), batch, batch_requests,
+                              options.k_schedule, Frontend::kPython);
 #if defined(__GLIBC__)
     malloc_trim(0);  // as in Run: the batch's caches go back to the system
 #endif

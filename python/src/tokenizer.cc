@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "tokenizer/tokenizer.h"
+#include "pipeline/stop_strings.h"
 #include "python/src/bindings.h"
 #include "python/src/kwargs.h"
 
@@ -54,6 +55,21 @@ void RegisterTokenizer(py::module_& m) {
           "id_to_token",
           [](const Tokenizer& t, py::handle id) { return t.IdToToken(static_cast<int32_t>(IntArgument(id, "id", INT32_MIN, INT32_MAX))); },
           py::arg("id"));
+  py::class_<StopStrings>(m, "StopStrings",
+                          "Stop strings over a request's decoded text (pipeline/stop_strings.h), fed step by step.")
+      .def(py::init([](const Tokenizer& tokenizer, std::vector<std::string> stops) {
+             return ValueOrThrow(StopStrings::Create(tokenizer, std::move(stops), "stop"));
+           }),
+           py::arg("tokenizer"), py::arg("stops"), py::keep_alive<1, 2>())
+      .def("feed", [](StopStrings& s, const std::vector<int32_t>& tokens) { return s.Feed(tokens); },
+           py::arg("tokens"), "Adds a step's tokens; False once the text holds a stop string.")
+      .def_property_readonly("hit", [](const StopStrings& s) -> py::object {
+        if (!s.hit()) return py::none();
+        return py::reinterpret_steal<py::object>(
+            PyUnicode_DecodeUTF8(s.hit()->data(), static_cast<Py_ssize_t>(s.hit()->size()), "replace"));
+      })
+      .def_property_readonly("hit_tokens", &StopStrings::hit_tokens)
+      .def_property_readonly("fed", &StopStrings::fed);
 }
 
 }  // namespace mtpspec::python

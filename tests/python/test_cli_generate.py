@@ -4,6 +4,7 @@ own plain run, with per-request and aggregated statistics, and its errors."""
 from __future__ import annotations
 
 import json
+from typing import Dict
 import subprocess
 from pathlib import Path
 
@@ -185,3 +186,25 @@ def test_tree_drafting_from_the_cli(cli: Path, tmp_path: Path) -> None:
                          (["--tree", "2", "--draft", "lookup"], "--tree needs --draft mtp")):
         r = run(cli, str(GLM_A), "--ids", ids, *bad)
         assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+def test_stop_strings_from_the_cli_equal_python(cli: Path) -> None:
+    """--stop ends the request where its text holds the string, as Model.generate(stop=...) does (the
+    same pipeline/stop_strings.h); the CLI prints the text before it."""
+    import mtpspec
+
+    model = mtpspec.Model.load(TRAINED, threads=THREADS)
+    plain = model.generate(PROMPTS[0], 40, stop_at_eos=False)
+    stop = plain.text[6:9]
+    ours = model.generate(PROMPTS[0], 40, stop_at_eos=False, stop=stop)
+    r = run(cli, str(TRAINED), "--prompt", PROMPTS[0], "--max-new", "40", "--stop-at-eos", "false", "--stop", stop)
+    assert r.returncode == 0, r.stderr
+    lines: Dict[str, str] = {}
+    for line in r.stdout.splitlines():  # the first of each (the summary has a "tokens: prompt ..." line too)
+        if line.startswith(("tokens: ", "stop: ")):
+            lines.setdefault(*line.split(": ", 1))
+    assert lines["stop"] == "stop_string" == ours.stop_reason
+    assert [int(t) for t in lines["tokens"].split(",")] == ours.tokens
+    assert f"text: {ours.text}\n" in r.stdout
+    bad = run(cli, str(TRAINED), "--ids", "1,2", "--stop", "x")
+    assert bad.returncode == 1 and "--stop needs a text prompt" in bad.stderr

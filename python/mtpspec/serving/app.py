@@ -221,15 +221,18 @@ async def stream_events(run: Run, request: Request, chat: bool) -> AsyncIterator
             if c is None:
                 return
             piece = c.piece()
-            if not piece and not c.done and c.index in started:
+            new_ids = c.tokens[c.streamed:]
+            c.streamed = len(c.tokens)
+            if not piece and not new_ids and not c.done and c.index in started:
                 continue
             if chat:
                 delta: Dict[str, Any] = {"content": piece}
                 if c.index not in started:
                     delta["role"] = "assistant"
-                choice = {"index": c.index, "delta": delta, "finish_reason": c.finish_reason}
+                choice = {"index": c.index, "delta": delta, "token_ids": new_ids, "finish_reason": c.finish_reason}
             else:
-                choice = {"index": c.index, "text": piece, "logprobs": None, "finish_reason": c.finish_reason}
+                choice = {"index": c.index, "text": piece, "token_ids": new_ids, "logprobs": None,
+                          "finish_reason": c.finish_reason}
             started.add(c.index)
             if last is not None:
                 yield sse(last)

@@ -31,6 +31,7 @@ class Choice:
         self._hold_back = max((len(s) for s in stops), default=1) - 1
         self._emitted = ""
         self.stopped = False  # a stop string ended it (the engine was told to cancel)
+        self.streamed = 0  # tokens already sent in stream chunks
 
     def feed(self, tokens: List[int], logprobs: List[float]) -> bool:
         """Adds a step's tokens; True when a stop string ended the choice with them."""
