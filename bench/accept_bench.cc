@@ -34,7 +34,7 @@ namespace {
 constexpr char kUsage[] = R"(accept_bench: MTP acceptance on held-out text, with 95% bootstrap intervals.
 
   --model DIR           trained checkpoint (default models/glm-tiny-mtp if present, else build/pilot/out)
-  --heldout DIR         prose.npy and code.npy from bench/report/make_heldout.py (default build/heldout)
+  --heldout DIR         prose.npy and code.npy from research/train/make_heldout.py (default build/heldout)
   --tokens A.npy,B.npy  token files instead of --heldout (int32/int64, 1-D)
   --random-tokens N     N seeded random ids instead of text (smoke tests)
   --contexts LIST       prompt lengths N (default 32,64,96,128,192,256,384,480)

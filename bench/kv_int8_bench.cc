@@ -47,7 +47,7 @@ namespace {
 constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of the int8 (or fp8) latent KV cache.
 
   --model DIR            checkpoint (default models/glm-tiny-mtp)
-  --heldout DIR          prose.npy and code.npy from bench/report/make_heldout.py (default build/heldout)
+  --heldout DIR          prose.npy and code.npy from research/train/make_heldout.py (default build/heldout)
   --random-tokens N      N seeded random ids instead of text (models without held-out text)
   --windows S            windows, alternating corpora (default 8)
   --context N            prompt tokens per window (default 512)

@@ -36,7 +36,7 @@ absl::StatusOr<std::vector<TokenCorpus>> LoadHeldoutCorpora(const std::string& d
     const std::string path = absl::StrCat(dir, "/", name, ".npy");
     if (!std::filesystem::exists(path)) {
       return absl::NotFoundError(
-          absl::StrCat(path, " not found: run python bench/report/make_heldout.py, or pass ", alternative));
+          absl::StrCat(path, " not found: run python research/train/make_heldout.py, or pass ", alternative));
     }
     ASSIGN_OR_RETURN(TokenCorpus c, LoadTokenCorpus(path, vocab));
     out.push_back(std::move(c));

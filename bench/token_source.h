@@ -1,4 +1,4 @@
-// Token ids for the benchmarks: held-out corpora read from .npy files (bench/report/make_heldout.py
+// Token ids for the benchmarks: held-out corpora read from .npy files (research/train/make_heldout.py
 // writes build/heldout/{prose,code}.npy), or seeded random ids for smoke tests.
 #pragma once
 
@@ -20,7 +20,7 @@ struct TokenCorpus {
 // A 1-D int32 or int64 .npy file of ids in [0, vocab). Errors name the path and the bad index.
 absl::StatusOr<TokenCorpus> LoadTokenCorpus(const std::string& path, int64_t vocab);
 
-// DIR/prose.npy and DIR/code.npy (bench/report/make_heldout.py writes them). A missing file is
+// DIR/prose.npy and DIR/code.npy (research/train/make_heldout.py writes them). A missing file is
 // NotFound naming it and the script; `alternative` names the flags that replace the files.
 absl::StatusOr<std::vector<TokenCorpus>> LoadHeldoutCorpora(const std::string& dir, int64_t vocab,
                                                             const std::string& alternative);

@@ -45,7 +45,7 @@ $decode_bench --benchmark_filter=NONE >/dev/null 2>&1 || true
   $cli make-checkpoint build/rs/glm4 --like glm-5.2 --layers 4 --experts 32
 mkdir -p build/gguf build/results/llama-cpp
 convert() {  # MODEL_DIR OUT OUTTYPE
-  [ -f "$2" ] || "$venv/bin/python" bench/report/llama_cpp_convert.py "$llama" "$1" "$2" --outtype "$3" \
+  [ -f "$2" ] || "$venv/bin/python" scripts/llama_cpp_convert.py "$llama" "$1" "$2" --outtype "$3" \
     --tokenizer models/glm-tiny-mtp/tokenizer.json
 }
 convert build/bench_model build/gguf/bench-bf16.gguf bf16

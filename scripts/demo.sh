@@ -5,7 +5,7 @@
 # Usage: scripts/demo.sh ["PROMPT"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh release
+scripts/build.sh release mtpspec  # the one program the demo runs (scripts/test.sh builds the rest)
 BIN=build/release/cli/mtpspec
 MODEL="${MTPSPEC_DEMO_MODEL:-models/glm-tiny-mtp}"
 PROMPT="${1:-It is a truth universally acknowledged, that a single man in possession of a good fortune}"

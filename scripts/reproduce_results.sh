@@ -16,7 +16,7 @@
 #   docs/results/kv-fp8.md      the latent cache as DeepSeek-V3.2 is served (fp8) against f32: kv_int8_bench
 #                               --variant fp8-latent (accuracy, memory), linear_bench (the attention core),
 #                               real_scale_bench --decode-side-by-side on both cuts (~20 min)
-#   docs/results/soak.md        2,000 requests through one model, CLI and Python (bench/report/soak.py)
+#   docs/results/soak.md        2,000 requests through one model, CLI and Python (tests/soak/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
 #   docs/results/batch-real.md  batch_bench on the 7-layer GLM-5.2 cut (real dimensions, FP8) and a
@@ -25,7 +25,7 @@
 #   docs/results/serving.md     mtpspec-serve against GenerateBatch in process, and Poisson arrivals for plain
 #                               decoding and MTP k = 1..3 (bench/serving_bench.py, ~10 min)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
-# downloads with apt-get) and bench/report/make_heldout.py. JSON goes to build/results/.
+# downloads with apt-get) and research/train/make_heldout.py. JSON goes to build/results/.
 #
 # Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real|serving ...]
 #        (default: all)
@@ -42,7 +42,7 @@ bench=build/release/bench
 heldout() {
   if [ ! -f build/heldout/prose.npy ]; then
     "$python" research/train/corpus.py
-    "$python" bench/report/make_heldout.py
+    "$python" research/train/make_heldout.py
   fi
 }
 
@@ -180,7 +180,7 @@ for target in "${targets[@]}"; do
     soak)
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
-      "$python" bench/report/soak.py --requests 2000 --out docs/results ;;
+      "$python" tests/soak/soak.py --requests 2000 --out docs/results ;;
     batch)
       $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
         --new-tokens 48 --e2e-reps 5 --e2e-cost-reps 3 --json build/results/batch.json

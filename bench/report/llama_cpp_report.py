@@ -132,7 +132,7 @@ def main() -> None:
                "quantised at load; bf16 embedding and router)", "Q8_0", True)]
     lines = ["# mtpspec and llama.cpp on the CPU, side by side", "",
              f"Measured {date.today().isoformat()} with `{args.command}` (LLAMA_CPP_DIR: a llama.cpp source tree; "
-             "the converter wrapper is bench/report/llama_cpp_convert.py). Same weights for both engines, 2 threads "
+             "the converter wrapper is scripts/llama_cpp_convert.py). Same weights for both engines, 2 threads "
              "each, plain decoding (no drafts): mtpspec's `decode_bench` (BM_Decode: one token at position N; "
              "BM_Prefill: a 256-token chunk after N tokens) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / "
              "`-p 256 -n 0 -d 0,1024` with its default settings, alternating within each round. Data: "

@@ -356,8 +356,8 @@ TEST(AdaptiveKSimulationTest, ACarriedControllerProbesRarelyAcrossRequests) {
 TEST(AdaptiveKSimulationTest, ACarriedControllerLetsTheDrafterDeferThePromptOnlyWhenItWillNotDraft) {
   // The trained model's regime (TrainedModel: drafting cannot pay): after the first request a
   // carried controller expects plain decoding, so the drafter may skip the prompt's MTP extend,
-  // whose cache pollution costs ~2% of a 128-token request on models/glm-tiny-mtp
-  // (bench/observe_ab). Where it lets the drafter defer, the request must not probe
+  // whose cache pollution costs ~2% of a 128-token request on models/glm-tiny-mtp (an observing
+  // drafter against none). Where it lets the drafter defer, the request must not probe
   // (a probe would pay the catch-up over the whole prompt); the due re-checks still happen, in
   // requests that extend the prompt as before.
   const Regime trained = TrainedModel();

@@ -2,7 +2,7 @@
 """Converts an mtpspec checkpoint directory (config.json + safetensors) to GGUF with a llama.cpp source
 tree the user provides, for the side-by-side speed comparison (scripts/compare_llama_cpp.sh).
 
-    python bench/report/llama_cpp_convert.py LLAMA_CPP_DIR MODEL_DIR OUT.gguf --outtype q8_0 \
+    python scripts/llama_cpp_convert.py LLAMA_CPP_DIR MODEL_DIR OUT.gguf --outtype q8_0 \
         --tokenizer models/glm-tiny-mtp/tokenizer.json
 
 llama.cpp's own converter (convert_hf_to_gguf.py) does all of the work except one step: random checkpoints

@@ -10,7 +10,7 @@ followed by the EOS id, exactly as research/train/train.py tokenizes its splits.
   build/heldout/code.npy   python held-out text (int32, 1-D)
   build/heldout/meta.json  sources, counts, tokenizer sha256
 
-  python bench/report/make_heldout.py [--model DIR] [--work-dir build/train_work] [--out build/heldout]
+  python research/train/make_heldout.py [--model DIR] [--work-dir build/train_work] [--out build/heldout]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Either run fails (exit 1) if a request differs from its twin or if the final RSS
 ``--max-growth`` (default 2%) above the RSS after the first 100 requests. The prompts are lines of
 this repository's own documentation and sources, so they need no download.
 
-  build/pyenv/bin/python bench/report/soak.py [--model models/glm-tiny-mtp] [--requests 2000]
+  build/pyenv/bin/python tests/soak/soak.py [--model models/glm-tiny-mtp] [--requests 2000]
       [--max-new 24] [--cli build/release/cli/mtpspec] [--json build/results/soak.json]
       [--out docs/results]   (writes soak.md and soak-data/soak.json there)
 """
@@ -230,7 +230,7 @@ def main() -> int:
         print(f"{name}: {r['requests']} requests, {len(r['mismatches'])} differ, RSS {r['rss_after_100_mib']:.1f} -> "
               f"{r['rss_at_end_mib']:.1f} MiB ({100 * r['growth']:+.2f}%)")
     if args.out is not None:
-        command = "build/pyenv/bin/python bench/report/soak.py " + " ".join(shown(a) for a in sys.argv[1:])
+        command = "build/pyenv/bin/python tests/soak/soak.py " + " ".join(shown(a) for a in sys.argv[1:])
         write_report(result, args.out, command.strip())
     return 1 if failures else 0
 
