@@ -303,7 +303,9 @@ absl::Status RunGenerate(const CliArgs& args) {
     if (args.Has("stop")) {
       ASSIGN_OR_RETURN(stops, StopStrings::Create(*tokenizer, {args.Get("stop")}, "--stop"));
     }
-    return runner->Run(prompt, {.stops = stops ? &*stops : nullptr});
+    RunHooks hooks;
+    hooks.stops = stops ? &*stops : nullptr;
+    return runner->Run(prompt, hooks);
   };
   if (prompts.size() == 1) {
     ASSIGN_OR_RETURN(GenerateResult result, run(prompts[0]));

@@ -21,21 +21,21 @@ size_t StableLength(const std::string& text) {
 }  // namespace
 
 absl::StatusOr<StopStrings> StopStrings::Create(const Tokenizer& tokenizer, std::vector<std::string> stops,
-                                                const std::string& option) {
+                                                const std::string& option, bool skip_special_tokens) {
   if (stops.empty()) return absl::InvalidArgumentError(absl::StrCat(option, " must hold at least one string"));
   for (size_t i = 0; i < stops.size(); ++i) {
     if (stops[i].empty()) return absl::InvalidArgumentError(absl::StrCat(option, "[", i, "] is empty"));
   }
-  return StopStrings(tokenizer, std::move(stops));
+  return StopStrings(tokenizer, std::move(stops), skip_special_tokens);
 }
 
-StopStrings::StopStrings(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : tokenizer_(&tokenizer), stops_(std::move(stops)) {
+StopStrings::StopStrings(const Tokenizer& tokenizer, std::vector<std::string> stops, bool skip_special_tokens)
+    : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens), stops_(std::move(stops)) {
   for (const std::string& s : stops_) longest_ = std::max(longest_, s.size());
 }
 
 std::string StopStrings::Decode(std::span<const int32_t> ids) const {
-  absl::StatusOr<std::string> text = tokenizer_->Decode(ids);
+  absl::StatusOr<std::string> text = tokenizer_->Decode(ids, skip_special_tokens_);
   return text.ok() ? *std::move(text) : std::string();
 }
 

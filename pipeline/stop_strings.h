@@ -17,9 +17,10 @@ namespace mtpspec {
 
 class StopStrings {
  public:
-  // `stops` must be non-empty strings; the error names `option`.
+  // `stops` must be non-empty strings; the error names `option`. With `skip_special_tokens` the text
+  // searched leaves out the special tokens' text, as a server's output text does.
   static absl::StatusOr<StopStrings> Create(const Tokenizer& tokenizer, std::vector<std::string> stops,
-                                            const std::string& option);
+                                            const std::string& option, bool skip_special_tokens = false);
 
   // Adds a step's tokens; false once the text holds a stop string (then hit() is set), true while
   // it does not. After a hit every call returns false.
@@ -33,12 +34,13 @@ class StopStrings {
   int64_t fed() const { return static_cast<int64_t>(tokens_.size()); }
 
  private:
-  StopStrings(const Tokenizer& tokenizer, std::vector<std::string> stops);
+  StopStrings(const Tokenizer& tokenizer, std::vector<std::string> stops, bool skip_special_tokens);
   // The earliest stop string in `text` at or after `start`, as its offset.
   std::optional<size_t> Find(const std::string& text, size_t start) const;
   std::string Decode(std::span<const int32_t> ids) const;
 
   const Tokenizer* tokenizer_;
+  bool skip_special_tokens_ = false;
   std::vector<std::string> stops_;
   size_t longest_ = 0;
   std::vector<int32_t> tokens_;

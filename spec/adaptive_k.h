@@ -3,71 +3,27 @@
 //   E[tokens](k) = 1 + Σ_{i ≤ k} Π_{j ≤ i} a_j
 //   cost(0) = Tv(1),   cost(k ≥ 1) = Tv(k + 1) + k · c + x
 // where Tv(L) is a verify of L rows, c one draft step and x the drafter's per-cycle extend of the
-// committed rows (booked at Observe, not as a draft step). Pick argmax E / cost.
+// committed rows. Pick argmax E / cost. ARCHITECTURE.md, "Adaptive k", gives the policy in prose.
 //
-// Start: the first kWarmUpPlainSteps cycles decode plainly without probing, and while a plain
-// step has fewer samples than that its cost is their minimum: the first decode steps after a
-// prefill run cold (scratch buffers, caches) at up to 3x the steady cost, and one such sample
-// would price plain decoding, and every verify length extrapolated from it, far too high.
-// Ramp: a draft length k is considered only once a verify of k rows has been measured (k − 1
-// drafts), so the controller grows k one step at a time and never jumps on extrapolated costs.
-//
-// Unmeasured verify lengths are interpolated between measured ones, extrapolated along the slope
-// of the two longest measured ones, and, while only the plain step is measured, priced
-// conservatively at r = L (Tv(L) = L · Tv(1)): drafting must prove itself through probes.
-//
-// Exploration: the controller keeps the choice it would make and, every `gap` cycles, spends
-// cycles on an alternative:
-// - while decoding plainly, a burst of up to kProbeBurst k = 1 cycles (to learn acceptance, Tv(2),
-//   c and x): the first pays the drafter's catch-up over the rows it deferred, the rest learn
-//   acceptance without one;
-// - while drafting k, one cycle of alternately k = 0 (to re-measure the plain step, whose cost
-//   drifts with the context) and k + 1 (the one position k never reaches).
-// A probe that leaves the choice unchanged doubles the gap (up to `max_probe_interval`) and a change
-// of choice resets it, so probes cost O(log cycles) in a stable regime.
-// Budget: a probe, the first one included, is made only while the estimated loss of all probes so
-// far plus this one stays within kExplorationBudget of the request's decode time: the time decoded
-// so far plus, once the caller has said how many tokens the request may still produce
-// (SetTokensLeft), those tokens at the current best rate. A probe's loss is its cycle cost minus
-// what its tokens would have cost at the best rate, plus the drafter's catch-up it triggers
-// (reported through RecordCatchUp; estimated per row from earlier catch-ups, or from the extend of
-// the drafting cycles when no catch-up has been measured yet). Parts not measured yet are priced
-// from priors: Tv(2) = 2 Tv(1); a draft step, the cycle's extend and the catch-up at kPriorDraftStep
-// plain steps each; a = 1/2. The first probe is thus priced at a loss of 2 plain steps, so it comes
-// right after the warm-up (while the drafter has only the warm-up rows to catch up on) in a request
-// with ≥ 197 tokens left, and not at all in a shorter one. The priors are set above the dearest
-// first probe measured: on models/glm-tiny-mtp, whose MTP layer and head are a large share of a
-// step, it lost 1.3 plain steps (bench/observe_ab); priced at 1 it would come in 128-token requests
-// and lose them 1-2.5% against their 1% budget. A fresh controller
-// whose request is too short for it lets the drafter defer the prompt (DeferPrompt). (Without
-// SetTokensLeft the budget grows with the decoded time only, and the first probe comes after ~200
-// plain steps.)
-// Stopping: once a probe has measured the drafting costs, plain decoding is probed again only while
-// drafting could still win: some k must beat the plain rate by kSwitchMargin with every acceptance
-// one posterior standard deviation high (ExpectedTokensHigh). Where no acceptance the drafts could
-// plausibly reach pays for the measured costs, a probe comes only every `max_probe_interval`
-// cycles (acceptance may change with the text), within the budget. When the catch-up alone costs
-// more per row than the budget allows, probing stops altogether (the controller then no longer
-// notices if drafting starts to pay later in the request).
-// Across requests: one controller may serve a series of requests (GenerateOptions::
-// adaptive_controller), with BeginRequest() at the start of each. The learned costs, the acceptance
-// counts and the probe schedule carry over, so a stable regime costs a probe every
-// max_probe_interval cycles instead of a burst in every request (and a due re-check of drafting
-// that cannot pay waits for the end of the next request's warm-up, where the drafter's catch-up is
-// the shortest). The budget accounting (decoded time, probe losses), the token budget, the
-// drafter's deferred rows and the warm-up start afresh, except that the budget the last request
-// left unspent is added to this one's (so a series of requests each too short for a probe makes
-// one in the second request, which may then lose up to twice its own budget); and a carried
-// controller does not record its warm-up steps (they run cold after the prefill and the steady
-// costs are known).
-// Prompt deferral: a controller that expects a request to decode plainly throughout (DeferPrompt:
-// no probe is due at its warm-up's end, where a carried controller has learned drafting does not
-// pay, or the request's budget cannot pay for the one that is due, as in a fresh controller's
-// short request) lets the drafter skip the prompt's extend at the prefill (Drafter::DeferPrompt).
-// That extend runs the MTP layer over every prompt row and evicts the trunk from the cache: on the
-// trained model it made the next decode steps' forward 2-5% slower over a 128-token request
-// (bench/observe_ab, on a CPU with a 32 MB L3). Requests where a re-check is due, and the request's budget can pay
-// for it at the warm-up's end, extend the prompt as before.
+// - Warm-up: the first kWarmUpPlainSteps cycles decode plainly (the first steps after a prefill run
+//   cold), and a plain step's cost is the minimum of its samples until there are that many.
+// - Ramp: k is considered only once a verify of k rows was measured; unmeasured lengths are
+//   interpolated, extrapolated along the two longest measured ones, or priced at Tv(L) = L · Tv(1).
+// - Exploration: every `gap` cycles the controller probes an alternative (a burst of k = 1 cycles
+//   while plain; k = 0 and k + 1 in turn while drafting); an unchanged choice doubles the gap (up to
+//   max_probe_interval), a change resets it.
+// - Budget: a probe is made only while the estimated loss of all probes stays within
+//   kExplorationBudget of the request's decode time (decoded so far plus, after SetTokensLeft, the
+//   tokens it may still produce at the best rate); unmeasured parts are priced from priors
+//   (kPriorDraftStep plain steps, a = 1/2), so a fresh controller probes only in requests of about
+//   200 tokens or more.
+// - Stopping: plain decoding is probed again only while some k could still beat it by kSwitchMargin
+//   with every acceptance one posterior standard deviation high (ExpectedTokensHigh).
+// - Across requests: one controller may serve a series (BeginRequest); costs, acceptance and the
+//   probe schedule carry over, the budget and the warm-up start afresh (with last request's unspent
+//   budget added).
+// - Prompt deferral: a controller that expects plain decoding throughout lets the drafter skip the
+//   prompt's extend (DeferPrompt), which would evict the trunk's weights from the cache.
 #pragma once
 
 #include <cstddef>

@@ -51,7 +51,7 @@ class BatchEngine::Events : public BatchObserver {
     {
       std::lock_guard<std::mutex> lock(engine_.mutex_);
       engine_.stats_->OnLeave(id, status, result, end);
-      engine_.seated_ = engine_.loop_->seated();  // its seat is already free
+      if (engine_.loop_ != nullptr) engine_.seated_ = engine_.loop_->seated();  // its seat is already free
       auto it = engine_.callbacks_.find(id);
       if (it != engine_.callbacks_.end()) {
         callback = std::move(it->second);
@@ -87,7 +87,9 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(std::vector<Bat
 BatchEngine::BatchEngine(std::vector<BatchSlot> slots, EngineOptions options)
     : slots_(std::move(slots)), options_(std::move(options)), events_(std::make_unique<Events>(*this)) {
   const Clock& clock = options_.batch.clock != nullptr ? *options_.batch.clock : SteadyClock();
-  stats_ = std::make_unique<BatchStatsRecorder>(static_cast<int64_t>(slots_.size()), clock.Seconds());
+  // A live engine runs for days: its statistics keep totals, not a log of every cycle.
+  stats_ = std::make_unique<BatchStatsRecorder>(static_cast<int64_t>(slots_.size()), clock.Seconds(),
+                                                /*keep_cycle_log=*/false);
   loop_ = std::make_unique<BatchLoop>(slots_, options_.batch, kMaxDraftTokens, std::vector<BatchObserver*>{events_.get()});
 }
 
@@ -110,7 +112,8 @@ absl::StatusOr<int64_t> BatchEngine::Submit(BatchRequest request, EngineCallback
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!accepting_) return absl::UnavailableError("the engine is shutting down and takes no new requests");
-  if (static_cast<int64_t>(waiting_.size()) >= options_.max_waiting) {
+  const int64_t free_seats = static_cast<int64_t>(slots_.size()) - seated_ - admitting_;
+  if (static_cast<int64_t>(waiting_.size()) >= options_.max_waiting + std::max<int64_t>(free_seats, 0)) {
     return absl::ResourceExhaustedError(absl::StrCat(waiting_.size(), " requests already wait for one of the ",
                                                      slots_.size(), " seats (the limit is ", options_.max_waiting,
                                                      "); retry later"));
@@ -146,7 +149,7 @@ void BatchEngine::Drain(double timeout_seconds) {
 
 int64_t BatchEngine::running() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return seated_;
+  return seated_ + admitting_;
 }
 
 int64_t BatchEngine::waiting() const {
@@ -182,6 +185,7 @@ void BatchEngine::Run() {
         event.done = true;
         event.result.stop_reason = "cancelled";
         if (callback) callback(std::move(event));
+        callback = nullptr;  // dropped without the lock: a Python callable takes the GIL to go
         lock.lock();
         continue;
       }
@@ -193,9 +197,12 @@ void BatchEngine::Run() {
     while (!waiting_.empty() && loop_->free_seats() > 0) {
       Waiting next = std::move(waiting_.front());
       waiting_.pop_front();
+      ++admitting_;
       lock.unlock();
       loop_->Admit(next.handle, next.request);
       lock.lock();
+      --admitting_;
+      seated_ = loop_->seated();
     }
     seated_ = loop_->seated();
     if (seated_ > 0) {

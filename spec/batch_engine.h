@@ -46,7 +46,8 @@ using EngineCallback = std::function<void(EngineEvent)>;
 
 struct EngineOptions {
   BatchOptions batch;          // the verifier, the batch drafter and the clock (no k schedule)
-  int64_t max_waiting = 64;    // requests that may wait for a seat; past that Submit refuses
+  // Requests that may wait for a seat beyond those the free seats will take; past that Submit refuses.
+  int64_t max_waiting = 64;
 };
 
 class BatchEngine {
@@ -72,6 +73,7 @@ class BatchEngine {
   // passed, then cancels the rest. Returns when none is left.
   void Drain(double timeout_seconds);
 
+  // Requests holding a seat (those being prefilled included), and requests waiting for one.
   int64_t running() const;
   int64_t waiting() const;
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
@@ -99,6 +101,7 @@ class BatchEngine {
   std::set<int64_t> cancels_;      // running requests to end before the next cycle
   int64_t next_handle_ = 1;
   int64_t seated_ = 0;             // requests holding a seat
+  int64_t admitting_ = 0;          // requests taken from the queue whose prefill runs
   bool accepting_ = true;
   bool stop_ = false;
   std::unique_ptr<Events> events_;

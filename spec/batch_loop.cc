@@ -22,7 +22,8 @@ absl::Status Prefixed(const absl::Status& status, int64_t id) {
 
 }  // namespace
 
-BatchStatsRecorder::BatchStatsRecorder(int64_t slots, double start) : start_(start) {
+BatchStatsRecorder::BatchStatsRecorder(int64_t slots, double start, bool keep_cycle_log)
+    : start_(start), keep_cycle_log_(keep_cycle_log) {
   stats_.slots = slots;
   stats_.batch_histogram.assign(slots + 1, 0);
 }
@@ -44,7 +45,7 @@ void BatchStatsRecorder::OnCycle(const BatchCycleRecord& r) {
   stats_.verify_seconds += r.logged.verify_seconds;
   stats_.accept_commit_seconds += r.accept_commit_seconds;
   stats_.draft_extend_seconds += r.draft_extend_seconds;
-  stats_.cycle_log.push_back(r.logged);
+  if (keep_cycle_log_) stats_.cycle_log.push_back(r.logged);
 }
 
 void BatchStatsRecorder::OnLeave(int64_t, const absl::Status& status, GenerateResult result, double) {

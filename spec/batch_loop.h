@@ -59,7 +59,9 @@ class BatchObserver {
 // The batch statistics (BatchStats), from the records.
 class BatchStatsRecorder : public BatchObserver {
  public:
-  BatchStatsRecorder(int64_t slots, double start);
+  // `keep_cycle_log`: keep every cycle's record in BatchStats::cycle_log (a fixed list of requests), or
+  // only the totals (a live engine).
+  BatchStatsRecorder(int64_t slots, double start, bool keep_cycle_log = true);
   void OnAdmit(int64_t id, int64_t seat, double start, double seconds) override;
   void OnCycle(const BatchCycleRecord& record) override;
   void OnLeave(int64_t id, const absl::Status& status, GenerateResult result, double end) override;
@@ -69,6 +71,7 @@ class BatchStatsRecorder : public BatchObserver {
  private:
   BatchStats stats_;
   double start_ = 0;
+  bool keep_cycle_log_ = true;
 };
 
 class BatchLoop {

@@ -113,11 +113,11 @@ class _StopStrings:
     search is the library's (pipeline/stop_strings.h), the one every front end uses."""
 
     def __init__(self, tokenizer: Tokenizer, stop: Union[str, Sequence[str]],
-                 inner: Optional[Callable[[List[int]], Optional[bool]]]) -> None:
+                 inner: Optional[Callable[[List[int]], Optional[bool]]], skip_special_tokens: bool = False) -> None:
         stops = [stop] if isinstance(stop, str) else list(stop)
         if not stops or any(not isinstance(x, str) or not x for x in stops):
             raise ValueError(f"stop must be a non-empty string or a sequence of them, got {stop!r}")
-        self._watch = _ext.StopStrings(tokenizer._t, stops)
+        self._watch = _ext.StopStrings(tokenizer._t, stops, skip_special_tokens)
         self._inner = inner
 
     @property

@@ -133,6 +133,9 @@ int64_t Submit(EngineHandle& e, const py::sequence& prompt_ids, py::object callb
       holder->fn(ToPython(std::move(event)));
     } catch (py::error_already_set& error) {
       error.discard_as_unraisable("mtpspec engine callback");
+    } catch (...) {  // nothing may unwind the engine's thread
+      PyErr_SetString(PyExc_RuntimeError, "mtpspec engine callback: a C++ exception");
+      PyErr_WriteUnraisable(nullptr);
     }
   };
   absl::StatusOr<int64_t> handle;
@@ -169,12 +172,30 @@ void RegisterEngine(py::module_& m) {
           },
           py::arg("seconds"))
       .def("close", &EngineHandle::Close)
-      .def_property_readonly("running", [](EngineHandle& e) { return e.Get().running(); })
-      .def_property_readonly("waiting", [](EngineHandle& e) { return e.Get().waiting(); })
+      .def_property_readonly("running",
+                             [](EngineHandle& e) {
+                               BatchEngine& engine = e.Get();
+                               py::gil_scoped_release release;  // the engine's lock is taken without the GIL
+                               return engine.running();
+                             })
+      .def_property_readonly("waiting",
+                             [](EngineHandle& e) {
+                               BatchEngine& engine = e.Get();
+                               py::gil_scoped_release release;
+                               return engine.waiting();
+                             })
       .def_property_readonly("slots", [](EngineHandle& e) { return e.Get().slots(); })
       .def_property_readonly("capacity", [](const EngineHandle& e) { return e.capacity; })
       .def_property_readonly("draft", [](const EngineHandle& e) { return std::string(DraftKindName(e.slots_options.draft)); })
-      .def("stats_json", [](EngineHandle& e) { return e.Get().stats().ToJson().dump(); });
+      .def("stats_json", [](EngineHandle& e) {
+        BatchEngine& engine = e.Get();
+        std::string text;
+        {
+          py::gil_scoped_release release;
+          text = engine.stats().ToJson().dump();
+        }
+        return text;
+      });
 }
 
 }  // namespace mtpspec::python

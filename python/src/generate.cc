@@ -171,7 +171,9 @@ GenerateResult Run(const ModelHandle& handle, const py::sequence& prompt_ids, py
       ASSIGN_OR_RETURN(std::unique_ptr<RequestRunner> runner,
                        RequestRunner::Create(model, request, CacheCapacityFor(handle, wanted), Frontend::kPython));
       runner->generate_options() = options;  // the hooks and the carried controller
-      return runner->Run(prompt, {.on_tokens = options.on_tokens});
+      RunHooks hooks;
+      hooks.on_tokens = options.on_tokens;
+      return runner->Run(prompt, hooks);
     }();
 #if defined(__GLIBC__)
     // Each request builds its own caches and buffers, sized by its prompt. glibc keeps the pages a

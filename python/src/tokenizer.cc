@@ -57,10 +57,10 @@ void RegisterTokenizer(py::module_& m) {
           py::arg("id"));
   py::class_<StopStrings>(m, "StopStrings",
                           "Stop strings over a request's decoded text (pipeline/stop_strings.h), fed step by step.")
-      .def(py::init([](const Tokenizer& tokenizer, std::vector<std::string> stops) {
-             return ValueOrThrow(StopStrings::Create(tokenizer, std::move(stops), "stop"));
+      .def(py::init([](const Tokenizer& tokenizer, std::vector<std::string> stops, bool skip_special_tokens) {
+             return ValueOrThrow(StopStrings::Create(tokenizer, std::move(stops), "stop", skip_special_tokens));
            }),
-           py::arg("tokenizer"), py::arg("stops"), py::keep_alive<1, 2>())
+           py::arg("tokenizer"), py::arg("stops"), py::arg("skip_special_tokens") = false, py::keep_alive<1, 2>())
       .def("feed", [](StopStrings& s, const std::vector<int32_t>& tokens) { return s.Feed(tokens); },
            py::arg("tokens"), "Adds a step's tokens; False once the text holds a stop string.")
       .def_property_readonly("hit", [](const StopStrings& s) -> py::object {

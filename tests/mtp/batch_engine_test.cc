@@ -200,6 +200,15 @@ TEST(BatchEngineLimitsTest, AdmissionIsBoundedAndRefusedAtOnce) {
     EXPECT_TRUE(heard[i]->last.status.ok());
     EXPECT_EQ(heard[i]->last.result.tokens, Alone(model, Mixed(model, static_cast<int64_t>(i) + 1)).tokens);
   }
+  // No waiting room at all: requests still take the free seats.
+  Seats two(model, 2);
+  std::unique_ptr<BatchEngine> seated_only = two.Engine(/*max_waiting=*/0);
+  std::vector<std::shared_ptr<std::promise<void>>> ends;
+  for (int64_t r = 0; r < 2; ++r) {
+    ends.push_back(std::make_shared<std::promise<void>>());
+    EXPECT_TRUE(seated_only->Submit(Mixed(model, r), Collect(std::make_shared<Heard>(), ends.back())).ok()) << r;
+  }
+  for (auto& end : ends) end->get_future().wait();
 }
 
 TEST(BatchEngineLimitsTest, CancelFreesTheSeatOrTheQueuePlace) {

@@ -53,12 +53,13 @@ TEST(RunnerTest, StopStringsEndAtTheFewestTokensThatHoldThem) {
   auto stops = StopStrings::Create(*t.tokenizer, {stop, "no such text anywhere"}, "--stop");
   ASSERT_TRUE(stops.ok());
   std::vector<int32_t> heard;
-  auto stopped = (*runner)->Run(prompt, {.on_tokens =
-                                             [&](std::span<const int32_t> tokens) {
-                                               heard.insert(heard.end(), tokens.begin(), tokens.end());
-                                               return true;
-                                             },
-                                         .stops = &*stops});
+  RunHooks hooks;
+  hooks.on_tokens = [&](std::span<const int32_t> tokens) {
+    heard.insert(heard.end(), tokens.begin(), tokens.end());
+    return true;
+  };
+  hooks.stops = &*stops;
+  auto stopped = (*runner)->Run(prompt, hooks);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_EQ(stopped->stop_reason, "stop_string");
   ASSERT_TRUE(stops->hit().has_value());

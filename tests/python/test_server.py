@@ -96,6 +96,18 @@ def test_streamed_completion_and_chat(client, twin) -> None:
     assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == alone.text
 
 
+def test_streamed_logprobs_equal_the_plain_ones(server) -> None:
+    body = {"prompt": PROMPTS[3], "max_tokens": 12, "temperature": 0.6, "seed": 4, "logprobs": 0, "ignore_eos": True}
+    status, _, plain = server.request("/v1/completions", body)
+    assert status == 200, plain
+    events = sse_events("/v1/completions", server.url, {**body, "stream": True})
+    chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+    streamed = [lp for c in chunks if c["choices"][0]["logprobs"] for lp in c["choices"][0]["logprobs"]["token_logprobs"]]
+    assert streamed == plain["choices"][0]["logprobs"]["token_logprobs"]
+    assert "metrics" in chunks[-1] and chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert [t for c in chunks for t in c["choices"][0]["token_ids"]] == plain["choices"][0]["token_ids"]
+
+
 def test_stop_strings_and_echo_logprobs(server, twin) -> None:
     alone = offline(twin, PROMPTS[1], 40, stop_at_eos=False)
     stop = alone.text[8:11]
@@ -142,7 +154,12 @@ def test_metrics_equal_the_sum_of_the_requests(server) -> None:
     for name, value in per_pos.items():
         assert after[name] - before.get(name, 0) == value, name
     assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == generated
+    status, _, body = server.request("/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 30, "temperature": 0,
+                                                         "tree": [2, 1]})
+    assert status == 200, body
     text = server.metrics()
+    assert 'mtpspec:spec_decode_accepted_per_depth_total{model_name="glm-tiny-mtp",depth="0"}' in text
+    assert 'mtpspec:spec_decode_accepted_per_rank_total{model_name="glm-tiny-mtp",rank="0"}' in text
     assert all(line.split("{")[0].split(" ")[0].endswith("_total") or line.startswith("#")
                for line in text.splitlines() if line.startswith("vllm:spec_decode")), "nothing else under the prefix"
 
@@ -163,12 +180,26 @@ def test_metrics_equal_the_sum_of_the_requests(server) -> None:
     ({"prompt": "x", "max_new_tokens": 3}, 400, "max_new_tokens"),
     ({"max_tokens": 3}, 400, "prompt"),
     ({"prompt": "x", "draft": "lookup"}, 400, "draft"),
+    ({"prompt": "x", "stream": True, "echo": True}, 400, "echo"),
+    ({"prompt": "\ud800"}, 400, "prompt"),
+    ({"prompt": "x", "stop": "\ud800"}, 400, "stop"),
 ])
 def test_bad_requests_are_named_errors(server, body, status, param) -> None:
     got, _, answer = server.request("/v1/completions", body)
     assert got == status, answer
     assert answer["error"]["param"] == param, answer
     assert answer["error"]["message"]
+
+
+def test_chat_faults_are_400s(server) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    for body, param in (({"messages": messages, "chat_template_kwargs": {"messages": []}}, "chat_template_kwargs"),
+                        ({"messages": []}, "messages"),
+                        ({"messages": [{"role": "user", "content": {"deep": [1]}}]}, None)):
+        status, _, answer = server.request("/v1/chat/completions", {**body, "max_tokens": 2})
+        assert status in (200, 400), answer
+        if status == 400 and param is not None:
+            assert answer["error"]["param"] == param, answer
 
 
 def test_malformed_bodies(server) -> None:

@@ -76,17 +76,20 @@ class Run:
                                else set()) for i, p in enumerate(parsed.prompts)]
         self.id = f"cmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self.checked = time.monotonic()  # when the client's connection was last checked
 
     def _callback(self, index: int):
         metrics = self.server.metrics
 
         def deliver(event: tuple) -> None:  # the engine's thread, with the GIL
-            if event[2] and event[4] is not None:
-                metrics.record(event[4].stats, "error" if event[3] else event[4].stop_reason)
             try:
-                self.loop.call_soon_threadsafe(self.queue.put_nowait, (index, event))
-            except RuntimeError:  # the event loop has closed
-                pass
+                if event[2] and event[4] is not None:
+                    metrics.record(event[4].stats, "error" if event[3] else event[4].stop_reason)
+            finally:
+                try:
+                    self.loop.call_soon_threadsafe(self.queue.put_nowait, (index, event))
+                except RuntimeError:  # the event loop has closed
+                    pass
         return deliver
 
     def submit(self) -> None:
@@ -107,15 +110,19 @@ class Run:
                 self.server.engine.cancel(c.handle)
 
     async def next_event(self, request: Request) -> Optional[Choice]:
-        """The choice the next event changed, or None if the client has gone (its requests cancelled)."""
+        """The choice the next event changed, or None if the client has gone (its requests cancelled).
+        The connection is checked at least every half second, whether or not events flow."""
         while True:
+            if time.monotonic() - self.checked > 0.5:
+                self.checked = time.monotonic()
+                if await request.is_disconnected():
+                    self.cancel()
+                    return None
             try:
                 index, (tokens, logprobs, done, error, result) = await asyncio.wait_for(self.queue.get(), 0.5)
                 break
             except asyncio.TimeoutError:
-                if await request.is_disconnected():
-                    self.cancel()
-                    return None
+                continue
         c = self.choices[index]
         if c.feed(list(tokens), list(logprobs)) and c.handle is not None:
             self.server.engine.cancel(c.handle)  # a stop string ended it: free the seat now
@@ -142,6 +149,8 @@ class Run:
     def extras(self) -> Dict[str, Any]:
         stats = [c.result.stats for c in self.choices if c.result is not None]
         k = self.parsed.options.get("k", 3)
+        if self.parsed.options.get("draft") == "none":
+            k = 0
         k = k if isinstance(k, int) else max([0] + [d for s in stats for d in s.step_drafted])
         return {"metrics": {"speculative_decoding": spec_decode_metrics(stats, k, self.parsed.detailed)},
                 "timings": timings(stats)}
@@ -178,6 +187,13 @@ def sse(payload: Any) -> str:
     return f"data: {json.dumps(payload)}\n\n"
 
 
+def finite(value: Optional[float]) -> Optional[float]:
+    """A log-probability JSON can carry: -inf becomes -9999.0, as vLLM writes it."""
+    if value is None:
+        return None
+    return value if value == value and abs(value) != float("inf") else -9999.0
+
+
 async def respond(server: Server, request: Request, parsed: Parsed, chat: bool) -> Response:
     run = Run(server, parsed)
     echoed = await echo_logprobs(server, parsed)
@@ -205,50 +221,57 @@ async def respond(server: Server, request: Request, parsed: Parsed, chat: bool) 
 def chat_logprobs(server: Server, c: Choice, parsed: Parsed) -> Optional[Dict[str, Any]]:
     if not parsed.options.get("logprobs"):
         return None
-    strings = token_strings(server.tokenizer, c.tokens)
-    return {"content": [{"token": s, "logprob": lp, "bytes": list(s.encode()), "top_logprobs": []}
-                        for s, lp in zip(strings, c.logprobs)]}
+    return chat_logprobs_of(server, c.tokens, c.logprobs)
+
+
+def chat_logprobs_of(server: Server, ids: List[int], logprobs: List[float]) -> Dict[str, Any]:
+    """Chat's logprobs object: each token with its own log-probability (no alternatives)."""
+    strings = token_strings(server.tokenizer, ids)
+    return {"content": [{"token": s, "logprob": finite(lp), "bytes": list(s.encode()), "top_logprobs": []}
+                        for s, lp in zip(strings, logprobs)]}
 
 
 async def stream_events(run: Run, request: Request, chat: bool) -> AsyncIterator[str]:
+    """One chunk per verify step as it commits; the last chunk (the usage chunk when asked for)
+    carries the request's acceptance metrics and timings."""
+    server, parsed = run.server, run.parsed
     kind = "chat.completion.chunk" if chat else "text_completion"
-    head = {"id": run.id, "object": kind, "created": run.created, "model": run.server.name}
+    head = {"id": run.id, "object": kind, "created": run.created, "model": server.name}
     started = set()
-    last: Optional[Dict[str, Any]] = None  # the chunk held back, to carry the metrics when it is the last
     try:
         while run.pending():
             c = await run.next_event(request)
             if c is None:
                 return
             piece = c.piece()
-            new_ids = c.tokens[c.streamed:]
+            first = c.streamed
+            new_ids = c.tokens[first:]
             c.streamed = len(c.tokens)
             if not piece and not new_ids and not c.done and c.index in started:
                 continue
+            logprobs = None
+            if parsed.options.get("logprobs") and new_ids:
+                new_logprobs = c.logprobs[first:first + len(new_ids)]
+                logprobs = (chat_logprobs_of(server, new_ids, new_logprobs) if chat
+                            else completion_logprobs(server.tokenizer, new_ids, new_logprobs))
             if chat:
                 delta: Dict[str, Any] = {"content": piece}
                 if c.index not in started:
                     delta["role"] = "assistant"
-                choice = {"index": c.index, "delta": delta, "token_ids": new_ids, "finish_reason": c.finish_reason}
+                choice = {"index": c.index, "delta": delta, "token_ids": new_ids, "logprobs": logprobs,
+                          "finish_reason": c.finish_reason}
             else:
-                choice = {"index": c.index, "text": piece, "token_ids": new_ids, "logprobs": None,
+                choice = {"index": c.index, "text": piece, "token_ids": new_ids, "logprobs": logprobs,
                           "finish_reason": c.finish_reason}
             started.add(c.index)
-            if last is not None:
-                yield sse(last)
-            last = {**head, "choices": [choice]}
+            chunk = {**head, "choices": [choice]}
+            if not run.pending() and not parsed.include_usage and run.error() is None:
+                chunk.update(run.extras())  # the last chunk
+            yield sse(chunk)
         if (error := run.error()) is not None:
-            if last is not None:
-                yield sse(last)
             yield sse(error.body())
-            yield "data: [DONE]\n\n"
-            return
-        final = {**head, "choices": [], "usage": run.usage()} if run.parsed.include_usage else last
-        if run.parsed.include_usage and last is not None:
-            yield sse(last)
-        if final is not None:
-            final.update(run.extras())
-            yield sse(final)
+        elif parsed.include_usage:
+            yield sse({**head, "choices": [], "usage": run.usage(), **run.extras()})
         yield "data: [DONE]\n\n"
     finally:
         run.cancel()
@@ -260,6 +283,11 @@ def create_app(server: Server) -> FastAPI:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError) -> JSONResponse:
         return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, e: Exception) -> JSONResponse:
+        error = ApiError(500, f"internal error: {type(e).__name__}: {e}", None, "internal_error")
+        return JSONResponse(error.body(), status_code=500)
 
     @app.middleware("http")
     async def authorise(request: Request, call_next: Any) -> Response:
@@ -333,10 +361,12 @@ def read_chat(server: Server, body: Dict[str, Any]) -> Parsed:
     if server.chat_template is None:
         raise ApiError(400, f"the model has no chat template (chat_template.jinja, or chat_template in "
                             f"tokenizer_config.json); {server.chat_template_hint}", "messages")
-    kwargs = body.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, dict):
-        raise ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs")
-    text = server.chat_template.render(messages, add_generation_prompt=True, **kwargs)
+    kwargs = dict(body.get("chat_template_kwargs") or {})
+    if not isinstance(body.get("chat_template_kwargs") or {}, dict) or "messages" in kwargs:
+        raise ApiError(400, "chat_template_kwargs must be an object of template variables (not messages)",
+                       "chat_template_kwargs")
+    generation_prompt = kwargs.pop("add_generation_prompt", True)
+    text = server.chat_template.render(messages, add_generation_prompt=bool(generation_prompt), **kwargs)
     prompt = server.reader.prompt_ids(text, "messages")
     parsed = Parsed(prompts=[prompt], options=dict(server.reader.defaults))
     logprobs = body.get("logprobs", False)

@@ -41,7 +41,7 @@ class ChatTemplate:
         try:
             return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                          **{**self._variables, **kwargs})
-        except TemplateError as e:
+        except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as e:
             raise ApiError(400, f"the chat template ({self.origin}) refused the messages: {e}", "messages") from e
 
 

@@ -18,6 +18,7 @@ class Metrics:
         self.accepted_per_pos: List[int] = []  # unconditional: steps that accepted position i
         self.reached_per_pos: List[int] = []   # steps that reached position i (all before accepted)
         self.accepted_per_rank: List[int] = []
+        self.accepted_per_depth: List[int] = []  # tree nodes accepted at each depth (0: the root's children)
         self.seconds: Dict[str, float] = {"prefill": 0.0, "draft": 0.0, "verify": 0.0, "sample": 0.0, "other": 0.0}
         self.requests: Dict[str, int] = {}
 
@@ -38,6 +39,7 @@ class Metrics:
             self._add(self.accepted_per_pos, list(stats.accepted_per_pos))
             self._add(self.reached_per_pos, list(stats.reached_per_pos))
             self._add(self.accepted_per_rank, list(stats.accepted_per_rank))
+            self._add(self.accepted_per_depth, [sum(ranks) for ranks in stats.accepted_per_depth_rank])
             for part in self.seconds:
                 self.seconds[part] += getattr(stats, f"{part}_seconds")
             self.requests[outcome] = self.requests.get(outcome, 0) + 1
@@ -69,6 +71,8 @@ class Metrics:
                     [(f',position="{i}"', v) for i, v in enumerate(self.reached_per_pos)])
             counter("mtpspec:spec_decode_accepted_per_rank", "Accepted tree nodes by rank among their siblings.",
                     [(f',rank="{i}"', v) for i, v in enumerate(self.accepted_per_rank)])
+            counter("mtpspec:spec_decode_accepted_per_depth", "Accepted tree nodes by depth (0: the root's children).",
+                    [(f',depth="{i}"', v) for i, v in enumerate(self.accepted_per_depth)])
             counter("mtpspec:seconds", "Engine time of the ended requests by part.",
                     [(f',part="{p}"', round(s, 6)) for p, s in self.seconds.items()])
             counter("mtpspec:requests", "Ended requests by outcome.",

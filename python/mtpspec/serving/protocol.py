@@ -91,7 +91,10 @@ class RequestReader:
         if isinstance(value, str):
             if self.tokenizer is None:
                 raise ApiError(400, f"{name} is text, but the model has no tokenizer.json: send token ids", name)
-            return self.tokenizer.encode(value)
+            try:
+                return self.tokenizer.encode(value)
+            except (TypeError, UnicodeError, ValueError) as e:
+                raise ApiError(400, f"{name} cannot be encoded: {e}", name) from None
         _need(isinstance(value, list) and all(_is_int(t) for t in value), name, "text or a list of token ids", value)
         for i, t in enumerate(value):
             if not 0 <= t < self.vocab_size:
@@ -101,37 +104,49 @@ class RequestReader:
     def common(self, body: Dict[str, Any], parsed: Parsed, known: set) -> None:
         """Sampling, stopping, streaming and mtpspec's own fields; unknown fields are errors."""
         o = parsed.options
-        n = body.get("n", 1)
+        d = self.defaults
+        n = body.get("n")
+        n = 1 if n is None else n
         _need(_is_int(n), "n", "an integer", n)
         if n != 1:
             raise ApiError(400, f"n = {n} is not supported: each request returns one choice (send n requests)", "n")
-        temperature = body.get("temperature", 1.0)
-        _need(temperature is None or (_is_number(temperature) and temperature >= 0), "temperature",
-              "a number >= 0", temperature)
-        o["temperature"] = 1.0 if temperature is None else float(temperature)
-        top_p = body.get("top_p", 1.0)
-        _need(top_p is None or (_is_number(top_p) and 0 < top_p <= 1), "top_p", "a number in (0, 1]", top_p)
-        o["top_p"] = 1.0 if top_p is None else float(top_p)
-        top_k = body.get("top_k", 0)
-        _need(top_k is None or (_is_int(top_k) and top_k >= -1), "top_k", "an integer >= -1 (-1 or 0: all)", top_k)
-        o["top_k"] = max(0, top_k or 0)
-        min_p = body.get("min_p", 0.0)
-        _need(min_p is None or (_is_number(min_p) and 0 <= min_p <= 1), "min_p", "a number in [0, 1]", min_p)
-        o["min_p"] = float(min_p or 0.0)
-        seed = body.get("seed")
+        # An absent or null field takes the server's default (its flags), else OpenAI's.
+        def field(name: str, fallback: Any) -> Any:
+            value = body.get(name)
+            return d.get(name, fallback) if value is None else value
+
+        temperature = field("temperature", 1.0)
+        _need(_is_number(temperature) and temperature >= 0, "temperature", "a number >= 0", temperature)
+        o["temperature"] = float(temperature)
+        top_p = field("top_p", 1.0)
+        _need(_is_number(top_p) and 0 < top_p <= 1, "top_p", "a number in (0, 1]", top_p)
+        o["top_p"] = float(top_p)
+        top_k = field("top_k", 0)
+        _need(_is_int(top_k) and top_k >= -1, "top_k", "an integer >= -1 (-1 or 0: all)", top_k)
+        o["top_k"] = max(0, top_k)
+        min_p = field("min_p", 0.0)
+        _need(_is_number(min_p) and 0 <= min_p <= 1, "min_p", "a number in [0, 1]", min_p)
+        o["min_p"] = float(min_p)
+        seed = field("seed", None)
         _need(seed is None or (_is_int(seed) and 0 <= seed < 2 ** 63), "seed", "an integer in [0, 2**63)", seed)
         o["seed"] = int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed
-        ignore_eos = body.get("ignore_eos", False)
+        ignore_eos = body.get("ignore_eos")
+        ignore_eos = not d.get("stop_at_eos", True) if ignore_eos is None else ignore_eos
         _need(isinstance(ignore_eos, bool), "ignore_eos", "true or false", ignore_eos)
         o["stop_at_eos"] = not ignore_eos
         stop = body.get("stop")
         stops = [] if stop is None else [stop] if isinstance(stop, str) else stop
         _need(isinstance(stops, list) and all(isinstance(s, str) and s for s in stops), "stop",
               "a non-empty string or a list of them", stop)
+        try:
+            [s.encode("utf-8") for s in stops]
+        except UnicodeError:
+            raise ApiError(400, "stop holds text that is not valid Unicode", "stop") from None
         if stops and self.tokenizer is None:
             raise ApiError(400, "stop strings need the model's tokenizer.json; use stop_token_ids", "stop")
         parsed.stop = stops
-        stream = body.get("stream", False)
+        stream = body.get("stream")
+        stream = False if stream is None else stream
         _need(isinstance(stream, bool), "stream", "true or false", stream)
         parsed.stream = stream
         stream_options = body.get("stream_options") or {}
@@ -186,7 +201,8 @@ class RequestReader:
             raise ApiError(400, "prompt is empty", "prompt")
         parsed = Parsed(prompts=prompts, options=dict(self.defaults),
                         prompt_texts=[p if isinstance(p, str) else None for p in items])
-        echo = body.get("echo", False)
+        echo = body.get("echo")
+        echo = False if echo is None else echo
         _need(isinstance(echo, bool), "echo", "true or false", echo)
         parsed.echo = echo
         logprobs = body.get("logprobs")
@@ -196,4 +212,6 @@ class RequestReader:
         parsed.options["max_new_tokens"] = self.budget(body, ["max_tokens"], prompts, 16)
         parsed.options["logprobs"] = logprobs is not None
         self.common(body, parsed, {"prompt", "echo", "logprobs", "max_tokens"})
+        if parsed.stream and parsed.echo:
+            raise ApiError(400, "echo is not supported with stream: send stream false", "echo")
         return parsed

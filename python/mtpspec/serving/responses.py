@@ -4,6 +4,7 @@ metrics.speculative_decoding, and llama.cpp's timings."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -27,7 +28,7 @@ class Choice:
         self.error: Optional[tuple] = None
         self.finish_reason: Optional[str] = None
         self._ending = ending  # ids whose text the completion leaves out (end of sequence)
-        self._stops = _StopStrings(tokenizer, stops, None) if stops else None
+        self._stops = _StopStrings(tokenizer, stops, None, skip_special_tokens=True) if stops else None
         self._hold_back = max((len(s) for s in stops), default=1) - 1
         self._emitted = ""
         self.stopped = False  # a stop string ended it (the engine was told to cancel)
@@ -91,8 +92,13 @@ def completion_logprobs(tokenizer: Any, ids: List[int], logprobs: List[Optional[
     for s in strings:
         offsets.append(at)
         at += len(s)
-    return {"tokens": strings, "token_logprobs": logprobs,
-            "top_logprobs": top if top is not None else [None] * len(ids), "text_offset": offsets}
+    def finite(v: Optional[float]) -> Optional[float]:  # -inf as vLLM writes it: JSON has no infinity
+        return None if v is None else v if math.isfinite(v) else -9999.0
+
+    top = top if top is not None else [None] * len(ids)
+    return {"tokens": strings, "token_logprobs": [finite(v) for v in logprobs],
+            "top_logprobs": [None if t is None else {k: finite(v) for k, v in t.items()} for t in top],
+            "text_offset": offsets}
 
 
 def prompt_logprobs(logits: np.ndarray, ids: List[int], tokenizer: Any, top_n: int):
@@ -105,7 +111,10 @@ def prompt_logprobs(logits: np.ndarray, ids: List[int], tokenizer: Any, top_n: i
     for i in range(1, len(ids)):
         row = logp[i - 1]
         token_logprobs.append(float(row[ids[i]]))
-        best = np.argsort(-row)[:max(top_n, 1)] if top_n > 0 else []
+        best = []
+        if top_n > 0:
+            part = np.argpartition(-row, min(top_n, row.size - 1))[:top_n]
+            best = part[np.argsort(-row[part])]
         entries = {s: float(row[t]) for s, t in zip(token_strings(tokenizer, [int(t) for t in best]), best)}
         entries.setdefault(token_strings(tokenizer, [ids[i]])[0], float(row[ids[i]]))
         top.append(entries)
