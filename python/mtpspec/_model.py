@@ -7,12 +7,14 @@ import os
 import queue
 import threading
 import warnings
+from pathlib import Path
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
 from mtpspec import _ext
 from mtpspec._results import BatchError, BatchResult, BatchStats, GenerateResult, MtpDraft, Stats
+from mtpspec._chat import load_chat_template
 from mtpspec._text import PathLike, Tokenizer, TokenIds, _ids, _is_batch, _StopStrings, _TextPieces
 
 # hook(target_probs [k+1, V], draft_tokens, draft_probs [k, V] | None) -> (accepted, token)
@@ -187,11 +189,25 @@ class Model:
         return GenerateResult(text=text, tokens=tokens, stats=Stats._from_ext(r.stats), stop_reason=stop_reason,
                               logprobs=logprobs)
 
+    def apply_chat_template(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True,
+                            chat_template: Optional[PathLike] = None, **kwargs: Any) -> str:
+        """The prompt text of chat ``messages`` ([{"role": ..., "content": ...}, ...]) by the model's
+        chat template (``chat_template.jinja``, or ``chat_template`` in ``tokenizer_config.json``), or
+        the template file ``chat_template``, rendered as transformers' ``apply_chat_template`` renders
+        it (jinja2, sandboxed). ``kwargs`` reach the template (``enable_thinking=False``, ...)."""
+        template = load_chat_template(Path(self.path), None if chat_template is None else Path(chat_template))
+        if template is None:
+            raise ValueError(f"{self.path} has no chat template (chat_template.jinja, or chat_template in "
+                             "tokenizer_config.json): pass chat_template=FILE")
+        return template.render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
+
     def generate(
         self,
-        prompt_or_ids: Union[str, TokenIds, Sequence[Union[str, TokenIds]]],
+        prompt_or_ids: Union[None, str, TokenIds, Sequence[Union[str, TokenIds]]] = None,
         max_new_tokens: int = 32,
         *,
+        messages: Optional[List[Dict[str, Any]]] = None,
+        chat_template_kwargs: Optional[Dict[str, Any]] = None,
         draft: str = "mtp",
         k: Union[int, str] = 3,
         accept: str = "sampler-equality",
@@ -231,6 +247,9 @@ class Model:
         """Generates up to ``max_new_tokens`` tokens after the prompt (text needs a tokenizer).
         Every option but the prompt and ``max_new_tokens`` is keyword-only; the C++ request builder
         (pipeline/request.h) checks them all, and each error names the parameter.
+
+        messages: chat messages in place of a prompt, rendered by :meth:`apply_chat_template` with
+            ``chat_template_kwargs`` (e.g. ``{"enable_thinking": False}``).
 
         draft: "mtp", "lookup" (prompt n-gram), "hybrid" (lookup, else MTP) or "none" (plain).
         k: drafts per cycle, 0..15, or "auto": adaptive k up to 8 (``adaptive_k=True`` makes ``k``
@@ -309,6 +328,14 @@ class Model:
         Options that are refused raise before anything runs and name ``requests[i]``; a request
         that fails while running raises :class:`BatchError` once the others have finished.
         """
+        if messages is not None:
+            if prompt_or_ids is not None:
+                raise ValueError("give a prompt or messages, not both")
+            prompt_or_ids = self.apply_chat_template(messages, **(chat_template_kwargs or {}))
+        elif chat_template_kwargs is not None:
+            raise ValueError("chat_template_kwargs needs messages")
+        if prompt_or_ids is None:
+            raise ValueError("generate needs a prompt (text or token ids) or messages")
         options: Dict[str, Any] = dict(
             draft=draft, k=k, accept=accept, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
             seed=seed, mtp_hidden=mtp_hidden, mtp_chain=mtp_chain, mtp_index_share=mtp_index_share,

@@ -17,7 +17,8 @@ from conftest import ROOT
 TABLE = _ext.request_options()
 
 # Keywords that are Python objects rather than declarable values, or that shape a batch.
-PYTHON_ONLY = {"acceptance_hook", "on_tokens", "adaptive_controller", "stop", "batch", "k_schedule", "per_request"}
+PYTHON_ONLY = {"acceptance_hook", "on_tokens", "adaptive_controller", "stop", "batch", "k_schedule", "per_request",
+               "messages", "chat_template_kwargs", "prompt_or_ids"}
 
 
 def python_default(option: Dict[str, str]) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import _ext
 from .app import Server, create_app
-from .chat import load_chat_template
+from .._chat import load_chat_template
 
 # The options a server's seats share: set for the whole server, and a request may only repeat them.
 SLOT_OPTIONS = ("draft", "mtp_hidden", "mtp_chain", "mtp_index_share", "ngram", "kv_cache", "device",

@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from .. import _ext
-from .chat import ChatTemplate
+from .._chat import ChatTemplate, ChatTemplateError
 from .metrics import Metrics
 from .protocol import ApiError, Parsed, RequestReader, from_library_error
 from .responses import Choice, completion_logprobs, prompt_logprobs, spec_decode_metrics, timings, token_strings
@@ -366,7 +366,10 @@ def read_chat(server: Server, body: Dict[str, Any]) -> Parsed:
         raise ApiError(400, "chat_template_kwargs must be an object of template variables (not messages)",
                        "chat_template_kwargs")
     generation_prompt = kwargs.pop("add_generation_prompt", True)
-    text = server.chat_template.render(messages, add_generation_prompt=bool(generation_prompt), **kwargs)
+    try:
+        text = server.chat_template.render(messages, add_generation_prompt=bool(generation_prompt), **kwargs)
+    except ChatTemplateError as e:
+        raise ApiError(400, str(e), "messages") from None
     prompt = server.reader.prompt_ids(text, "messages")
     parsed = Parsed(prompts=[prompt], options=dict(server.reader.defaults))
     logprobs = body.get("logprobs", False)

@@ -1,7 +1,9 @@
 """Chat prompts: the checkpoint's chat template (chat_template.jinja, or chat_template in
 tokenizer_config.json) or a file given in its place, rendered as transformers renders templates:
-jinja2 in a sandbox with trim_blocks and lstrip_blocks, the tojson filter, raise_exception and
-strftime_now, and the tokenizer's special tokens as variables."""
+jinja2 in a sandbox with trim_blocks and lstrip_blocks, the loopcontrols extension, the tojson
+filter, raise_exception and strftime_now, and the tokenizer's special tokens as variables.
+Model.apply_chat_template, Model.generate(messages=...) and the server's chat endpoint all render
+through ChatTemplate."""
 
 from __future__ import annotations
 
@@ -10,13 +12,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .protocol import ApiError
+
+class ChatTemplateError(ValueError):
+    """The template refused the messages (raise_exception, or input it cannot render)."""
 
 
 class ChatTemplate:
     def __init__(self, source: str, variables: Dict[str, Any], origin: str) -> None:
-        from jinja2.exceptions import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+        try:
+            from jinja2.exceptions import TemplateError
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+        except ImportError as e:
+            raise ImportError("chat templates need jinja2: pip install jinja2 (or mtpspec[serve])") from e
 
         def raise_exception(message: str) -> None:
             raise TemplateError(message)
@@ -34,15 +41,18 @@ class ChatTemplate:
         self._variables = variables
         self.origin = origin
 
-    def render(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True,
-               **kwargs: Any) -> str:
+    def render(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True, **kwargs: Any) -> str:
+        """The prompt text of `messages`; `kwargs` are template variables (chat_template_kwargs, such as
+        enable_thinking). Raises ChatTemplateError naming the template when it refuses them."""
         from jinja2.exceptions import TemplateError
 
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ChatTemplateError("messages must be a list of {'role': ..., 'content': ...} objects")
         try:
             return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                          **{**self._variables, **kwargs})
         except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as e:
-            raise ApiError(400, f"the chat template ({self.origin}) refused the messages: {e}", "messages") from e
+            raise ChatTemplateError(f"the chat template ({self.origin}) refused the messages: {e}") from e
 
 
 def _special_tokens(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -58,11 +68,12 @@ def _special_tokens(config: Dict[str, Any]) -> Dict[str, Any]:
 
 def load_chat_template(model_dir: Path, override: Optional[Path] = None) -> Optional[ChatTemplate]:
     """The template to render chat requests with, or None when the checkpoint has none."""
+    model_dir = Path(model_dir)
     config_path = model_dir / "tokenizer_config.json"
     config = json.loads(config_path.read_text()) if config_path.is_file() else {}
     variables = _special_tokens(config)
     if override is not None:
-        return ChatTemplate(override.read_text(), variables, str(override))
+        return ChatTemplate(Path(override).read_text(), variables, str(override))
     jinja = model_dir / "chat_template.jinja"
     if jinja.is_file():
         return ChatTemplate(jinja.read_text(), variables, str(jinja))
