@@ -41,13 +41,19 @@ class Server:
 
 async def read_json(request: Request, server: Server) -> Dict[str, Any]:
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > server.max_body_bytes:
-        raise ApiError(413, f"the body has {length} bytes; the limit is {server.max_body_bytes}")
+    limit = server.max_body_bytes
     body = b""
+    received = 0
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > server.max_body_bytes:
-            raise ApiError(413, f"the body passes the limit of {server.max_body_bytes} bytes")
+        # Past the limit the rest is read and dropped (up to 64 times the limit), so that the client
+        # can finish sending and read the 413 rather than a broken connection.
+        received += len(chunk)
+        if received <= limit:
+            body += chunk
+        elif received > 64 * limit:
+            break
+    if received > limit or (length is not None and length.isdigit() and int(length) > limit):
+        raise ApiError(413, f"the body has {max(received, int(length or 0))} bytes or more; the limit is {limit}")
     try:
         value = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
