@@ -174,6 +174,10 @@ def main() -> int:
         requests = requests_for(args.overhead_requests, args.prompt_tokens, args.new_tokens, vocab, b)
         server = ServerProcess(args.model, "--batch", str(b), *flags, threads=args.threads)
         try:
+            # Warm both paths first (the server's first requests fault its weights in and size its
+            # buffers), then measure.
+            run_http(server.port, requests[:b], b)
+            run_in_process(model, requests[:b], b, spec)
             rounds = []
             for r in range(2):  # alternate which goes first
                 order = ["http", "process"] if r % 2 == 0 else ["process", "http"]

@@ -15,7 +15,8 @@ from results_page import heading_lines, json_loader, page_arguments
 
 def overhead_lines(run: dict) -> list[str]:
     lines = ["## Overhead: HTTP against GenerateBatch in process", "",
-             f"{len(run['overhead'][0]['rounds'])} rounds per B, alternating which goes first; output tokens per "
+             f"{len(run['overhead'][0]['rounds'])} rounds per B after a warm-up of each, alternating which goes first; "
+             "output tokens per "
              "second of the same requests, streamed through `mtpspec-serve` at concurrency B and run by "
              "`Model.generate(prompts, batch=B)` in the bench's process. MTP k = 3 with the acceptance imposed.", "",
              "| B | in process (tok/s) | HTTP, streamed (tok/s) | HTTP ÷ in process |", "|---|---|---|---|"]
