@@ -55,6 +55,54 @@ class ChatTemplate:
             raise ChatTemplateError(f"the chat template ({self.origin}) refused the messages: {e}") from e
 
 
+class DeepSeekV32Encoder:
+    """DeepSeek-V3.2's chat format, which its release ships as a Python encoder rather than a Jinja
+    template (encoding/encoding_dsv32.py in its repository), written here from the published format:
+
+        <｜begin▁of▁sentence｜>{system}<｜User｜>{user}<｜Assistant｜></think>{reply}<｜end▁of▁sentence｜>
+        <｜User｜>{user}<｜Assistant｜><think>        (thinking mode; </think> in chat mode)
+
+    The beginning-of-sentence token opens the prompt (add_bos); system turns go in as they are; each
+    earlier assistant turn is written without its reasoning (the thinking of earlier turns is
+    dropped) and closed by the end-of-sentence token; the prompt ends after the last user turn with
+    <think> when thinking, else </think>. Tool turns are not supported."""
+
+    BOS, EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
+    USER, ASSISTANT = "<｜User｜>", "<｜Assistant｜>"
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def render(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True, thinking: bool = False,
+               add_bos: bool = True, **kwargs: Any) -> str:
+        if kwargs:
+            raise ChatTemplateError(f"DeepSeek-V3.2's encoder takes thinking and add_bos, not {sorted(kwargs)}")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ChatTemplateError("messages must be a list of {'role': ..., 'content': ...} objects")
+        text = self.BOS if add_bos else ""
+        for i, m in enumerate(messages):
+            role, content = m.get("role"), m.get("content", "")
+            if not isinstance(content, str):
+                raise ChatTemplateError(f"messages[{i}].content must be text for DeepSeek-V3.2's encoder")
+            if role == "system":
+                text += content
+            elif role == "user":
+                text += self.USER + content + self.ASSISTANT
+            elif role == "assistant":
+                if i == 0 or messages[i - 1].get("role") != "user":
+                    raise ChatTemplateError(f"messages[{i}]: an assistant turn must follow a user turn")
+                text += "</think>" + content + self.EOS  # its reasoning_content, if any, is dropped
+            else:
+                raise ChatTemplateError(f"messages[{i}]: the role {role!r} is not supported by DeepSeek-V3.2's encoder")
+        if add_generation_prompt:
+            if not messages or messages[-1].get("role") != "user":
+                raise ChatTemplateError("the conversation must end with a user turn to prompt the assistant")
+            text += "<think>" if thinking else "</think>"
+        elif messages and messages[-1].get("role") == "user":
+            text = text[:-len(self.ASSISTANT)]  # no prompt: the last user turn stands alone
+        return text
+
+
 def _special_tokens(config: Dict[str, Any]) -> Dict[str, Any]:
     out = {}
     for name in ("bos_token", "eos_token", "pad_token", "unk_token"):
@@ -66,8 +114,9 @@ def _special_tokens(config: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def load_chat_template(model_dir: Path, override: Optional[Path] = None) -> Optional[ChatTemplate]:
-    """The template to render chat requests with, or None when the checkpoint has none."""
+def load_chat_template(model_dir: Path, override: Optional[Path] = None) -> Optional[Any]:
+    """The template to render chat requests with (a ChatTemplate, or DeepSeek-V3.2's encoder for a
+    deepseek_v32 checkpoint that ships no template), or None when the checkpoint has none."""
     model_dir = Path(model_dir)
     config_path = model_dir / "tokenizer_config.json"
     config = json.loads(config_path.read_text()) if config_path.is_file() else {}
@@ -82,4 +131,7 @@ def load_chat_template(model_dir: Path, override: Optional[Path] = None) -> Opti
         template = next((t.get("template") for t in template if t.get("name") == "default"), None)
     if isinstance(template, str):
         return ChatTemplate(template, variables, str(config_path))
+    model_config = model_dir / "config.json"
+    if model_config.is_file() and json.loads(model_config.read_text()).get("model_type") == "deepseek_v32":
+        return DeepSeekV32Encoder("DeepSeek-V3.2's chat format (mtpspec._chat.DeepSeekV32Encoder)")
     return None

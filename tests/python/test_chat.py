@@ -65,3 +65,34 @@ def test_generate_from_messages_equals_the_rendered_prompt(tmp_path) -> None:
                           temperature=0.7, seed=3)
     plain = model.generate(model.apply_chat_template(messages, enable_thinking=False), 16, temperature=0.7, seed=3)
     assert chat.tokens == plain.tokens
+
+
+def test_deepseek_v32_encoder_writes_the_published_format() -> None:
+    from mtpspec._chat import DeepSeekV32Encoder
+
+    bos, eos = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
+    encoder = DeepSeekV32Encoder("test")
+    history = [{"role": "user", "content": "hello"},
+               {"role": "assistant", "content": "Hello! I am DeepSeek.", "reasoning_content": "thinking..."},
+               {"role": "user", "content": "1+1=?"}]
+    # The published example (thinking mode): the earlier turn's reasoning is dropped.
+    assert encoder.render(history, thinking=True) == (
+        f"{bos}<｜User｜>hello<｜Assistant｜></think>Hello! I am DeepSeek.{eos}<｜User｜>1+1=?<｜Assistant｜><think>")
+    # Chat mode closes the thinking at once; a system turn follows the BOS as it is; the BOS is optional.
+    system = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "hi"}]
+    assert encoder.render(system) == f"{bos}You are a helpful assistant.<｜User｜>hi<｜Assistant｜></think>"
+    assert encoder.render(system, add_bos=False).startswith("You are a helpful assistant.")
+    assert encoder.render(system, add_generation_prompt=False) == f"{bos}You are a helpful assistant.<｜User｜>hi"
+    for bad, message in (([{"role": "tool", "content": "x"}], "not supported"),
+                         ([{"role": "assistant", "content": "x"}], "must follow a user turn"),
+                         (history[:2], "must end with a user turn")):
+        with pytest.raises(ChatTemplateError, match=message):
+            encoder.render(bad)
+    with pytest.raises(ChatTemplateError, match="takes thinking and add_bos"):
+        encoder.render(history, enable_thinking=True)
+
+
+def test_a_deepseek_v32_checkpoint_without_a_template_uses_the_encoder() -> None:
+    model = mtpspec.Model.load(ROOT / "tests" / "golden" / "dsv32_b", threads=THREADS)
+    text = model.apply_chat_template([{"role": "user", "content": "hi"}], thinking=True)
+    assert text == "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><think>"
