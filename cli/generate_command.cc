@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "pipeline/batch.h"
 #include "pipeline/options.h"
+#include "pipeline/prompt_set.h"
 #include "pipeline/request.h"
 #include "pipeline/runner.h"
 #include "spec/adaptive_k.h"
@@ -21,7 +24,8 @@ namespace mtpspec {
 const std::set<std::string>& GenerateOptionNames() {
   static const std::set<std::string> names = [] {
     std::set<std::string> names = {"ids",     "prompt", "stats-json", "weights",    "threads",     "capacity",
-                                   "prompts-file", "batch", "k-schedule", "index-keys", "activations", "stop"};
+                                   "prompts-file", "batch", "k-schedule", "index-keys", "activations", "stop",
+                                   "categories"};
     for (const RequestOption& option : RequestOptionTable()) names.insert(option.flag.substr(2));
     return names;
   }();
@@ -145,6 +149,15 @@ absl::StatusOr<RequestOptions> ParseRequest(const CliArgs& args) {
   return r;
 }
 
+// A batch request's error without the "request R: " the batch names it by; the command line names
+// requests by line.
+std::string UnnamedMessage(const absl::Status& status, size_t r) {
+  std::string message(status.message());
+  const std::string prefix = absl::StrCat("request ", r, ": ");
+  if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+  return message;
+}
+
 // --batch B: the prompts run B at a time through GenerateBatch (spec/batch.h), one verify forward
 // per cycle for every request in the batch. Each request prints as in a series, in file order; a
 // request that fails prints its error and the others are kept. The --stats-json document adds the
@@ -180,11 +193,7 @@ absl::Status RunBatch(const CliArgs& args, const Model& model, const RequestOpti
     const BatchRequestResult& done = result.requests[r];
     std::cout << "== request " << r + 1 << " of " << prompts.size() << "\n";
     if (!done.status.ok()) {
-      // The batch names requests by index; the command line names them by line.
-      std::string message(done.status.message());
-      const std::string prefix = absl::StrCat("request ", r, ": ");
-      if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
-      const std::string error = absl::StrCat(names[r], ": ", message);
+      const std::string error = absl::StrCat(names[r], ": ", UnnamedMessage(done.status, r));
       std::cout << "error: " << error << "\n";
       std::cerr << "mtpspec generate: " << error << "\n";
       errors.push_back(error);
@@ -214,6 +223,126 @@ absl::Status RunBatch(const CliArgs& args, const Model& model, const RequestOpti
   return absl::OkStatus();
 }
 
+// One round of a prompt set: `prompts` as a series on one runner or, with --batch B, B at a time;
+// each request's result (or its error, named by `names`) in order, with its stop-string watcher.
+struct RoundRun {
+  std::vector<absl::StatusOr<GenerateResult>> results;  // [requests]
+  std::vector<std::optional<StopStrings>> stops;          // [requests]
+};
+
+absl::StatusOr<RoundRun> RunRound(const CliArgs& args, const Model& model, const RequestOptions& request,
+                                  const Tokenizer& tokenizer, const std::vector<std::vector<int32_t>>& prompts) {
+  int64_t longest = 0;
+  for (const std::vector<int32_t>& prompt : prompts) longest = std::max<int64_t>(longest, prompt.size());
+  ASSIGN_OR_RETURN(const int64_t capacity, args.GetInt("capacity", RequiredCapacity(model, longest, request)));
+  RoundRun round;
+  round.stops.resize(prompts.size());
+  for (size_t r = 0; r < prompts.size() && args.Has("stop"); ++r) {
+    ASSIGN_OR_RETURN(round.stops[r], StopStrings::Create(tokenizer, {args.Get("stop")}, "--stop"));
+  }
+  if (args.Has("batch")) {
+    ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 1));
+    std::vector<BatchRequest> requests;
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      requests.push_back({prompts[r], ToGenerateOptions(request)});
+      if (round.stops[r]) requests.back().options.on_tokens = StoppingCallback(&*round.stops[r], nullptr);
+    }
+    ASSIGN_OR_RETURN(BatchResult result, RunBatchRequests(model, request, capacity, batch, requests, {}, Frontend::kCli));
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      BatchRequestResult& done = result.requests[r];
+      if (done.status.ok() && round.stops[r]) ApplyStopStrings(*round.stops[r], done.result);
+      if (!done.status.ok()) {
+        round.results.push_back(absl::Status(done.status.code(), UnnamedMessage(done.status, r)));
+      } else {
+        round.results.push_back(std::move(done.result));
+      }
+    }
+    return round;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RequestRunner> runner, RequestRunner::Create(model, request, capacity, Frontend::kCli));
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    RunHooks hooks;
+    hooks.stops = round.stops[r] ? &*round.stops[r] : nullptr;
+    round.results.push_back(runner->Run(prompts[r], hooks));
+  }
+  return round;
+}
+
+// --prompts-file FILE.jsonl: a prompt set (pipeline/prompt_set.h), only --categories a,b when given.
+// Every turn is a request. Turns run in rounds: an item's turn after the first is appended, after a
+// blank line, to its text so far with the model's replies, as MT-Bench runs its second turn (and as
+// mtpspec.prompts.run_prompt_set runs raw text). A request that fails is reported and ends its
+// item; the others go on. The summary and the --stats-json document give each category beside the
+// aggregate: {"requests": [...], "categories": {name: {...}}, "aggregate": {...}[, "errors": [...]]}.
+absl::Status RunPromptSet(const CliArgs& args, const Model& model, const RequestOptions& request,
+                          const Tokenizer& tokenizer, const std::vector<PromptSetItem>& items) {
+  if (args.Has("k-schedule")) return absl::InvalidArgumentError("--k-schedule is not taken with a prompt set");
+  std::vector<std::string> contexts(items.size());  // [items] the text so far
+  std::vector<bool> ended(items.size(), false);     // [items] a turn failed
+  size_t rounds = 0;
+  for (const PromptSetItem& item : items) rounds = std::max(rounds, item.turns.size());
+  std::map<std::string, SpecStats> by_category;
+  SpecStats total;
+  nlohmann::json j_requests = nlohmann::json::array(), errors = nlohmann::json::array();
+  auto fail = [&](size_t i, const std::string& error) {
+    std::cout << "error: " << error << "\n";
+    std::cerr << "mtpspec generate: " << error << "\n";
+    errors.push_back(error);
+    ended[i] = true;
+  };
+  for (size_t t = 0; t < rounds; ++t) {
+    std::vector<size_t> members;                 // [requests] item index
+    std::vector<std::vector<int32_t>> prompts;  // [requests][prompt tokens]
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (ended[i] || t >= items[i].turns.size()) continue;
+      contexts[i] = t == 0 ? items[i].turns[0] : absl::StrCat(contexts[i], "\n\n", items[i].turns[t]);
+      ASSIGN_OR_RETURN(std::vector<int32_t> encoded, tokenizer.Encode(contexts[i]));
+      members.push_back(i);
+      prompts.push_back(std::move(encoded));
+    }
+    if (members.empty()) continue;
+    ASSIGN_OR_RETURN(RoundRun round, RunRound(args, model, request, tokenizer, prompts));
+    for (size_t r = 0; r < members.size(); ++r) {
+      const PromptSetItem& item = items[members[r]];
+      std::cout << "== " << item.id << " (" << item.category << ") turn " << t + 1 << " of " << item.turns.size()
+                << "\n";
+      if (!round.results[r].ok()) {
+        fail(members[r], absl::StrCat(item.source, " turn ", t + 1, ": ", round.results[r].status().message()));
+        continue;
+      }
+      const GenerateResult& result = *round.results[r];
+      nlohmann::json j = PrintResult(result, prompts[r], &tokenizer, round.stops[r] ? &*round.stops[r] : nullptr);
+      contexts[members[r]] += j["text"].get<std::string>();
+      j["id"] = item.id;
+      j["category"] = item.category;
+      j["turn"] = t + 1;
+      j_requests.push_back(std::move(j));
+      by_category[item.category].Merge(result.stats);
+      total.Merge(result.stats);
+    }
+    std::cout.flush();
+  }
+  nlohmann::json j_categories = nlohmann::json::object();
+  for (const auto& [category, stats] : by_category) {
+    std::cout << "== category " << category << "\n" << stats.Summary();
+    j_categories[category] = stats.ToJson();
+  }
+  std::cout << "== all " << j_requests.size() << " requests of " << items.size() << " prompts\n"
+            << total.Summary() << std::flush;
+  if (args.Has("stats-json")) {
+    nlohmann::json doc = {{"requests", j_requests}, {"categories", j_categories}, {"aggregate", total.ToJson()}};
+    if (!errors.empty()) doc["errors"] = errors;
+    std::ofstream out(args.Get("stats-json"));
+    out << doc.dump(2) << "\n";
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("--stats-json ", args.Get("stats-json"), ": cannot be written"));
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(errors.size(), " requests failed (the others finished; see above)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunGenerate(const CliArgs& args) {
@@ -230,8 +359,22 @@ absl::Status RunGenerate(const CliArgs& args) {
   ASSIGN_OR_RETURN(load.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
   ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
   ASSIGN_OR_RETURN(load.activations, ParseActivationPrecision(args.Get("activations", "f32"), "--activations"));
+  const bool prompt_set = args.Has("prompts-file") && absl::EndsWith(args.Get("prompts-file"), ".jsonl");
+  if (args.Has("categories") && !prompt_set) {
+    return absl::InvalidArgumentError("--categories chooses from a prompt set (--prompts-file FILE.jsonl)");
+  }
+  std::vector<PromptSetItem> items;
+  if (prompt_set) {
+    std::vector<std::string> categories;
+    if (args.Has("categories")) categories = absl::StrSplit(args.Get("categories"), ',', absl::SkipEmpty());
+    absl::StatusOr<std::vector<PromptSetItem>> loaded = LoadPromptSet(args.Get("prompts-file"), categories);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(), absl::StrCat("--prompts-file ", loaded.status().message()));
+    }
+    items = *std::move(loaded);
+  }
   std::vector<PromptLine> lines;
-  if (args.Has("prompts-file")) {
+  if (args.Has("prompts-file") && !prompt_set) {
     ASSIGN_OR_RETURN(lines, ReadPromptLines(args.Get("prompts-file")));
   } else if (args.Has("prompt")) {
     lines.push_back({0, args.Get("prompt")});
@@ -251,6 +394,10 @@ absl::Status RunGenerate(const CliArgs& args) {
     }
   }
 
+  if (prompt_set) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(args.positional()[0] + "/tokenizer.json"));
+    return RunPromptSet(args, *model, request, *tokenizer, items);
+  }
   // --prompt TEXT and --prompts-file (a prompt text per line) are encoded with DIR/tokenizer.json,
   // which also decodes the generated tokens.
   std::unique_ptr<Tokenizer> tokenizer;

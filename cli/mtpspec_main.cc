@@ -356,6 +356,8 @@ int Main(int argc, char** argv) {
               << "  [--weights stored|f32|bf16|fp8] [--activations f32|bf16|fp8] [--index-keys f32|bf16|fp8]\n"
               << "  [--capacity N] [--threads N] [--stats-json FILE] [--batch B [--k-schedule B1:k1,...]]\n"
               << "  [--stop TEXT]   (end a text prompt's request where its output holds TEXT)\n"
+              << "--prompts-file FILE: a prompt per line, or FILE.jsonl: a prompt set (MT-Bench, Spec-Bench, SPEED-Bench,\n"
+              << "  HumanEval layouts) [--categories a,b], every turn a request, statistics per category\n"
               << "chat messages: the CLI takes text or ids; Python's Model.generate(messages=...) and the server's\n"
               << "  /v1/chat/completions render the checkpoint's chat template (mtpspec-serve --chat-template FILE)\n"
               << "request options (the same as Python's Model.generate keywords and the server's fields):\n"

@@ -24,10 +24,12 @@
 #                               real-scale writes it)
 #   docs/results/serving.md     mtpspec-serve against GenerateBatch in process, and Poisson arrivals for plain
 #                               decoding and MTP k = 1..3 (bench/serving_bench.py, ~10 min)
+#   docs/results/prompt-sets.md acceptance per category of MT-Bench and HumanEval on the trained model, k = 1..4,
+#                               greedy and T = 0.7 (scripts/fetch_prompt_sets.sh, bench/prompt_sets_bench.py, ~40 min)
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and research/train/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real|serving ...]
+# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real|serving|prompt-sets ...]
 #        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +38,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations kv-fp8 soak tree batch batch-real serving)
+[ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations kv-fp8 soak tree batch batch-real serving prompt-sets)
 bench=build/release/bench
 
 heldout() {
@@ -192,6 +194,13 @@ for target in "${targets[@]}"; do
       $bench/decode_bench --benchmark_filter=NONE >/dev/null
       "$python" bench/serving_bench.py --model build/bench_model --json build/results/serving.json
       "$python" bench/report/serving_report.py --results build/results --command "scripts/reproduce_results.sh serving" ;;
+    prompt-sets)
+      "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
+      scripts/fetch_prompt_sets.sh build/prompt-sets
+      "$python" bench/prompt_sets_bench.py --model models/glm-tiny-mtp \
+        --sets build/prompt-sets/mt_bench.jsonl build/prompt-sets/humaneval.jsonl --json build/results/prompt_sets.json
+      "$python" bench/report/prompt_sets_report.py --results build/results \
+        --command "scripts/reproduce_results.sh prompt-sets" ;;
     batch-real)
       cuts glm7
       $bench/batch_bench --model build/rs/glm7 --prefix-layers 3 --rates 0.88,0.75,0.58 --contexts 512,4096 \
@@ -205,7 +214,7 @@ for target in "${targets[@]}"; do
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real, serving)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real, serving, prompt-sets)" >&2
       exit 2 ;;
   esac
 done

@@ -63,5 +63,6 @@ void RegisterGenerate(py::module_& m);
 void RegisterAdaptive(py::module_& m);
 void RegisterTokenizer(py::module_& m);
 void RegisterEngine(py::module_& m);
+void RegisterPromptSet(py::module_& m);
 
 }  // namespace mtpspec::python

@@ -62,6 +62,7 @@ PYBIND11_MODULE(_ext, m) {
   RegisterGenerate(m);
   RegisterTokenizer(m);
   RegisterEngine(m);
+  RegisterPromptSet(m);
   m.def("set_threads", &SetThreads, py::arg("threads"),
         "Sets the C++ thread pool size; an error if the pool already runs a different count.");
   m.def("thread_count", []() { return mtpspec::DefaultThreadPool().num_threads(); },

@@ -128,6 +128,12 @@ def main():
     write(roundtrip, "special.txt", b"<|endoftext|>def f(x):\r\n\treturn x  <|pad|>  123456")
     write(roundtrip, "bad_utf8.txt", b"abc\xff\xc3")
 
+    ps = "prompt_set"
+    write(ps, "mt_bench.jsonl", b'{"question_id": 81, "category": "writing", "turns": ["Write a poem.", "Shorter."]}\n')
+    write(ps, "mixed.jsonl", b'{"category": "coding", "messages": [{"role": "user", "content": "def f"}]}\n\n'
+          b'{"task_id": "HumanEval/0", "prompt": "def add(a, b):"}\n{"prompt": "x", "id": [1]}\n')
+    write(ps, "bad_turn.jsonl", b'{"category": "x", "turns": ["ok", " "]}\n')
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,149 @@
+"""Prompt sets (mtpspec.prompts): the common JSONL layouts load, every fault names the file and line,
+multi-turn items put the model's reply back before the next turn, and the per-category statistics
+add up to the whole run's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mtpspec
+from mtpspec.prompts import PromptSetError, category_stats, load_prompt_set, run_prompt_set
+from conftest import ROOT, THREADS
+
+TRAINED = ROOT / "models" / "glm-tiny-mtp"
+
+
+def write(path: Path, lines) -> Path:
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_the_common_layouts_load(tmp_path: Path) -> None:
+    items = load_prompt_set(write(tmp_path / "mixed.jsonl", [
+        {"question_id": 81, "category": "writing", "turns": ["Write a poem.", "Shorter."]},
+        {"category": "coding", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "def f"}]},
+        {"task_id": "HumanEval/0", "prompt": "def add(a, b):"},
+        {"prompt": "Once upon a time"},
+        "",
+    ]))
+    assert [(i.id, i.category, i.turns) for i in items] == [
+        ("81", "writing", ["Write a poem.", "Shorter."]), ("2", "coding", ["def f"]),
+        ("HumanEval/0", "humaneval", ["def add(a, b):"]), ("4", "default", ["Once upon a time"])]
+    assert items[0].source.endswith("mixed.jsonl:1")
+    assert [i.id for i in load_prompt_set(tmp_path / "mixed.jsonl", categories=["coding", "writing"])] == ["81", "2"]
+
+
+@pytest.mark.parametrize("lines, message", [
+    (["{not json"], r"bad.jsonl:1: not JSON"),
+    ([{"category": "x"}], r"bad.jsonl:1: the line has no turns, messages or prompt field"),
+    ([{"prompt": "ok"}, {"category": "x", "turns": ["fine", " "]}], r"bad.jsonl:2: turn 1 is empty"),
+    ([{"category": "x", "turns": []}], r"bad.jsonl:1: the prompt has no turns"),
+    ([{"turns": ["no category"]}], r"bad.jsonl:1: the line has no category"),
+    ([[1, 2]], r"bad.jsonl:1: a line must be a JSON object"),
+    ([""], r"bad.jsonl: holds no prompts"),
+])
+def test_faults_name_the_file_and_line(tmp_path: Path, lines, message: str) -> None:
+    with pytest.raises(PromptSetError, match=message):
+        load_prompt_set(write(tmp_path / "bad.jsonl", lines))
+
+
+def test_a_category_filter_that_matches_nothing_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "set.jsonl", [{"category": "math", "turns": ["1+1"]}])
+    with pytest.raises(PromptSetError, match=r"no prompt of categories \['poetry'\] \(it has \['math'\]\)"):
+        load_prompt_set(path, categories=["poetry"])
+    with pytest.raises(PromptSetError, match="missing.jsonl"):
+        load_prompt_set(tmp_path / "missing.jsonl")
+
+
+def test_multi_turn_replies_go_back_in_and_categories_add_up(tmp_path: Path) -> None:
+    model = mtpspec.Model.load(TRAINED, threads=THREADS)
+    items = load_prompt_set(write(tmp_path / "set.jsonl", [
+        {"category": "story", "turns": ["Once upon a time", "And then"]},
+        {"category": "code", "turns": ["def main(args):"]},
+        {"category": "story", "turns": ["It is a truth universally acknowledged"]},
+    ]))
+    results = run_prompt_set(model, items, 24, k=3, stop_at_eos=False)
+    first, second = results[0].replies
+    # The second turn saw the first turn and the model's own reply to it.
+    context = "Once upon a time" + first.text + "\n\nAnd then"
+    assert second.tokens == model.generate(context, 24, k=3, stop_at_eos=False).tokens
+    stats = category_stats(results)
+    assert set(stats) == {"story", "code", "all"}
+    assert stats["story"]["requests"] == 3 and stats["code"]["requests"] == 1 and stats["all"]["requests"] == 4
+    for name in ("generated_tokens",):
+        assert stats["story"][name] + stats["code"][name] == stats["all"][name]
+    all_stats = [r.stats for item in results for r in item.replies]
+    drafts = sum(s.num_drafts for s in all_stats)
+    accepted = sum(s.num_accepted_tokens for s in all_stats)
+    assert stats["all"]["mean_acceptance_length_token_weighted"] == pytest.approx(1 + accepted / drafts)
+    # The unconditional per-position rates sum to the mean accepted drafts per step; each
+    # conditional rate is at least the unconditional one.
+    assert sum(stats["all"]["per_position_unconditional"]) == pytest.approx(accepted / drafts)
+    assert all(c >= u - 1e-12 for c, u in zip(stats["all"]["per_position_conditional"],
+                                               stats["all"]["per_position_unconditional"]))
+    assert sum(stats["all"]["accepted_histogram"]) == drafts
+    assert np.isfinite(stats["all"]["tokens_per_second"]) and stats["all"]["tokens_per_second"] > 0
+
+
+PROMPT_SET = [
+    {"question_id": 1, "category": "story", "turns": ["Once upon a time", "And then"]},
+    {"question_id": 2, "category": "code", "turns": ["def main(args):"]},
+    {"task_id": "HumanEval/0", "prompt": "def add(a, b):"},
+    {"question_id": 4, "category": "story", "turns": ["It is a truth universally acknowledged", "Go on", "More"]},
+]
+
+
+@pytest.mark.parametrize("batch", [None, "2"])
+def test_the_cli_runs_a_prompt_set_as_python_does(cli: Path, tmp_path: Path, batch) -> None:
+    """`mtpspec generate --prompts-file SET.jsonl` gives every turn the tokens run_prompt_set gives it
+    (raw text, replies put back), in a series or a batch, and per-category statistics that equal
+    category_stats' and add up to the aggregate."""
+    path = write(tmp_path / "set.jsonl", PROMPT_SET)
+    out = tmp_path / "stats.json"
+    command = [str(cli), "generate", str(TRAINED), "--prompts-file", str(path), "--max-new", "20", "--k", "3",
+               "--temperature", "0.8", "--seed", "5", "--threads", str(THREADS), "--stats-json", str(out)]
+    r = subprocess.run(command + (["--batch", batch] if batch else []), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    model = mtpspec.Model.load(TRAINED, threads=THREADS)
+    results = run_prompt_set(model, load_prompt_set(path), 20, k=3, temperature=0.8, seed=5)
+    expected = {(res.item.id, t + 1): reply.tokens for res in results for t, reply in enumerate(res.replies)}
+    assert {(q["id"], q["turn"]): q["tokens"] for q in doc["requests"]} == expected
+    assert len(doc["requests"]) == 7 and "== category story" in r.stdout
+    stats = category_stats(results)
+    assert set(doc["categories"]) == {"story", "code", "humaneval"}
+    for name, category in doc["categories"].items():
+        assert category["mean_acceptance_length"] == pytest.approx(stats[name]["mean_acceptance_length_token_weighted"])
+        assert category["generated_tokens"] == stats[name]["generated_tokens"]
+    assert sum(c["num_drafts"] for c in doc["categories"].values()) == doc["aggregate"]["num_drafts"]
+    assert sum(c["num_accepted_tokens"] for c in doc["categories"].values()) == doc["aggregate"]["num_accepted_tokens"]
+
+
+def test_prompt_set_errors_from_the_cli(cli: Path, tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(cli), "generate", str(TRAINED), "--threads", str(THREADS), *args],
+                              capture_output=True, text=True, timeout=300)
+
+    bad = write(tmp_path / "bad.jsonl", [{"category": "x", "turns": ["fine"]}, {"category": "x", "turns": [""]}])
+    r = run("--prompts-file", str(bad))
+    assert r.returncode != 0 and "bad.jsonl:2: turn 0 is empty or not text" in r.stderr
+    good = write(tmp_path / "set.jsonl", PROMPT_SET)
+    r = run("--prompts-file", str(good), "--categories", "poetry")
+    assert r.returncode != 0 and "no prompt of categories ['poetry']" in r.stderr
+    text = tmp_path / "lines.txt"
+    text.write_text("a prompt\n")
+    r = run("--prompts-file", str(text), "--categories", "story")
+    assert r.returncode != 0 and "--categories chooses from a prompt set" in r.stderr
+    # A turn that does not fit fails alone, naming its line and turn; the other requests finish.
+    out = tmp_path / "stats.json"
+    r = run("--prompts-file", str(good), "--categories", "story,code", "--capacity", "40", "--max-new", "16",
+            "--stats-json", str(out))
+    doc = json.loads(out.read_text())
+    assert r.returncode != 0 and "requests failed (the others finished" in r.stderr
+    assert any(e.startswith(f"{good}:4 turn") for e in doc["errors"])
+    assert {q["category"] for q in doc["requests"]} == {"story", "code"} and len(doc["requests"]) >= 2
