@@ -5,10 +5,12 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "pipeline/batch.h"
@@ -281,7 +283,12 @@ absl::Status RunPromptSet(const CliArgs& args, const Model& model, const Request
   std::vector<bool> ended(items.size(), false);     // [items] a turn failed
   size_t rounds = 0;
   for (const PromptSetItem& item : items) rounds = std::max(rounds, item.turns.size());
-  std::map<std::string, SpecStats> by_category;
+  struct Category {
+    SpecStats stats;
+    int64_t requests = 0;
+    std::vector<double> lengths;  // [requests that drafted] 1 + accepted / drafts
+  };
+  std::map<std::string, Category> by_category;
   SpecStats total;
   nlohmann::json j_requests = nlohmann::json::array(), errors = nlohmann::json::array();
   auto fail = [&](size_t i, const std::string& error) {
@@ -317,15 +324,31 @@ absl::Status RunPromptSet(const CliArgs& args, const Model& model, const Request
       j["category"] = item.category;
       j["turn"] = t + 1;
       j_requests.push_back(std::move(j));
-      by_category[item.category].Merge(result.stats);
+      Category& category = by_category[item.category];
+      category.stats.Merge(result.stats);
+      category.requests += 1;
+      if (result.stats.num_drafts > 0) category.lengths.push_back(result.stats.mean_acceptance_length());
       total.Merge(result.stats);
     }
     std::cout.flush();
   }
   nlohmann::json j_categories = nlohmann::json::object();
-  for (const auto& [category, stats] : by_category) {
-    std::cout << "== category " << category << "\n" << stats.Summary();
-    j_categories[category] = stats.ToJson();
+  for (const auto& [name, category] : by_category) {
+    // The field states a category's acceptance length two ways: the mean of its requests' and one
+    // over all its steps (token-weighted, vLLM's mean_acceptance_length).
+    double per_request = 1.0;
+    if (!category.lengths.empty()) {
+      per_request = std::accumulate(category.lengths.begin(), category.lengths.end(), 0.0) / category.lengths.size();
+    }
+    std::cout << "== category " << name << ": " << category.requests << " requests; mean acceptance length "
+              << absl::StrFormat("%.3f per request, %.3f token-weighted", per_request,
+                                 category.stats.mean_acceptance_length())
+              << "\n" << category.stats.Summary();
+    nlohmann::json j = category.stats.ToJson();
+    j["requests"] = category.requests;
+    j["mean_acceptance_length_per_request"] = per_request;
+    j["mean_acceptance_length_token_weighted"] = category.stats.mean_acceptance_length();
+    j_categories[name] = std::move(j);
   }
   std::cout << "== all " << j_requests.size() << " requests of " << items.size() << " prompts\n"
             << total.Summary() << std::flush;

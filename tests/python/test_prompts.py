@@ -120,6 +120,12 @@ def test_the_cli_runs_a_prompt_set_as_python_does(cli: Path, tmp_path: Path, bat
     for name, category in doc["categories"].items():
         assert category["mean_acceptance_length"] == pytest.approx(stats[name]["mean_acceptance_length_token_weighted"])
         assert category["generated_tokens"] == stats[name]["generated_tokens"]
+        assert category["requests"] == stats[name]["requests"]
+        assert category["mean_acceptance_length_token_weighted"] == pytest.approx(
+            stats[name]["mean_acceptance_length_token_weighted"])
+        assert category["mean_acceptance_length_per_request"] == pytest.approx(
+            stats[name]["mean_acceptance_length_per_request"])
+        assert category["conditional_acceptance_rate"] == pytest.approx(stats[name]["per_position_conditional"])
     assert sum(c["num_drafts"] for c in doc["categories"].values()) == doc["aggregate"]["num_drafts"]
     assert sum(c["num_accepted_tokens"] for c in doc["categories"].values()) == doc["aggregate"]["num_accepted_tokens"]
 

@@ -144,6 +144,18 @@ def spec_decode_metrics(stats: List[Any], k: int, detailed: bool) -> Dict[str, A
         "num_draft_tokens": draft_tokens,
         "num_spec_tokens": k,
     }
+    # Per draft position i: accepted at i over drafting steps (vLLM's per-position rate), and accepted
+    # at i over the steps whose drafts reached i (conditional).
+    accepted_at = np.zeros(width - 1, dtype=np.int64)
+    reached_at = np.zeros(width - 1, dtype=np.int64)
+    for d, a in zip(steps_drafted, steps_accepted):
+        accepted_at[:a] += 1
+        reached_at[:min(a + 1, d)] += 1
+    out["per_position_acceptance_rate"] = [float(x) / drafts if drafts else 0.0 for x in accepted_at]
+    out["per_position_conditional_acceptance_rate"] = [float(x) / r if r else 0.0
+                                                       for x, r in zip(accepted_at, reached_at)]
+    seconds = sum(s.total_seconds for s in stats)
+    out["tokens_per_second"] = sum(s.generated_tokens for s in stats) / seconds if seconds > 0 else 0.0
     if detailed:
         out["per_step_accepted"] = steps_accepted
         out["per_step_drafted"] = steps_drafted
