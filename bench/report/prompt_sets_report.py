@@ -34,6 +34,24 @@ def set_lines(run: dict, name: str) -> list[str]:
     return lines
 
 
+def format_lines(run: dict) -> list[str]:
+    """Raw prompts against chat-formatted ones (a checkpoint with a chat template): the whole set's
+    acceptance length per format, by set, temperature and k."""
+    formats = list(dict.fromkeys(p["format"] for p in run["points"]))
+    if len(formats) < 2:
+        return []
+    point = {(p["set"], p["temperature"], p["k"], p["format"]): p for p in run["points"]}
+    lines = ["## Raw against chat-formatted prompts", "",
+             "| set | T | k | " + " | ".join(formats) + " | " + " | ".join(f"{f} ÷ raw" for f in formats[1:]) + " |",
+             "|---|---|---|" + "---|" * (2 * len(formats) - 1)]
+    for (name, temperature, k) in dict.fromkeys((p["set"], p["temperature"], p["k"]) for p in run["points"]):
+        lengths = [point[(name, temperature, k, f)]["categories"]["all"]["mean_acceptance_length_token_weighted"]
+                   for f in formats]
+        lines.append(f"| {name} | {temperature:g} | {k} | " + " | ".join(f"{x:.3f}" for x in lengths) + " | " +
+                     " | ".join(f"{x / lengths[0]:.3f}" for x in lengths[1:]) + " |")
+    return lines + [""]
+
+
 def spread_lines(run: dict) -> list[str]:
     """Per set and setting, the categories with the lowest and highest acceptance length at the largest k."""
     lines = ["## Spread across categories", ""]
@@ -47,7 +65,7 @@ def spread_lines(run: dict) -> list[str]:
         low, high = min(cats, key=cats.get), max(cats, key=cats.get)
         lines.append(f"- {p['set']}, {p['format']}, T = {p['temperature']:g}, k = {k_top}: {low} {cats[low]:.3f} "
                      f"to {high} {cats[high]:.3f} (all {p['categories']['all']['mean_acceptance_length_token_weighted']:.3f}).")
-    return lines + [""]
+    return lines + [""] if len(lines) > 2 else []
 
 
 def main() -> None:
@@ -60,12 +78,16 @@ def main() -> None:
              "stopping at EOS. Multi-turn items put the model's own reply back in before the next turn, as "
              "MT-Bench does. The mean acceptance length is 1 + accepted drafts ÷ verify steps that drafted, "
              "summed over the category (vLLM's `mean_acceptance_length`); p₁ is the share of drafts whose first "
-             "token was accepted. Sampled points use seed 1. The sets come from `scripts/fetch_prompt_sets.sh`.")
+             "token was accepted. Sampled points use seed 1. The sets come from `scripts/fetch_prompt_sets.sh`. "
+             "On a checkpoint with a chat template (`chat_template.jinja` or `tokenizer_config.json`) the same "
+             "command also runs every set chat-formatted, thinking off and on, and the page compares them with "
+             "the raw prompts: `bench/prompt_sets_bench.py --model DIR --sets ...` is the recipe for real "
+             "checkpoints. The bundled model ships no template, so this run is raw only.")
     commands = args.command or ["scripts/reproduce_results.sh prompt-sets"]
     lines = heading_lines("Acceptance by prompt category", intro, run, "prompt-sets-data", commands)
     for name in dict.fromkeys(p["set"] for p in run["points"]):
         lines += set_lines(run, name)
-    lines += spread_lines(run)
+    lines += format_lines(run) + spread_lines(run)
     (args.out / "prompt-sets.md").write_text("\n".join(lines).rstrip() + "\n")
     print(f"wrote {args.out / 'prompt-sets.md'}")
 

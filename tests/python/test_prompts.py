@@ -5,6 +5,7 @@ add up to the whole run's."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -153,3 +154,24 @@ def test_prompt_set_errors_from_the_cli(cli: Path, tmp_path: Path) -> None:
     assert r.returncode != 0 and "requests failed (the others finished" in r.stderr
     assert any(e.startswith(f"{good}:4 turn") for e in doc["errors"])
     assert {q["category"] for q in doc["requests"]} == {"story", "code"} and len(doc["requests"]) >= 2
+
+
+def test_a_chat_formatted_run_puts_the_replies_back_as_messages(tmp_path: Path) -> None:
+    """On a checkpoint with a chat template, run_prompt_set(chat=True) sends every turn as chat messages
+    with the earlier replies as assistant messages, through the template."""
+    model_dir = tmp_path / "templated"
+    shutil.copytree(TRAINED, model_dir)
+    shutil.copyfile(ROOT / "research" / "chat" / "glm_style.jinja", model_dir / "chat_template.jinja")
+    model = mtpspec.Model.load(model_dir, threads=THREADS)
+    items = load_prompt_set(write(tmp_path / "set.jsonl", [{"category": "story", "turns": ["Tell a tale", "Go on"]}]))
+    kwargs = {"enable_thinking": False}
+    first, second = run_prompt_set(model, items, 16, chat=True, chat_template_kwargs=kwargs, k=2)[0].replies
+    messages = [{"role": "user", "content": "Tell a tale"}]
+    assert first.tokens == model.generate(messages=messages, max_new_tokens=16, chat_template_kwargs=kwargs, k=2).tokens
+    messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": "Go on"}]
+    assert second.tokens == model.generate(messages=messages, max_new_tokens=16, chat_template_kwargs=kwargs,
+                                           k=2).tokens
+    # ... which is the rendered conversation as raw text.
+    rendered = model.apply_chat_template(messages, enable_thinking=False)
+    assert rendered.endswith("<|assistant|></think>") and "Go on" in rendered
+    assert second.tokens == model.generate(rendered, 16, k=2).tokens
