@@ -383,6 +383,12 @@ absl::Status RunGenerate(const CliArgs& args) {
   ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
   ASSIGN_OR_RETURN(load.activations, ParseActivationPrecision(args.Get("activations", "f32"), "--activations"));
   const bool prompt_set = args.Has("prompts-file") && absl::EndsWith(args.Get("prompts-file"), ".jsonl");
+  if (args.Has("prompts-file") &&
+      (absl::EndsWith(args.Get("prompts-file"), ".parquet") || absl::EndsWith(args.Get("prompts-file"), ".gz"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompts-file ", args.Get("prompts-file"), ": the CLI reads JSONL prompt sets (or a prompt per line); ",
+        "write it as JSONL with `python -m mtpspec.prompts ", args.Get("prompts-file"), " OUT.jsonl`"));
+  }
   if (args.Has("categories") && !prompt_set) {
     return absl::InvalidArgumentError("--categories chooses from a prompt set (--prompts-file FILE.jsonl)");
   }

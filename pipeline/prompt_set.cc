@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -13,6 +14,10 @@
 
 namespace mtpspec {
 namespace {
+
+// SPEED-Bench's published files hold this in place of the turns that come from other datasets; its
+// prepare step fetches them.
+constexpr absl::string_view kSpeedBenchPlaceholder = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE";
 
 absl::Status Fault(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
@@ -55,6 +60,10 @@ absl::StatusOr<PromptSetItem> ItemOf(const nlohmann::json& record, const std::st
     const nlohmann::json& turn = (*turns)[i];
     if (!turn.is_string() || absl::StripAsciiWhitespace(turn.get<std::string>()).empty()) {
       return Fault(where, absl::StrCat("turn ", i, " is empty or not text"));
+    }
+    if (absl::StartsWith(turn.get<std::string>(), kSpeedBenchPlaceholder)) {
+      return Fault(where, absl::StrCat("turn ", i, " is SPEED-Bench's placeholder for data it has not fetched; "
+                                       "prepare the set with its prepare_data.py first"));
     }
     item.turns.push_back(turn.get<std::string>());
   }

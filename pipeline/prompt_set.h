@@ -4,8 +4,10 @@
 //                           (the user messages' contents are the turns)
 //   HumanEval               {"task_id": ..., "prompt": ...} (category "humaneval" unless named)
 //   plain                   {"prompt": "..."} (category "default")
-// The CLI's --prompts-file FILE.jsonl and Python's mtpspec.prompts read them here. Every fault names
-// the source and the line.
+// SPEED-Bench's prepared files are parquet with the first layout's columns; mtpspec.prompts reads
+// them (and writes them out as JSONL for the CLI). The CLI's --prompts-file FILE.jsonl and
+// mtpspec.prompts read every set here. Every fault names the source and the line (a parquet
+// file's row); a turn still holding SPEED-Bench's placeholder for unfetched data is one.
 #pragma once
 
 #include <cstdint>

@@ -1,12 +1,16 @@
 """Prompt sets and acceptance by category, the way the field reports MTP acceptance.
 
-Reads JSONL prompt sets in the common layouts, one prompt a line:
+Reads prompt sets in the common layouts, JSONL with one prompt a line:
 
 - Spec-Bench / MT-Bench: ``{"question_id": ..., "category": ..., "turns": ["...", "..."]}``;
-- SPEED-Bench's prepared files and chat sets: ``{"category": ..., "turns": [...]}`` or
+- chat sets: ``{"category": ..., "turns": [...]}`` or
   ``{"category": ..., "messages": [{"role": ..., "content": ...}, ...]}`` (the user turns are taken);
 - HumanEval: ``{"task_id": ..., "prompt": ...}`` (category "humaneval" unless the line names one);
-- plain ``{"prompt": "..."}`` (category "default").
+- plain ``{"prompt": "..."}`` (category "default");
+
+and SPEED-Bench's prepared files (``test.parquet`` from its ``prepare_data.py``: ``question_id``,
+``category``, ``turns`` columns), read with pyarrow, each row a line. ``python -m mtpspec.prompts SRC
+OUT.jsonl`` writes any of them as JSONL for the CLI's ``--prompts-file``.
 
 Each fault names the file and the line: a line that is not JSON, a missing or empty prompt, an empty
 turn, a category filter that matches nothing. ``run_prompt_set`` runs every item (every turn of a
@@ -18,7 +22,10 @@ their PyPI wheels (pinned, sha256-checked); SPEED-Bench and Spec-Bench files are
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
@@ -45,6 +52,8 @@ def load_prompt_set(path: Union[str, Path], categories: Optional[Iterable[str]] 
     """The items of a JSONL (or .jsonl.gz) prompt set, those of `categories` when given. The lines are
     read by the C++ reader the CLI's --prompts-file uses (pipeline/prompt_set.h)."""
     path = Path(path)
+    if path.suffix == ".parquet":
+        return _parse(_parquet_lines(path), path, categories)
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -54,11 +63,36 @@ def load_prompt_set(path: Union[str, Path], categories: Optional[Iterable[str]] 
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as e:
             raise PromptSetError(f"{path}: not gzip ({e})") from None
+    return _parse(raw.decode("utf-8", errors="replace"), path, categories)
+
+
+def _parse(text: str, path: Path, categories: Optional[Iterable[str]]) -> List[PromptItem]:
     try:
-        items = _ext.parse_prompt_set(raw.decode("utf-8", errors="replace"), str(path), list(categories or []))
+        items = _ext.parse_prompt_set(text, str(path), list(categories or []))
     except InvalidArgumentError as e:
         raise PromptSetError(str(e)) from None
     return [PromptItem(item_id, category, list(turns), source) for item_id, category, turns, source in items]
+
+
+def _parquet_lines(path: Path) -> str:
+    """A parquet table's rows as JSONL text, one row a line."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise PromptSetError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise PromptSetError(f"{path}: not a readable parquet table ({e})") from None
+    return "\n".join(json.dumps(row, default=str) for row in rows)
+
+
+def write_jsonl(items: List[PromptItem], path: Union[str, Path]) -> None:
+    """`items` as a JSONL prompt set ({"question_id", "category", "turns"} a line), as the CLI reads it."""
+    with open(path, "w", encoding="utf-8") as out:
+        for item in items:
+            out.write(json.dumps({"question_id": item.id, "category": item.category, "turns": item.turns},
+                                 ensure_ascii=False) + "\n")
 
 
 @dataclass
@@ -131,3 +165,25 @@ def category_stats(results: List[ItemResult]) -> Dict[str, Dict[str, Any]]:
             "tokens_per_second": sum(s.generated_tokens for s in stats) / seconds if seconds > 0 else 0.0,
         }
     return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mtpspec.prompts",
+                                     description="Writes a prompt set (JSONL, .jsonl.gz or SPEED-Bench's parquet) "
+                                                 "as JSONL for `mtpspec generate --prompts-file`.")
+    parser.add_argument("source", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--categories", default="", help="a,b: only these categories")
+    args = parser.parse_args(argv)
+    try:
+        items = load_prompt_set(args.source, [c for c in args.categories.split(",") if c] or None)
+    except PromptSetError as e:
+        print(f"python -m mtpspec.prompts: {e}", file=sys.stderr)
+        return 1
+    write_jsonl(items, args.out)
+    print(f"{args.out}: {len(items)} prompts")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

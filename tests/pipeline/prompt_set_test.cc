@@ -50,6 +50,8 @@ TEST(PromptSetTest, FaultsNameTheSourceAndLine) {
       {R"({"turns": ["no category"]})", "bad.jsonl:1: the line has no category"},
       {"[1, 2]", "bad.jsonl:1: a line must be a JSON object, got array"},
       {"\n  \n", "bad.jsonl: holds no prompts"},
+      {R"({"category": "coding", "turns": ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING X"]})",
+       "bad.jsonl:1: turn 0 is SPEED-Bench's placeholder for data it has not fetched"},
   };
   for (const auto& [text, message] : cases) {
     absl::StatusOr<std::vector<PromptSetItem>> items = ParsePromptSet(text, "bad.jsonl");

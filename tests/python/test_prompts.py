@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,44 @@ def test_a_chat_formatted_run_puts_the_replies_back_as_messages(tmp_path: Path) 
     rendered = model.apply_chat_template(messages, enable_thinking=False)
     assert rendered.endswith("<|assistant|></think>") and "Go on" in rendered
     assert second.tokens == model.generate(rendered, 16, k=2).tokens
+
+
+def test_speed_bench_parquet_loads_and_converts_for_the_cli(cli: Path, tmp_path: Path) -> None:
+    """SPEED-Bench's prepared parquet (question_id, category, turns, and its other columns) reads as
+    the JSONL layouts do; `python -m mtpspec.prompts` writes it as JSONL that the CLI runs; an
+    unprepared file (turns still holding the placeholder) is an error naming the row."""
+    import pyarrow as pa  # tests/python/requirements.txt
+    import pyarrow.parquet as pq
+
+    table = pa.table({"question_id": ["q1", "q2"], "category": ["coding", "rag"],
+                      "turns": [["def f(x):", "Now add a docstring."], ["Summarise: the cat sat."]],
+                      "source": ["a", "b"], "src_id": ["a_1", "b_2"]})
+    path = tmp_path / "test.parquet"
+    pq.write_table(table, path)
+    items = load_prompt_set(path)
+    assert [(i.id, i.category, i.turns) for i in items] == [
+        ("q1", "coding", ["def f(x):", "Now add a docstring."]), ("q2", "rag", ["Summarise: the cat sat."])]
+    assert items[1].source == f"{path}:2"
+    out = tmp_path / "speed.jsonl"
+    r = subprocess.run([sys.executable, "-m", "mtpspec.prompts", str(path), str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [(i.id, i.category, i.turns) for i in load_prompt_set(out)] == [(i.id, i.category, i.turns) for i in items]
+    stats = tmp_path / "stats.json"
+    r = subprocess.run([str(cli), "generate", str(TRAINED), "--prompts-file", str(out), "--max-new", "8",
+                        "--threads", str(THREADS), "--stats-json", str(stats)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(stats.read_text())["categories"]) == {"coding", "rag"}
+    r = subprocess.run([str(cli), "generate", str(TRAINED), "--prompts-file", str(path)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "python -m mtpspec.prompts" in r.stderr
+
+    unprepared = tmp_path / "unprepared.parquet"
+    pq.write_table(pa.table({"question_id": ["q1", "q2"], "category": ["qa", "rag"], "turns": [
+        ["fine"], ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH\n\nx"]]}), unprepared)
+    with pytest.raises(PromptSetError, match=r"unprepared.parquet:2: turn 0 is SPEED-Bench's placeholder"):
+        load_prompt_set(unprepared)
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    with pytest.raises(PromptSetError, match="broken.parquet: not a readable parquet table"):
+        load_prompt_set(tmp_path / "broken.parquet")
