@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <span>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -276,6 +277,55 @@ absl::StatusOr<RoundRun> RunRound(const CliArgs& args, const Model& model, const
 // mtpspec.prompts.run_prompt_set runs raw text). A request that fails is reported and ends its
 // item; the others go on. The summary and the --stats-json document give each category beside the
 // aggregate: {"requests": [...], "categories": {name: {...}}, "aggregate": {...}[, "errors": [...]]}.
+// What a turn's reply adds to its item's text, as Python's GenerateResult.text has it: the text
+// before a stop string, else the decoded tokens without the EOS or stop id that ended the request
+// (nothing when they do not decode).
+std::string ReplyText(const GenerateResult& result, const Tokenizer& tokenizer, const StopStrings* stops) {
+  if (stops != nullptr && stops->hit()) return *stops->hit();
+  std::span<const int32_t> tokens(result.tokens);
+  const bool ended = result.stop_reason == "eos" || result.stop_reason == "stop_token";
+  if (ended && !tokens.empty()) tokens = tokens.first(tokens.size() - 1);
+  absl::StatusOr<std::string> text = tokenizer.Decode(tokens);
+  return text.ok() ? *text : "";
+}
+
+// A prompt set's statistics per category, with the acceptance length both ways the field states it:
+// the mean of the category's requests' and one over all its steps (token-weighted, vLLM's
+// mean_acceptance_length).
+struct CategoryStats {
+  SpecStats stats;
+  int64_t requests = 0;
+  std::vector<double> lengths;  // [requests that drafted] 1 + accepted / drafts
+
+  void Add(const SpecStats& request) {
+    stats.Merge(request);
+    requests += 1;
+    if (request.num_drafts > 0) lengths.push_back(request.mean_acceptance_length());
+  }
+
+  // Prints the summary under "== category NAME" and returns the JSON.
+  nlohmann::json Report(const std::string& name) const {
+    double per_request = 1.0;
+    if (!lengths.empty()) per_request = std::accumulate(lengths.begin(), lengths.end(), 0.0) / lengths.size();
+    std::cout << "== category " << name << ": " << requests << " requests; mean acceptance length "
+              << absl::StrFormat("%.3f per request, %.3f token-weighted", per_request, stats.mean_acceptance_length())
+              << "\n" << stats.Summary();
+    nlohmann::json j = stats.ToJson();
+    j["requests"] = requests;
+    j["mean_acceptance_length_per_request"] = per_request;
+    j["mean_acceptance_length_token_weighted"] = stats.mean_acceptance_length();
+    return j;
+  }
+};
+
+// --prompts-file FILE.jsonl: a prompt set (pipeline/prompt_set.h), only --categories a,b when given.
+// Every turn is a request. Turns run in rounds: an item's turn after the first is appended, after a
+// blank line, to its text so far with the model's replies, as MT-Bench runs its second turn (and as
+// mtpspec.prompts.run_prompt_set runs raw text). Each round gets a pipeline sized to its longest
+// prompt (so a k = auto controller starts afresh each round). A request that fails, or a round that
+// cannot run, is reported and ends those items; the others go on. The summary and the --stats-json
+// document give each category beside the aggregate:
+// {"requests": [...], "categories": {name: {...}}, "aggregate": {...}[, "errors": [...]]}.
 absl::Status RunPromptSet(const CliArgs& args, const Model& model, const RequestOptions& request,
                           const Tokenizer& tokenizer, const std::vector<PromptSetItem>& items) {
   if (args.Has("k-schedule")) return absl::InvalidArgumentError("--k-schedule is not taken with a prompt set");
@@ -283,15 +333,11 @@ absl::Status RunPromptSet(const CliArgs& args, const Model& model, const Request
   std::vector<bool> ended(items.size(), false);     // [items] a turn failed
   size_t rounds = 0;
   for (const PromptSetItem& item : items) rounds = std::max(rounds, item.turns.size());
-  struct Category {
-    SpecStats stats;
-    int64_t requests = 0;
-    std::vector<double> lengths;  // [requests that drafted] 1 + accepted / drafts
-  };
-  std::map<std::string, Category> by_category;
+  std::map<std::string, CategoryStats> by_category;
   SpecStats total;
   nlohmann::json j_requests = nlohmann::json::array(), errors = nlohmann::json::array();
-  auto fail = [&](size_t i, const std::string& error) {
+  auto fail = [&](size_t i, size_t turn, absl::string_view message) {
+    const std::string error = absl::StrCat(items[i].source, " turn ", turn + 1, ": ", message);
     std::cout << "error: " << error << "\n";
     std::cerr << "mtpspec generate: " << error << "\n";
     errors.push_back(error);
@@ -303,60 +349,47 @@ absl::Status RunPromptSet(const CliArgs& args, const Model& model, const Request
     for (size_t i = 0; i < items.size(); ++i) {
       if (ended[i] || t >= items[i].turns.size()) continue;
       contexts[i] = t == 0 ? items[i].turns[0] : absl::StrCat(contexts[i], "\n\n", items[i].turns[t]);
-      ASSIGN_OR_RETURN(std::vector<int32_t> encoded, tokenizer.Encode(contexts[i]));
+      absl::StatusOr<std::vector<int32_t>> encoded = tokenizer.Encode(contexts[i]);
+      if (!encoded.ok()) {
+        fail(i, t, encoded.status().message());
+        continue;
+      }
       members.push_back(i);
-      prompts.push_back(std::move(encoded));
+      prompts.push_back(*std::move(encoded));
     }
     if (members.empty()) continue;
-    ASSIGN_OR_RETURN(RoundRun round, RunRound(args, model, request, tokenizer, prompts));
+    absl::StatusOr<RoundRun> round = RunRound(args, model, request, tokenizer, prompts);
     for (size_t r = 0; r < members.size(); ++r) {
       const PromptSetItem& item = items[members[r]];
       std::cout << "== " << item.id << " (" << item.category << ") turn " << t + 1 << " of " << item.turns.size()
                 << "\n";
-      if (!round.results[r].ok()) {
-        fail(members[r], absl::StrCat(item.source, " turn ", t + 1, ": ", round.results[r].status().message()));
+      const absl::Status status = round.ok() ? round->results[r].status() : round.status();
+      if (!status.ok()) {
+        fail(members[r], t, status.message());
         continue;
       }
-      const GenerateResult& result = *round.results[r];
-      nlohmann::json j = PrintResult(result, prompts[r], &tokenizer, round.stops[r] ? &*round.stops[r] : nullptr);
-      contexts[members[r]] += j["text"].get<std::string>();
+      const GenerateResult& result = *round->results[r];
+      const StopStrings* stops = round->stops[r] ? &*round->stops[r] : nullptr;
+      nlohmann::json j = PrintResult(result, prompts[r], &tokenizer, stops);
+      contexts[members[r]] += ReplyText(result, tokenizer, stops);
       j["id"] = item.id;
       j["category"] = item.category;
       j["turn"] = t + 1;
       j_requests.push_back(std::move(j));
-      Category& category = by_category[item.category];
-      category.stats.Merge(result.stats);
-      category.requests += 1;
-      if (result.stats.num_drafts > 0) category.lengths.push_back(result.stats.mean_acceptance_length());
+      by_category[item.category].Add(result.stats);
       total.Merge(result.stats);
     }
     std::cout.flush();
   }
   nlohmann::json j_categories = nlohmann::json::object();
-  for (const auto& [name, category] : by_category) {
-    // The field states a category's acceptance length two ways: the mean of its requests' and one
-    // over all its steps (token-weighted, vLLM's mean_acceptance_length).
-    double per_request = 1.0;
-    if (!category.lengths.empty()) {
-      per_request = std::accumulate(category.lengths.begin(), category.lengths.end(), 0.0) / category.lengths.size();
-    }
-    std::cout << "== category " << name << ": " << category.requests << " requests; mean acceptance length "
-              << absl::StrFormat("%.3f per request, %.3f token-weighted", per_request,
-                                 category.stats.mean_acceptance_length())
-              << "\n" << category.stats.Summary();
-    nlohmann::json j = category.stats.ToJson();
-    j["requests"] = category.requests;
-    j["mean_acceptance_length_per_request"] = per_request;
-    j["mean_acceptance_length_token_weighted"] = category.stats.mean_acceptance_length();
-    j_categories[name] = std::move(j);
-  }
+  for (const auto& [name, category] : by_category) j_categories[name] = category.Report(name);
   std::cout << "== all " << j_requests.size() << " requests of " << items.size() << " prompts\n"
             << total.Summary() << std::flush;
   if (args.Has("stats-json")) {
     nlohmann::json doc = {{"requests", j_requests}, {"categories", j_categories}, {"aggregate", total.ToJson()}};
     if (!errors.empty()) doc["errors"] = errors;
     std::ofstream out(args.Get("stats-json"));
-    out << doc.dump(2) << "\n";
+    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) return absl::PermissionDeniedError(absl::StrCat("--stats-json ", args.Get("stats-json"), ": cannot be written"));
   }
   if (!errors.empty()) {

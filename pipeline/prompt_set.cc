@@ -30,21 +30,33 @@ std::string ListText(const std::set<std::string>& names) {
   return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
 }
 
-absl::StatusOr<std::vector<nlohmann::json>> TurnsOf(const nlohmann::json& record, const std::string& where) {
-  if (record.contains("turns")) {
-    if (!record["turns"].is_array()) return Fault(where, "the prompt has no turns");
-    return std::vector<nlohmann::json>(record["turns"].begin(), record["turns"].end());
+// The member `key` of `object` (null when absent). Values are looked at in place, never copied: a
+// copy of a deeply nested value would recurse once per level.
+const nlohmann::json* Member(const nlohmann::json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+// The turns of a record, as pointers into it.
+absl::StatusOr<std::vector<const nlohmann::json*>> TurnsOf(const nlohmann::json& record, const std::string& where) {
+  std::vector<const nlohmann::json*> turns;
+  if (const nlohmann::json* list = Member(record, "turns")) {
+    if (!list->is_array()) return Fault(where, "the prompt has no turns");
+    for (const nlohmann::json& turn : *list) turns.push_back(&turn);
+    return turns;
   }
-  if (record.contains("messages")) {
-    const nlohmann::json& messages = record["messages"];
-    if (!messages.is_array()) return Fault(where, "messages must be a list");
-    std::vector<nlohmann::json> turns;
-    for (const nlohmann::json& m : messages) {
-      if (m.is_object() && m.value("role", nlohmann::json()) == "user") turns.push_back(m.value("content", nlohmann::json()));
+  if (const nlohmann::json* messages = Member(record, "messages")) {
+    if (!messages->is_array()) return Fault(where, "messages must be a list");
+    for (const nlohmann::json& m : *messages) {
+      if (!m.is_object()) continue;
+      const nlohmann::json* role = Member(m, "role");
+      if (role == nullptr || !role->is_string() || role->get_ref<const std::string&>() != "user") continue;
+      const nlohmann::json* content = Member(m, "content");
+      turns.push_back(content != nullptr ? content : &m);  // a user message without content: not text
     }
     return turns;
   }
-  if (record.contains("prompt")) return std::vector<nlohmann::json>{record["prompt"]};
+  if (const nlohmann::json* prompt = Member(record, "prompt")) return std::vector<const nlohmann::json*>{prompt};
   return Fault(where, "the line has no turns, messages or prompt field");
 }
 
@@ -52,30 +64,41 @@ absl::StatusOr<PromptSetItem> ItemOf(const nlohmann::json& record, const std::st
   if (!record.is_object()) {
     return Fault(where, absl::StrCat("a line must be a JSON object, got ", record.type_name()));
   }
-  absl::StatusOr<std::vector<nlohmann::json>> turns = TurnsOf(record, where);
+  absl::StatusOr<std::vector<const nlohmann::json*>> turns = TurnsOf(record, where);
   if (!turns.ok()) return turns.status();
   if (turns->empty()) return Fault(where, "the prompt has no turns");
   PromptSetItem item;
   for (size_t i = 0; i < turns->size(); ++i) {
-    const nlohmann::json& turn = (*turns)[i];
-    if (!turn.is_string() || absl::StripAsciiWhitespace(turn.get<std::string>()).empty()) {
+    const nlohmann::json& turn = *(*turns)[i];
+    if (!turn.is_string() || absl::StripAsciiWhitespace(turn.get_ref<const std::string&>()).empty()) {
       return Fault(where, absl::StrCat("turn ", i, " is empty or not text"));
     }
-    if (absl::StartsWith(turn.get<std::string>(), kSpeedBenchPlaceholder)) {
+    if (absl::StartsWith(turn.get_ref<const std::string&>(), kSpeedBenchPlaceholder)) {
       return Fault(where, absl::StrCat("turn ", i, " is SPEED-Bench's placeholder for data it has not fetched; "
                                        "prepare the set with its prepare_data.py first"));
     }
     item.turns.push_back(turn.get<std::string>());
   }
-  nlohmann::json category = record.value("category", nlohmann::json());
-  if ((category.is_null() || category == "") && !record.contains("turns") && !record.contains("messages") && record.contains("prompt")) {
-    category = record.contains("task_id") ? "humaneval" : "default";
+  const nlohmann::json* category = Member(record, "category");
+  if (category != nullptr && category->is_string() && !category->get_ref<const std::string&>().empty()) {
+    item.category = category->get<std::string>();
+  } else if ((category == nullptr || category->is_null() || *category == "") && !record.contains("turns") &&
+             !record.contains("messages")) {
+    item.category = record.contains("task_id") ? "humaneval" : "default";  // the HumanEval and plain layouts
+  } else {
+    return Fault(where, "the line has no category");
   }
-  if (!category.is_string() || category.get<std::string>().empty()) return Fault(where, "the line has no category");
-  item.category = category.get<std::string>();
+  if (item.category == "all") return Fault(where, "the category \"all\" names the whole set's statistics; rename it");
   for (const char* key : {"question_id", "task_id", "id"}) {
-    if (!record.contains(key)) continue;
-    item.id = record[key].is_string() ? record[key].get<std::string>() : record[key].dump();
+    const nlohmann::json* id = Member(record, key);
+    if (id == nullptr) continue;
+    if (id->is_string()) {
+      item.id = id->get<std::string>();
+    } else if (id->is_number()) {
+      item.id = id->dump();
+    } else {
+      return Fault(where, absl::StrCat(key, " must be text or a number"));
+    }
     break;
   }
   if (item.id.empty()) item.id = absl::StrCat(number);

@@ -19,7 +19,7 @@ def set_lines(run: dict, name: str) -> list[str]:
             chosen = {p["k"]: p for p in points if p["format"] == fmt and p["temperature"] == temperature}
             categories = sorted(c for c in chosen[ks[0]]["categories"] if c != "all") + ["all"]
             lines += [f"### {fmt}, T = {temperature:g}: mean acceptance length (token-weighted)", "",
-                      "| category | requests | " + " | ".join(f"k = {k}" for k in ks) + " | p₁ at k = 1 |",
+                      "| category | requests | " + " | ".join(f"k = {k}" for k in ks) + f" | p₁ at k = {ks[0]} |",
                       "|---|---|" + "---|" * (len(ks) + 1)]
             for c in categories:
                 cells = [f"{chosen[k]['categories'][c]['mean_acceptance_length_token_weighted']:.3f}" for k in ks]

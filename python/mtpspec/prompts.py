@@ -63,7 +63,11 @@ def load_prompt_set(path: Union[str, Path], categories: Optional[Iterable[str]] 
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as e:
             raise PromptSetError(f"{path}: not gzip ({e})") from None
-    return _parse(raw.decode("utf-8", errors="replace"), path, categories)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PromptSetError(f"{path}: not UTF-8 (byte {e.start})") from None
+    return _parse(text, path, categories)
 
 
 def _parse(text: str, path: Path, categories: Optional[Iterable[str]]) -> List[PromptItem]:
@@ -81,10 +85,21 @@ def _parquet_lines(path: Path) -> str:
     except ImportError:
         raise PromptSetError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
     try:
-        rows = pq.read_table(path).to_pylist()
+        table = pq.read_table(path)
+        rows = table.select([c for c in table.column_names if c in _FIELDS]).to_pylist()
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
         raise PromptSetError(f"{path}: not a readable parquet table ({e})") from None
-    return "\n".join(json.dumps(row, default=str) for row in rows)
+    lines = []
+    for number, row in enumerate(rows, start=1):
+        try:
+            lines.append(json.dumps(row, default=str, allow_nan=False))
+        except ValueError as e:
+            raise PromptSetError(f"{path}:{number}: {e}") from None
+    return "\n".join(lines)
+
+
+# The fields the reader takes (pipeline/prompt_set.h); a parquet table's other columns are not read.
+_FIELDS = ("question_id", "task_id", "id", "category", "turns", "messages", "prompt")
 
 
 def write_jsonl(items: List[PromptItem], path: Union[str, Path]) -> None:
@@ -143,7 +158,7 @@ def category_stats(results: List[ItemResult]) -> Dict[str, Dict[str, Any]]:
     for r in results:
         for reply in r.replies:
             groups.setdefault(r.item.category, []).append(reply.stats)
-            groups.setdefault("all", []).append(reply.stats)
+    groups["all"] = [reply.stats for r in results for reply in r.replies]
     out: Dict[str, Dict[str, Any]] = {}
     for category, stats in groups.items():
         drafts = sum(s.num_drafts for s in stats)

@@ -50,6 +50,9 @@ TEST(PromptSetTest, FaultsNameTheSourceAndLine) {
       {R"({"turns": ["no category"]})", "bad.jsonl:1: the line has no category"},
       {"[1, 2]", "bad.jsonl:1: a line must be a JSON object, got array"},
       {"\n  \n", "bad.jsonl: holds no prompts"},
+      {R"({"prompt": "x", "id": [1]})", "bad.jsonl:1: id must be text or a number"},
+      {R"({"prompt": "x", "category": "all"})", "bad.jsonl:1: the category \"all\" names the whole set's"},
+      {R"({"category": "x", "messages": [{"role": "user"}]})", "bad.jsonl:1: turn 0 is empty or not text"},
       {R"({"category": "coding", "turns": ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING X"]})",
        "bad.jsonl:1: turn 0 is SPEED-Bench's placeholder for data it has not fetched"},
   };
@@ -59,6 +62,18 @@ TEST(PromptSetTest, FaultsNameTheSourceAndLine) {
     EXPECT_EQ(items.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(items.status().message(), HasSubstr(message)) << text;
   }
+}
+
+TEST(PromptSetTest, DeepNestingIsAnErrorNotACrash) {
+  // Values are looked at in place: a copy or a dump of this would recurse 200,000 levels deep.
+  const std::string deep = absl::StrCat(R"({"prompt": "x", "category": "c", "id": )", std::string(200000, '['),
+                                        std::string(200000, ']'), "}");
+  absl::StatusOr<std::vector<PromptSetItem>> items = ParsePromptSet(deep, "deep.jsonl");
+  ASSERT_FALSE(items.ok());
+  EXPECT_THAT(items.status().message(), HasSubstr("deep.jsonl:1: id must be text or a number"));
+  const std::string deep_turn = absl::StrCat(R"({"category": "c", "turns": [)", std::string(200000, '['),
+                                             std::string(200000, ']'), "]}");
+  EXPECT_THAT(ParsePromptSet(deep_turn, "deep.jsonl").status().message(), HasSubstr("turn 0 is empty or not text"));
 }
 
 TEST(PromptSetTest, ACategoryFilterThatMatchesNothingIsAnError) {

@@ -217,3 +217,20 @@ def test_speed_bench_parquet_loads_and_converts_for_the_cli(cli: Path, tmp_path:
     (tmp_path / "broken.parquet").write_bytes(b"not parquet")
     with pytest.raises(PromptSetError, match="broken.parquet: not a readable parquet table"):
         load_prompt_set(tmp_path / "broken.parquet")
+
+
+def test_a_turn_ended_by_eos_goes_back_without_it_in_the_cli_as_in_python(cli: Path, tmp_path: Path) -> None:
+    """The EOS id that ends a reply is not part of the text the next turn sees, in the CLI as in Python."""
+    model = mtpspec.Model.load(TRAINED, threads=THREADS)
+    first = model.generate("Once upon a time", 12, k=2, stop_at_eos=False)
+    eos = first.tokens[4]  # a token the first reply reaches: as EOS it ends that reply early
+    items = [{"question_id": 1, "category": "story", "turns": ["Once upon a time", "And then"]}]
+    path = write(tmp_path / "set.jsonl", items)
+    results = run_prompt_set(model, load_prompt_set(path), 12, k=2, eos_token_id=[eos])
+    assert results[0].replies[0].stop_reason == "eos"
+    out = tmp_path / "stats.json"
+    r = subprocess.run([str(cli), "generate", str(TRAINED), "--prompts-file", str(path), "--max-new", "12", "--k", "2",
+                        "--eos-ids", str(eos), "--threads", str(THREADS), "--stats-json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert [q["tokens"] for q in json.loads(out.read_text())["requests"]] == [x.tokens for x in results[0].replies]

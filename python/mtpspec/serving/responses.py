@@ -144,13 +144,14 @@ def spec_decode_metrics(stats: List[Any], k: int, detailed: bool) -> Dict[str, A
         "num_draft_tokens": draft_tokens,
         "num_spec_tokens": k,
     }
-    # Per draft position i: accepted at i over drafting steps (vLLM's per-position rate), and accepted
-    # at i over the steps whose drafts reached i (conditional).
-    accepted_at = np.zeros(width - 1, dtype=np.int64)
-    reached_at = np.zeros(width - 1, dtype=np.int64)
-    for d, a in zip(steps_drafted, steps_accepted):
-        accepted_at[:a] += 1
-        reached_at[:min(a + 1, d)] += 1
+    # Per draft position i (tree depth i for a tree): accepted at i over drafting steps (vLLM's
+    # per-position rate), and over the steps whose drafts reached i (conditional), as spec/stats.h.
+    depth = max([len(s.accepted_per_pos) for s in stats] + [0])
+    accepted_at = np.zeros(depth, dtype=np.int64)
+    reached_at = np.zeros(depth, dtype=np.int64)
+    for s in stats:
+        accepted_at[:len(s.accepted_per_pos)] += np.asarray(s.accepted_per_pos, dtype=np.int64)
+        reached_at[:len(s.reached_per_pos)] += np.asarray(s.reached_per_pos, dtype=np.int64)
     out["per_position_acceptance_rate"] = [float(x) / drafts if drafts else 0.0 for x in accepted_at]
     out["per_position_conditional_acceptance_rate"] = [float(x) / r if r else 0.0
                                                        for x, r in zip(accepted_at, reached_at)]
