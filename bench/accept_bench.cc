@@ -26,7 +26,7 @@
 #include "core/parallel.h"
 #include "spec/generator.h"
 #include "spec/mtp_drafter.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 namespace mtpspec::bench {
 namespace {

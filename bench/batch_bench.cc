@@ -37,7 +37,7 @@
 #include "bench/run_info.h"
 #include "bench/token_source.h"
 #include "bench/verify_cost.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #include "core/parallel.h"
 #include "spec/batch.h"
 #include "spec/model_target.h"

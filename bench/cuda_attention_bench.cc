@@ -28,7 +28,7 @@
 #include "kernels/linear_cuda.h"
 #include "core/tensor.h"
 #include "nlohmann/json.hpp"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 namespace mtpspec::cuda::bench {
 namespace {

@@ -39,7 +39,7 @@
 #include "spec/cuda_mtp_drafter.h"
 #include "spec/cuda_target.h"
 #include "spec/generator.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #include "testing/random_checkpoint.h"
 #include "verify/sampler_cuda.h"
 

@@ -23,7 +23,7 @@
 #include "bench/cuda_attention_bench_util.h"
 #include "core/cuda_context.h"
 #include "nlohmann/json.hpp"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 namespace mtpspec::cuda::bench {
 namespace {

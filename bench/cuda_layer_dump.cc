@@ -26,7 +26,7 @@
 #include "model/decoder_layer.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #ifdef MTPSPEC_HAVE_CUDA
 #include "model/model_cuda.h"
 #endif

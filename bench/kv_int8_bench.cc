@@ -39,7 +39,7 @@
 #include "spec/generator.h"
 #include "spec/model_target.h"
 #include "spec/mtp_drafter.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 namespace mtpspec::bench {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/run_info.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #include "core/parallel.h"
 #include "pipeline/request.h"
 #include "spec/generator.h"

@@ -42,7 +42,7 @@
 #include "bench/e2e_speed.h"
 #include "bench/prefix_target.h"
 #include "bench/run_info.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #include "core/parallel.h"
 #include "kernels/linear.h"
 #include "model/decoder_layer.h"

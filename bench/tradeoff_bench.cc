@@ -25,7 +25,7 @@
 #include "kernels/linear.h"
 #include "core/parallel.h"
 #include "spec/generator.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 namespace mtpspec::bench {
 namespace {

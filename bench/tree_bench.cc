@@ -34,7 +34,7 @@
 #include "bench/token_source.h"
 #include "bench/tree_speed.h"
 #include "bench/verify_cost.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #include "core/parallel.h"
 #include "mtp/mtp_module.h"
 

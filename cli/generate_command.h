@@ -2,7 +2,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 namespace mtpspec {
 

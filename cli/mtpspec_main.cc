@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 #include "cli/generate_command.h"
 #include "core/parallel.h"
 #include "io/npy.h"

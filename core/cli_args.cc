@@ -1,4 +1,4 @@
-#include "cli/cli_args.h"
+#include "core/cli_args.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
