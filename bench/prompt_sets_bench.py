@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,16 +21,7 @@ from typing import Any, Dict, List
 import mtpspec
 from mtpspec._chat import load_chat_template
 from mtpspec.prompts import category_stats, load_prompt_set, run_prompt_set
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
+from machine import cpu_model
 
 
 def main() -> int:

@@ -20,7 +20,6 @@ import argparse
 import http.client
 import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python")
 from server_util import ServerProcess  # noqa: E402  (tests/python: the same bounded server process)
 
 import mtpspec  # noqa: E402
+from machine import cpu_model  # noqa: E402  (bench/machine.py)
 
 
 def stream_request(port: int, body: Dict[str, Any], timeout: float = 600) -> Dict[str, Any]:
@@ -133,16 +133,6 @@ def poisson_run(port: int, requests: List[Dict[str, Any]], rate: float, seed: in
             "ttft_ms": {"mean": 1e3 * statistics.mean(ttft), "median": ms(ttft, 50), "p99": ms(ttft, 99)},
             "tpot_ms": {"mean": 1e3 * statistics.mean(tpot), "median": ms(tpot, 50), "p99": ms(tpot, 99)},
             "itl_ms": {"mean": 1e3 * statistics.mean(itl), "median": ms(itl, 50), "p99": ms(itl, 99)}}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def main() -> int:

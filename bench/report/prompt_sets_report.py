@@ -7,7 +7,7 @@ MTP acceptance by prompt category on each set, at k = 1..4, greedy and sampled.
 
 from __future__ import annotations
 
-from results_page import heading_lines, json_loader, page_arguments
+from results_page import heading_lines, page_run
 
 
 def set_lines(run: dict, name: str) -> list[str]:
@@ -69,11 +69,7 @@ def spread_lines(run: dict) -> list[str]:
 
 
 def main() -> None:
-    args = page_arguments(__doc__)
-    load = json_loader(args.results, args.out / "prompt-sets-data")
-    run = load("prompt_sets.json")
-    if run is None:
-        raise SystemExit(f"{args.results}/prompt_sets.json is missing: run bench/prompt_sets_bench.py first")
+    args, run = page_run(__doc__, "prompt-sets-data", "prompt_sets.json", "bench/prompt_sets_bench.py")
     intro = (f"MTP acceptance per prompt category on `{run['model']}`, {run['new_tokens']} new tokens per turn, "
              "stopping at EOS. Multi-turn items put the model's own reply back in before the next turn, as "
              "MT-Bench does. The mean acceptance length is 1 + accepted drafts ÷ verify steps that drafted, "

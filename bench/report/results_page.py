@@ -38,6 +38,16 @@ def json_loader(results: Path, data_dir: Path) -> Callable[[str], dict | None]:
     return load
 
 
+def page_run(doc: str | None, data_folder: str, name: str, bench: str) -> tuple[argparse.Namespace, dict]:
+    """The page's arguments and the run `name` from --results (copied into --out/data_folder); a
+    missing run stops the generator, naming `bench`, which writes it."""
+    args = page_arguments(doc)
+    run = json_loader(args.results, args.out / data_folder)(name)
+    if run is None:
+        raise SystemExit(f"{args.results}/{name} is missing: run {bench} first")
+    return args, run
+
+
 def heading_lines(title: str, intro: str, run: dict, data_folder: str, commands: list[str]) -> list[str]:
     """The page's title (with the run's date), its introduction, the machine and the commands."""
     return [f"# {title} (run of {run['date_utc'][:10]})", "", intro, "",

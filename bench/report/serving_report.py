@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from results_page import heading_lines, json_loader, page_arguments
+from results_page import heading_lines, page_run
 
 
 def overhead_lines(run: dict) -> list[str]:
@@ -64,11 +64,7 @@ def curve_lines(run: dict) -> list[str]:
 
 
 def main() -> None:
-    args = page_arguments(__doc__)
-    load = json_loader(args.results, args.out / "serving-data")
-    run = load("serving.json")
-    if run is None:
-        raise SystemExit(f"{args.results}/serving.json is missing: run bench/serving_bench.py first")
+    args, run = page_run(__doc__, "serving-data", "serving.json", "bench/serving_bench.py")
     intro = ("`mtpspec-serve` on the bench model (`bench/bench_model.cc`, random weights, so acceptance is imposed), "
              "driven the way `vllm bench serve` drives an engine: streamed OpenAI completions from concurrent clients.")
     commands = args.command or ["scripts/reproduce_results.sh serving"]
