@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "testing/random_checkpoint.h"
+#include "model/checkpoint_writer.h"
 
 #ifndef MTPSPEC_BENCH_MODEL_DIR_DEFAULT
 #define MTPSPEC_BENCH_MODEL_DIR_DEFAULT "build/bench_model"

@@ -40,7 +40,7 @@
 #include "spec/cuda_target.h"
 #include "spec/generator.h"
 #include "core/cli_args.h"
-#include "testing/random_checkpoint.h"
+#include "model/checkpoint_writer.h"
 #include "verify/sampler_cuda.h"
 
 namespace mtpspec {

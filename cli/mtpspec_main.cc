@@ -24,7 +24,7 @@
 #include "model/weight_check.h"
 #include "pipeline/options.h"
 #include "pipeline/request.h"
-#include "testing/release_checkpoint.h"
+#include "model/release_checkpoint.h"
 
 namespace mtpspec {
 namespace {

@@ -82,7 +82,7 @@ for target in "${targets[@]}"; do
       heldout
       [ -f build/bench_model/config.json ] || $bench/decode_bench --benchmark_filter='StreamRead/256' >/dev/null
       $bench/kv_int8_bench --model models/glm-tiny-mtp --windows 8 --context 512 --eval-tokens 256 --new-tokens 128 \
-        --k 2 --memory-configs build/bench_model/config.json,testing/configs/glm-5.2-fp8.json \
+        --k 2 --memory-configs build/bench_model/config.json,model/release_configs/glm-5.2-fp8.json \
         --json build/results/kv_int8_trained.json
       for m in glm_a dsv32_b; do
         $bench/kv_int8_bench --model tests/golden/$m --random-tokens 4000 --windows 8 --context 64 --eval-tokens 48 \
@@ -157,7 +157,7 @@ for target in "${targets[@]}"; do
       heldout
       $bench/kv_int8_bench --model models/glm-tiny-mtp --variant fp8-latent --windows 8 --context 512 \
         --eval-tokens 256 --new-tokens 128 --k 2 \
-        --memory-configs build/bench_model/config.json,testing/configs/glm-5.2-fp8.json,testing/configs/deepseek-v3.2.json \
+        --memory-configs build/bench_model/config.json,model/release_configs/glm-5.2-fp8.json,model/release_configs/deepseek-v3.2.json \
         --json build/results/kv_fp8_trained.json
       for m in glm_a dsv32_b; do
         $bench/kv_int8_bench --model tests/golden/$m --variant fp8-latent --random-tokens 4000 --windows 8 \

@@ -15,7 +15,7 @@
 #include "model/model_cuda.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/model/model_test_util.h"
-#include "testing/random_checkpoint.h"
+#include "testing/tiny_configs.h"
 
 namespace mtpspec::cuda {
 

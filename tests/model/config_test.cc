@@ -328,7 +328,7 @@ TEST(ConfigTest, MissingFileIsNotFound) {
 }
 
 
-// The types without a DSA indexer, from their releases' published configs (testing/configs/).
+// The types without a DSA indexer, from their releases' published configs (model/release_configs/).
 namespace indexerless {
 
 json Release(const std::string& name) { return ReadJson(std::string(MTPSPEC_TESTDATA_DIR) + "/" + name + ".json"); }

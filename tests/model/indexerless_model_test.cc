@@ -14,7 +14,7 @@
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "mtp/mtp_module.h"
-#include "testing/random_checkpoint.h"
+#include "testing/tiny_configs.h"
 #include "tests/model/model_test_util.h"
 #include "tests/util/test_util.h"
 

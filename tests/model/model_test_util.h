@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "model/model.h"
 #include "tests/util/test_util.h"
-#include "testing/random_checkpoint.h"
+#include "testing/tiny_configs.h"
 
 namespace mtpspec::testing_util {
 

@@ -4,7 +4,7 @@
 // where the releases quantise, and the full configs count the published parameters (GLM-5.2 744B
 // with a 9.95B MTP layer, DeepSeek-V3.2 671B plus its indexers) and cache bytes per token (95,232
 // and 85,888 in bf16). The weights are zeros written as holes, so this costs no disk.
-#include "testing/release_checkpoint.h"
+#include "model/release_checkpoint.h"
 
 #include <filesystem>
 #include <fstream>

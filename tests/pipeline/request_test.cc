@@ -13,7 +13,7 @@
 #include "io/safetensors_writer.h"
 #include "model/weight_check.h"
 #include "spec/generator.h"
-#include "testing/random_checkpoint.h"
+#include "testing/tiny_configs.h"
 #include "tests/util/test_util.h"
 
 namespace mtpspec {

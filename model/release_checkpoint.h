@@ -1,5 +1,5 @@
 // Checkpoints in the exact format of a release, at its real dimensions: GLM-5.2-FP8, DeepSeek-V3.2,
-// GLM-4.7-Flash and DeepSeek-V3 (their published config.json, testing/configs/), written with the
+// GLM-4.7-Flash and DeepSeek-V3 (their published config.json, model/release_configs/), written with the
 // releases' tensor names and dtypes (F8_E4M3 with f32 `weight_scale_inv` blocks where the FP8
 // releases quantise, bf16 elsewhere; GLM-4.7-Flash is bf16 throughout), the MTP layer's own embed and
 // head copies where the release ships them, sharded as model-0000i-of-0000n.safetensors with

@@ -1,5 +1,5 @@
-// Writes a random, shape-faithful checkpoint (config.json + model.safetensors) for tests and
-// benchmarks. Tensor names and shapes come from the tensor table, so the result always loads.
+// Writes a random, shape-faithful checkpoint (config.json + model.safetensors): `mtpspec
+// make-checkpoint`'s weights, and the tests' and benchmarks' models. Tensor names and shapes come from the tensor table, so the result always loads.
 #pragma once
 
 #include <cstdint>
@@ -34,11 +34,5 @@ struct RandomCheckpointOptions {
 // Creates `dir` if needed and writes config.json (the given JSON, verbatim) and the weights.
 absl::Status WriteRandomCheckpoint(const std::string& dir, const nlohmann::json& config,
                                    const RandomCheckpointOptions& options);
-
-// A small glm_moe_dsa config for tests: 4 layers (dense first, F/F/S/F schedule), 8 experts.
-nlohmann::json TinyGlmConfig();
-// TinyGlmConfig with hidden and MLP widths that are not multiples of 128, so an FP8 checkpoint of
-// it has partial scale blocks.
-nlohmann::json TinyGlmConfigWithPartialFp8Blocks();
 
 }  // namespace mtpspec

@@ -1,11 +1,11 @@
-#include "testing/release_checkpoint.h"
+#include "model/release_checkpoint.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
-#include "testing/random_checkpoint.h"
-#include "testing/release_configs.h"  // generated from testing/configs/*.json
+#include "model/checkpoint_writer.h"
+#include "model/release_configs.h"  // generated from model/release_configs/*.json
 
 namespace mtpspec {
 
