@@ -49,6 +49,14 @@ void RegisterStats(py::module_& m) {
       .def_property_readonly("tokens_per_second", &SpecStats::tokens_per_second)
       .def("summary", &SpecStats::Summary)
       .def("to_json", [](const SpecStats& s) { return s.ToJson().dump(); });
+  m.def(
+      "merge_stats",
+      [](const std::vector<const SpecStats*>& parts) {
+        SpecStats total;
+        for (const SpecStats* part : parts) total.Merge(*part);
+        return total;
+      },
+      py::arg("stats"), "The statistics of several requests as one (SpecStats::Merge).");
 }
 
 }  // namespace mtpspec::python

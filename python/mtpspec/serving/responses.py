@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from .. import _ext
 from .._text import _StopStrings
 
 FINISH = {"eos": "stop", "stop_token": "stop", "max_new_tokens": "length", "capacity": "length",
@@ -123,11 +124,9 @@ def prompt_logprobs(logits: np.ndarray, ids: List[int], tokenizer: Any, top_n: i
 
 def spec_decode_metrics(stats: List[Any], k: int, detailed: bool) -> Dict[str, Any]:
     """vLLM's metrics.speculative_decoding object over a request's choices (their SpecStats)."""
-    drafts = sum(s.num_drafts for s in stats)
-    draft_tokens = sum(s.num_draft_tokens for s in stats)
-    accepted = sum(s.num_accepted_tokens for s in stats)
-    steps_drafted = [d for s in stats for d in s.step_drafted]
-    steps_accepted = [a for s in stats for a in s.step_accepted]
+    merged = _ext.merge_stats(stats)
+    drafts, draft_tokens, accepted = merged.num_drafts, merged.num_draft_tokens, merged.num_accepted_tokens
+    steps_drafted, steps_accepted = list(merged.step_drafted), list(merged.step_accepted)
     width = max([k] + steps_drafted) + 1
     histogram = [0] * width
     by_length: Dict[str, List[int]] = {}
@@ -144,19 +143,12 @@ def spec_decode_metrics(stats: List[Any], k: int, detailed: bool) -> Dict[str, A
         "num_draft_tokens": draft_tokens,
         "num_spec_tokens": k,
     }
-    # Per draft position i (tree depth i for a tree): accepted at i over drafting steps (vLLM's
-    # per-position rate), and over the steps whose drafts reached i (conditional), as spec/stats.h.
-    depth = max([len(s.accepted_per_pos) for s in stats] + [0])
-    accepted_at = np.zeros(depth, dtype=np.int64)
-    reached_at = np.zeros(depth, dtype=np.int64)
-    for s in stats:
-        accepted_at[:len(s.accepted_per_pos)] += np.asarray(s.accepted_per_pos, dtype=np.int64)
-        reached_at[:len(s.reached_per_pos)] += np.asarray(s.reached_per_pos, dtype=np.int64)
-    out["per_position_acceptance_rate"] = [float(x) / drafts if drafts else 0.0 for x in accepted_at]
-    out["per_position_conditional_acceptance_rate"] = [float(x) / r if r else 0.0
-                                                       for x, r in zip(accepted_at, reached_at)]
-    seconds = sum(s.total_seconds for s in stats)
-    out["tokens_per_second"] = sum(s.generated_tokens for s in stats) / seconds if seconds > 0 else 0.0
+    # Per draft position i (tree depth i for a tree), as spec/stats.h defines them: accepted at i
+    # over drafting steps (vLLM's per-position rate), and over the steps whose drafts reached i.
+    out["per_position_acceptance_rate"] = list(merged.per_position_acceptance)
+    out["per_position_conditional_acceptance_rate"] = list(merged.conditional_acceptance)
+    seconds = merged.total_seconds
+    out["tokens_per_second"] = merged.generated_tokens / seconds if seconds > 0 else 0.0
     if detailed:
         out["per_step_accepted"] = steps_accepted
         out["per_step_drafted"] = steps_drafted
