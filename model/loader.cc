@@ -38,9 +38,11 @@ int64_t LayerIndexOf(absl::string_view name) {
 
 class WeightBuilder {
  public:
+  // copy_kept: the store is mapped only for this load's conversions, so the matrices the kernels
+  // read as stored are copied into owned (huge-page) buffers.
   WeightBuilder(const ModelConfig& config, const SafetensorsStore& store, const LoadOptions& options,
-                ModelWeights& weights, LoadReport& report)
-      : config_(config), store_(store), options_(options), weights_(weights), report_(report) {}
+                ModelWeights& weights, LoadReport& report, bool copy_kept)
+      : config_(config), store_(store), options_(options), weights_(weights), report_(report), copy_kept_(copy_kept) {}
 
   // How the model reads a matmul weight.
   enum class Use {
@@ -61,7 +63,7 @@ class WeightBuilder {
       ASSIGN_OR_RETURN(TensorView scale, Scales(name, view));
       if (in_place) {
         ++report_.fp8_tensors_in_place;
-        return Count(WithScales(view, scale));
+        return Count(WithScales(Kept(view), Kept(scale)));
       }
       ++report_.fp8_tensors_dequantised;
       return Count(Dequantise(view, scale, target));
@@ -85,7 +87,7 @@ class WeightBuilder {
     }
     const bool keep = (view.dtype == DType::kF32 || view.dtype == DType::kBF16) && (in_place || view.dtype == target) &&
                       Aligned(view);
-    if (keep) return Count(view);
+    if (keep) return Count(Kept(view));
     return Count(Convert(view, in_place && view.dtype == DType::kBF16 ? DType::kBF16 : target));
   }
 
@@ -178,6 +180,13 @@ class WeightBuilder {
     weights_.weight_bytes += static_cast<int64_t>(scale.nbytes());
     return fp8;
   }
+  // A matrix the kernels read as stored: the store's view, or an owned copy (see copy_kept).
+  TensorView Kept(const TensorView& view) {
+    if (!copy_kept_ || !view.is_contiguous()) return view;
+    Tensor copy = Tensor::Empty(view.dtype, view.shape_vector());
+    std::memcpy(copy.data<uint8_t>(), view.data, view.nbytes());
+    return Keep(std::move(copy));
+  }
   TensorView Keep(Tensor t) {
     weights_.owned.push_back(std::move(t));
     return weights_.owned.back().view();
@@ -211,6 +220,7 @@ class WeightBuilder {
   const LoadOptions& options_;
   ModelWeights& weights_;
   LoadReport& report_;
+  const bool copy_kept_;
 };
 
 absl::Status CheckTables(const ModelConfig& c, const SafetensorsStore& store, bool* mtp_present, LoadReport& report) {
@@ -351,7 +361,13 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
   LoadReport local_report;
   LoadReport& report = report_out ? *report_out : local_report;
   auto weights = std::make_unique<ModelWeights>();
-  ASSIGN_OR_RETURN(weights->store, SafetensorsStore::Open(dir, options.file_memory));
+  // A load that converts reads each converted matrix once, so reading the files into anonymous huge
+  // pages would hold a second, dead copy of those weights (a bf16 checkpoint loaded as FP8 would
+  // need 1.5x its size). Such a load maps the files, whose pages the kernel may drop, and copies
+  // what the kernels read as stored into owned huge-page buffers instead.
+  const bool converting = options.weight_dtype != WeightDType::kAsStored;
+  const bool copy_kept = converting && options.file_memory == FileMemory::kHugePages;
+  ASSIGN_OR_RETURN(weights->store, SafetensorsStore::Open(dir, copy_kept ? FileMemory::kMapped : options.file_memory));
   const SafetensorsStore& store = *weights->store;
   bool mtp_present = false;
   RETURN_IF_ERROR(CheckTables(c, store, &mtp_present, report));
@@ -364,7 +380,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
     report.mtp_note = "MTP loading was switched off";
   }
 
-  WeightBuilder b(c, store, options, *weights, report);
+  WeightBuilder b(c, store, options, *weights, report, copy_kept);
   ASSIGN_OR_RETURN(weights->embed, b.Embedding("model.embed_tokens.weight"));
   ASSIGN_OR_RETURN(weights->final_norm, b.Vector("model.norm.weight"));
   if (c.tie_word_embeddings) {

@@ -26,7 +26,10 @@ struct LoadOptions {
   bool load_mtp = true;  // false: ignore (but still validate the names of) MTP layers
   // How checkpoint files are held (io/safetensors.h): read into transparent huge pages by
   // default, since decode streams every weight once per token and 4 KiB pages cost it TLB walks;
-  // kMapped keeps the zero-copy mmap (e.g. to share one page cache copy between processes).
+  // kMapped keeps the zero-copy mmap (e.g. to share one page cache copy between processes). A load
+  // that converts (weight_dtype other than kAsStored) maps the files either way, and with kHugePages
+  // copies the matrices it keeps as stored into huge pages, so that the files' bytes are not held
+  // twice.
   FileMemory file_memory = FileMemory::kHugePages;
   // How the caches this model makes (Model::NewCache, MtpModule::NewCache) keep the indexer keys, and
   // so how the indexer computes its scores: f32 by default; bf16 for half the bytes and twice the

@@ -1,4 +1,4 @@
-// Checkpoints in the releases' format at their real dimensions (testing/release_checkpoint.h),
+// Checkpoints in the releases' format at their real dimensions (model/release_checkpoint.h),
 // checked against what is published about the releases: a cut GLM-5.2 and DeepSeek-V3.2 load, keep
 // the real IndexShare and dense/MoE schedule of their first layers, store F8_E4M3 with scales exactly
 // where the releases quantise, and the full configs count the published parameters (GLM-5.2 744B
