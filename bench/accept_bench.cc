@@ -25,7 +25,7 @@
 #include "bench/token_source.h"
 #include "core/parallel.h"
 #include "spec/generator.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/mtp_drafter.h"
 #include "core/cli_args.h"
 
 namespace mtpspec::bench {

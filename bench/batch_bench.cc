@@ -40,8 +40,8 @@
 #include "core/cli_args.h"
 #include "core/parallel.h"
 #include "spec/batch.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/model_target.h"
+#include "pipeline/mtp_drafter.h"
 
 namespace mtpspec::bench {
 namespace {

@@ -37,8 +37,8 @@
 #include "bench/token_source.h"
 #include "core/parallel.h"
 #include "spec/generator.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/model_target.h"
+#include "pipeline/mtp_drafter.h"
 #include "core/cli_args.h"
 
 namespace mtpspec::bench {

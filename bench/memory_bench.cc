@@ -22,7 +22,7 @@
 #include "core/parallel.h"
 #include "pipeline/request.h"
 #include "spec/generator.h"
-#include "spec/model_target.h"
+#include "pipeline/model_target.h"
 
 namespace mtpspec::bench {
 namespace {

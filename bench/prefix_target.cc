@@ -1,6 +1,6 @@
 #include "bench/prefix_target.h"
 
-#include "spec/model_target.h"
+#include "pipeline/model_target.h"
 
 #include <algorithm>
 #include <cstring>

@@ -15,8 +15,8 @@
 
 #include "model/model.h"
 #include "spec/interfaces.h"
-#include "spec/mtp_drafter.h"
-#include "spec/model_target.h"
+#include "pipeline/mtp_drafter.h"
+#include "pipeline/model_target.h"
 
 namespace mtpspec::bench {
 
@@ -31,7 +31,7 @@ AttentionOptions LongContextAttention();
 // (the same bytes and multiply-adds; only which keys the indexer picks).
 void FillCacheRandom(KvCache& cache, int64_t n, uint64_t seed);
 
-// Batchable (spec/model_target.h): ModelBatchVerifier runs its verify blocks with other targets'.
+// Batchable (pipeline/model_target.h): ModelBatchVerifier runs its verify blocks with other targets'.
 class PrefixCachedTarget : public Target, public BatchableTarget {
  public:
   static absl::StatusOr<std::unique_ptr<PrefixCachedTarget>> Create(const Model& model, int64_t capacity,
@@ -62,7 +62,7 @@ class PrefixCachedTarget : public Target, public BatchableTarget {
     fresh_ = true;
     tree_first_ = -1;
   }
-  // Tree verifies as ModelTarget runs them (spec/model_target.h).
+  // Tree verifies as ModelTarget runs them (pipeline/model_target.h).
   absl::StatusOr<TargetStep> RunTree(std::span<const int32_t> tokens, std::span<const int32_t> parents) override;
   absl::Status KeepTreePath(std::span<const int64_t> path) override;
 

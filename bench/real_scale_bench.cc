@@ -47,7 +47,7 @@
 #include "kernels/linear.h"
 #include "model/decoder_layer.h"
 #include "mtp/mtp_module.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/mtp_drafter.h"
 
 namespace mtpspec::bench {
 namespace {

@@ -13,7 +13,7 @@
 #include "bench/verify_cost.h"
 #include "core/parallel.h"
 #include "spec/adaptive_k.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/mtp_drafter.h"
 
 namespace mtpspec::bench {
 namespace {

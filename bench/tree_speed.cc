@@ -11,7 +11,7 @@
 #include "core/limits.h"
 #include "core/status.h"
 #include "spec/generator.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/mtp_drafter.h"
 
 namespace mtpspec::bench {
 namespace {

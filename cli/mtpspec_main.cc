@@ -20,6 +20,7 @@
 #include "core/parallel.h"
 #include "io/npy.h"
 #include "model/model.h"
+#include "model/prefill_passes.h"
 #include "model/tensor_table.h"
 #include "model/weight_check.h"
 #include "pipeline/options.h"
@@ -324,7 +325,7 @@ absl::Status RunLogits(const CliArgs& args) {
   const int64_t capacity = std::min<int64_t>(model->config().max_position_embeddings, positions.back() + 1);
   ASSIGN_OR_RETURN(const LatentStorage storage, ParseLatentStorage(args.Get("kv-cache", "f32"), "--kv-cache"));
   ASSIGN_OR_RETURN(auto cache, model->NewCache(std::max<int64_t>(capacity, 1), storage));
-  ASSIGN_OR_RETURN(ForwardOutput out, model->Forward(*cache, ids, positions, options));
+  ASSIGN_OR_RETURN(ForwardOutput out, ForwardInPasses(*model, *cache, ids, positions, options));
   RETURN_IF_ERROR(WriteNpy(args.Get("out"), out.logits.view()));
   std::cout << "wrote " << args.Get("out") << " " << ShapeString(out.logits.view()) << " f32\n";
   return absl::OkStatus();

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/model_target.h"
+#include "pipeline/mtp_drafter.h"
 
 namespace mtpspec {
 namespace {

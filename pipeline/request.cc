@@ -7,11 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "pipeline/options.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/model_target.h"
+#include "pipeline/mtp_drafter.h"
 #ifdef MTPSPEC_HAVE_CUDA
-#include "spec/cuda_mtp_drafter.h"
-#include "spec/cuda_target.h"
+#include "pipeline/cuda_mtp_drafter.h"
+#include "pipeline/cuda_target.h"
 #endif
 
 namespace mtpspec {

@@ -42,7 +42,7 @@ Both then multiply pairs of bf16 values, the arithmetic of the AVX-512 BF16 inst
 value) by two bit-matrix products and two unpacks per 64 weights, against nine operations for the f32
 widening; every product is exact and the sums are f32. Matrices stored in f32 or bf16, the MoE router
 and kv_b_proj take f32 rows whatever the setting. Every row keeps its own accumulation order, so
-speculative output stays identical to plain output (tests/mtp/lossless_test.cc,
+speculative output stays identical to plain output (tests/spec/lossless_test.cc,
 tests/mtp/reduced_activations_test.cc)."""
 
 

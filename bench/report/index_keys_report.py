@@ -45,7 +45,7 @@ the top-k and everything else stay f32, and the default is f32, as transformers 
 
 DeepSeek's GPU kernel for these scores (DeepGEMM's `fp8_mqa_logits`) takes FP8 queries and keys: the
 releases are served with scores computed below f32 precision. The row-independence rule holds for
-every setting, so speculative output stays identical to plain output (tests/mtp/lossless_test.cc).
+every setting, so speculative output stays identical to plain output (tests/spec/lossless_test.cc).
 The rounding of q and k moves the scores (bf16: 2^-8 relative per value; e4m3: 2^-4), so near-ties in
 the top-k can resolve the other way. The sections below measure what each setting changes, and what
 it saves."""

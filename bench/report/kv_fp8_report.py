@@ -40,7 +40,7 @@ and verify attention over it computes as that kernel does: the selected keys deq
 pair products summed in f32, the arithmetic of the AVX-512 BF16 instruction VDPBF16PS
 (`attention/mla_bf16.h`); the softmax is f32. Prefill chunks that take the naive form widen the cached
 latents to f32; the MTP layer's own cache stays f32. Every (row, head) result is one fixed chain, so
-speculative output stays identical to plain output (tests/mtp/lossless_test.cc,
+speculative output stays identical to plain output (tests/spec/lossless_test.cc,
 tests/spec/tree_verify_test.cc)."""
 
 

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "model/prefill_passes.h"
 #include "mtp/mtp_chain.h"
 #include "mtp/mtp_chain_cpu.h"
 #include "mtp/mtp_module.h"
@@ -183,7 +184,7 @@ py::array_t<float> Logits(const ModelHandle& h, const std::vector<int32_t>& ids,
   {
     py::gil_scoped_release release;
     auto cache = model.NewCache(CacheCapacityFor(h, std::max<int64_t>(pos.back() + 1, 1)), storage);
-    out = cache.ok() ? model.Forward(**cache, ids, pos, options) : absl::StatusOr<ForwardOutput>(cache.status());
+    out = cache.ok() ? ForwardInPasses(model, **cache, ids, pos, options) : absl::StatusOr<ForwardOutput>(cache.status());
   }
   return TensorToArray(std::move(ValueOrThrow(std::move(out)).logits));
 }
@@ -214,7 +215,7 @@ py::array_t<double> TimeForward(const ModelHandle& h, const std::vector<int32_t>
       for (int64_t i = 0; i < n; ++i) positions[i] = i;
       ForwardOptions prefill;
       prefill.logit_rows = {n - 1};
-      RETURN_IF_ERROR(model.Forward(*cache, ids, positions, prefill).status());
+      RETURN_IF_ERROR(ForwardInPasses(model, *cache, ids, positions, prefill).status());
       std::vector<int32_t> block(rows);
       std::vector<int64_t> block_positions(rows);
       for (int64_t r = 0; r < rows; ++r) {
@@ -267,7 +268,7 @@ py::tuple MtpDraft(const ModelHandle& h, const std::vector<int32_t>& ids, int64_
       for (int64_t i = 0; i < n; ++i) positions[i] = i;
       ForwardOptions prefill;
       prefill.logit_rows = {n - 1};
-      ASSIGN_OR_RETURN(ForwardOutput target, model.Forward(*target_cache, ids, positions, prefill));
+      ASSIGN_OR_RETURN(ForwardOutput target, ForwardInPasses(model, *target_cache, ids, positions, prefill));
       next = next_token ? *next_token : Argmax(target.logits.data<float>(), vocab);
 
       // The chain a drafter runs: the prompt's pairs (h_t, x_{t+1}) committed, then k drafts.

@@ -99,7 +99,9 @@ TEST(IndexerScoresTest, Bf16OffsetsPairElementsOfOneSlotAndCoverEachBlockOnce) {
         ASSERT_LT(at, static_cast<int64_t>(hits.size()));
         ++hits[at];
         // The pair (2p, 2p + 1) of a slot is one 32-bit word: low half, then high half.
-        if (t % 2 == 1) ASSERT_EQ(at, IndexKeyPairOffset(slot, t - 1, d) + 1);
+        if (t % 2 == 1) {
+          ASSERT_EQ(at, IndexKeyPairOffset(slot, t - 1, d) + 1);
+        }
         // Pair p of the 64 slots of a block is one row of 64 words.
         ASSERT_EQ(at / 2, (slot / kIndexKeyBlock) * (d / 2) * kIndexKeyBlock + (t / 2) * kIndexKeyBlock +
                               slot % kIndexKeyBlock);

@@ -83,7 +83,9 @@ TEST(QuantiseFp8Test, ScalesAreBlockMaxOver448AndCodesAreNearest) {
             const uint8_t code = q.codes.data<uint8_t>()[r * c.in + i];
             ASSERT_EQ(code, NearestCode(static_cast<double>(static_cast<float>(v / scale))))
                 << DTypeName(c.dtype) << " at (" << r << ", " << i << ") value " << v;
-            if (std::fabs(v) == amax && amax > 0) EXPECT_EQ(code & 0x7f, 0x7e) << "the block's largest weight is ±448";
+            if (std::fabs(v) == amax && amax > 0) {
+              EXPECT_EQ(code & 0x7f, 0x7e) << "the block's largest weight is ±448";
+            }
           }
         }
       }

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "spec/cuda_mtp_drafter.h"
-#include "spec/cuda_target.h"
+#include "pipeline/cuda_mtp_drafter.h"
+#include "pipeline/cuda_target.h"
 #include "spec/generator.h"
 #include "spec/lookup_drafter.h"
-#include "spec/model_target.h"
+#include "pipeline/model_target.h"
 #include "tests/cuda/cuda_model_test_util.h"
 
 namespace mtpspec {

@@ -285,7 +285,9 @@ TEST(ElementwiseTest, SoftmaxMatchesDoubleReferenceAndIgnoresAlignment) {
       const double exact = std::exp(-gap) / sum;
       ASSERT_NEAR(p[i], exact, (4e-7 + 1.2e-7 * gap) * exact + 1e-38) << "n " << n << " i " << i;
     }
-    if (n > 2) EXPECT_EQ(p[n / 2], 0.0f) << "a -inf score must weigh exactly 0";
+    if (n > 2) {
+      EXPECT_EQ(p[n / 2], 0.0f) << "a -inf score must weigh exactly 0";
+    }
     for (int64_t offset = 1; offset < 16; offset += 5) {
       std::vector<float> shifted(offset + n);
       std::copy(scores.begin(), scores.end(), shifted.begin() + offset);

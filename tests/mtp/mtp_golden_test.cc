@@ -8,7 +8,7 @@
 #include "io/safetensors.h"
 #include "gtest/gtest.h"
 #include "mtp/mtp_module.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/mtp_drafter.h"
 #include "tests/model/model_test_util.h"
 
 namespace mtpspec {

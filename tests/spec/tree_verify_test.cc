@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spec/model_target.h"
+#include "pipeline/model_target.h"
 #include "tests/model/model_test_util.h"
 
 namespace mtpspec {

@@ -1,4 +1,4 @@
-#include "spec/mtp_drafter.h"
+#include "pipeline/mtp_drafter.h"
 
 #include "absl/strings/str_cat.h"
 #include "core/philox.h"

@@ -1,4 +1,4 @@
-#include "spec/cuda_mtp_drafter.h"
+#include "pipeline/cuda_mtp_drafter.h"
 
 #include "absl/strings/str_cat.h"
 #include "mtp/mtp_chain_cuda.h"

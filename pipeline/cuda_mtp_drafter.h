@@ -1,4 +1,4 @@
-// The MTP drafter on the GPU: the MtpDrafter of spec/mtp_drafter.h over the CUDA backend of the
+// The MTP drafter on the GPU: the MtpDrafter of pipeline/mtp_drafter.h over the CUDA backend of the
 // draft chain (mtp/mtp_chain_cuda.h), so the chain's bookkeeping is the same code as on the host.
 //
 // The hidden states never leave the device: Observe takes the committed rows of the CudaTarget's
@@ -9,8 +9,8 @@
 
 #include <memory>
 
-#include "spec/cuda_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/cuda_target.h"
+#include "pipeline/mtp_drafter.h"
 
 namespace mtpspec {
 

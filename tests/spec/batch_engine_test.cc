@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/model_target.h"
+#include "pipeline/mtp_drafter.h"
 #include "tests/model/model_test_util.h"
 #include "tests/mtp/mtp_test_models.h"
 

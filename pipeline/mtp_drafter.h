@@ -4,7 +4,7 @@
 // device-neutral MtpDraftChain; this class hands it the committed rows' hidden states and picks each
 // draft token: argmax (vLLM, SGLang and mlx draft this way at any temperature), or a q-sample keyed
 // by (seed, position, kDraft) whose distribution it keeps for the rejection rule. Create builds
-// the host drafter; spec/cuda_mtp_drafter.h builds the GPU one over a CudaTarget.
+// the host drafter; pipeline/cuda_mtp_drafter.h builds the GPU one over a CudaTarget.
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-#include "spec/cuda_target.h"
+#include "pipeline/cuda_target.h"
 
 #include "absl/strings/str_cat.h"
 #include "verify/sampler_cuda.h"

@@ -1,4 +1,4 @@
-#include "spec/model_target.h"
+#include "pipeline/model_target.h"
 
 #include <algorithm>
 
@@ -13,53 +13,18 @@ absl::StatusOr<std::unique_ptr<ModelTarget>> ModelTarget::Create(const Model& mo
   return std::unique_ptr<ModelTarget>(new ModelTarget(model, std::move(cache), attention));
 }
 
-namespace {
-
-// One Model::Forward of `tokens` at positions cache.length() ….
-absl::StatusOr<ForwardOutput> ForwardPass(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
-                                          const AttentionOptions& attention, bool all_logits) {
-  std::vector<int64_t> positions;  // [rows]
-  for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(cache.length() + static_cast<int64_t>(i));
+absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
+                                      const AttentionOptions& attention, bool all_logits, int64_t pass_rows) {
+  std::vector<int64_t> positions(tokens.size());  // [rows]
+  for (size_t i = 0; i < tokens.size(); ++i) positions[i] = cache.length() + static_cast<int64_t>(i);
   ForwardOptions options;
   options.attention = attention;
   if (!all_logits) options.logit_rows = {static_cast<int64_t>(tokens.size()) - 1};
-  return model.Forward(cache, tokens, positions, options);
-}
-
-// Copies `from`'s rows into `to` from row `first` on (both [rows, width] f32).
-void CopyRows(const Tensor& from, Tensor& to, int64_t first) {
-  std::copy_n(from.data<float>(), from.numel(), to.data<float>() + first * to.dim(1));
-}
-
-}  // namespace
-
-absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
-                                      const AttentionOptions& attention, bool all_logits, int64_t pass_rows) {
-  if (pass_rows < 1) return absl::InvalidArgumentError(absl::StrCat("RunOnCache: pass_rows must be >= 1, got ", pass_rows));
-  const int64_t rows = static_cast<int64_t>(tokens.size());
+  ASSIGN_OR_RETURN(ForwardOutput out, ForwardInPasses(model, cache, tokens, positions, options, pass_rows));
   TargetStep step;
-  if (rows <= pass_rows) {
-    ASSIGN_OR_RETURN(ForwardOutput out, ForwardPass(model, cache, tokens, attention, all_logits));
-    step.logits = std::move(out.logits);
-    step.hidden_postnorm = std::move(out.hidden_postnorm);
-    step.hidden_prenorm = std::move(out.hidden_prenorm);
-    return step;
-  }
-  const int64_t hidden = model.config().hidden_size, vocab = model.config().vocab_size;
-  step.hidden_postnorm = Tensor::Empty(DType::kF32, {rows, hidden});  // [rows, H]
-  step.hidden_prenorm = Tensor::Empty(DType::kF32, {rows, hidden});   // [rows, H]
-  if (all_logits) step.logits = Tensor::Empty(DType::kF32, {rows, vocab});  // [rows, V]
-  for (int64_t first = 0; first < rows; first += pass_rows) {
-    const int64_t n = std::min(pass_rows, rows - first);
-    ASSIGN_OR_RETURN(ForwardOutput out, ForwardPass(model, cache, tokens.subspan(first, n), attention, all_logits));
-    CopyRows(out.hidden_postnorm, step.hidden_postnorm, first);
-    CopyRows(out.hidden_prenorm, step.hidden_prenorm, first);
-    if (all_logits) {
-      CopyRows(out.logits, step.logits, first);
-    } else if (first + n == rows) {
-      step.logits = std::move(out.logits);  // [1, V] the prompt's last row
-    }
-  }
+  step.logits = std::move(out.logits);
+  step.hidden_postnorm = std::move(out.hidden_postnorm);
+  step.hidden_prenorm = std::move(out.hidden_prenorm);
   return step;
 }
 

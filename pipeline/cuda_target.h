@@ -5,7 +5,7 @@
 // and the hidden states only when CudaTargetOptions::hidden_to_host asks for them (host drafters).
 // With sampler-equality and argmax drafts the loop calls RunKeepingLogits instead and draws the
 // tokens with the device sampler (SampleLastRun): then only token ids cross.
-// The GPU MTP drafter (spec/cuda_mtp_drafter.h) reads the hidden states on the device instead,
+// The GPU MTP drafter (pipeline/cuda_mtp_drafter.h) reads the hidden states on the device instead,
 // through last_forward().
 //
 // Bit-identity: a verify block of L = k + 1 ≤ 16 rows computes every row exactly as a one-row

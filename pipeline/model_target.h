@@ -4,18 +4,14 @@
 #include <memory>
 
 #include "model/model.h"
+#include "model/prefill_passes.h"
 #include "spec/interfaces.h"
 
 namespace mtpspec {
 
-// Prompts longer than this run in passes of this many rows, one Model::Forward each, so that a long
-// prompt holds the activations of one pass at a time rather than of all its rows.
-inline constexpr int64_t kPrefillPassRows = 2048;
-
-// Runs `tokens` at positions cache.length() … and packs the result as a TargetStep (logits for
-// every row, or only the last one; hidden states for every row). More than `pass_rows` tokens run in
-// consecutive passes of `pass_rows` (the last one shorter), each exactly the Model::Forward of its
-// rows on the cache the passes before it filled. Shared by ModelTarget and benchmark targets.
+// Runs `tokens` at positions cache.length() … in prefill passes (ForwardInPasses) and packs the
+// result as a TargetStep (logits for every row, or only the last one; hidden states for every row).
+// Shared by ModelTarget and benchmark targets.
 absl::StatusOr<TargetStep> RunOnCache(const Model& model, KvCache& cache, std::span<const int32_t> tokens,
                                       const AttentionOptions& attention, bool all_logits,
                                       int64_t pass_rows = kPrefillPassRows);

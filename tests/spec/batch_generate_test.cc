@@ -19,8 +19,8 @@
 #include "gtest/gtest.h"
 #include "spec/batch.h"
 #include "spec/lookup_drafter.h"
-#include "spec/model_target.h"
-#include "spec/mtp_drafter.h"
+#include "pipeline/model_target.h"
+#include "pipeline/mtp_drafter.h"
 #include "tests/model/model_test_util.h"
 #include "tests/mtp/mtp_test_models.h"
 
