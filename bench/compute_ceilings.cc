@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "kernels/linear.h"
+#include "kernels/pair_gemm.h"
 #include "kernels/row_kernels.h"
 
 namespace mtpspec::bench {
@@ -125,7 +126,40 @@ double FmaRate(int threads) {
 double FmaRate(int /*threads*/) { return 0.0; }
 #endif
 
+// 24 independent chains of VDPBF16PS (32 multiply-adds each), 2^16 rounds, on registers alone: as
+// many chains as the GEMM's micro-tile keeps (12 left this rate below what the GEMM reached).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float Bf16DotChains(float seed) {
+  constexpr int kChains = 24;
+  __m512 acc[kChains];
+#pragma GCC unroll 24
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f7f3f7f));  // pairs of 0.996
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3a833a83));  // pairs of 0.001
+  for (int round = 0; round < (1 << 16); ++round) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains; ++i) {
+      acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+      asm("" : "+v"(acc[i]));  // keeps the chains from being folded away
+    }
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < kChains; ++i) sum += _mm512_reduce_add_ps(acc[i]);
+  return sum;
+}
+
 }  // namespace
+
+double Bf16DotMacsPerSecond(int threads) {
+  if (PairGemmBestIsa() != PairGemmIsa::kAvx512Bf16) return 0.0;
+  std::vector<float> sink(threads);
+  const double macs = static_cast<double>(threads) * 24 * 32 * (1 << 16);
+  return BestRate(macs, [&] {
+    DefaultThreadPool().ParallelFor(threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sink[i] += Bf16DotChains(static_cast<float>(i));
+    });
+  });
+}
+
 
 nlohmann::json MeasureComputeCeilings(int64_t hidden) {
   const int threads = DefaultThreadPool().num_threads();
@@ -134,7 +168,8 @@ nlohmann::json MeasureComputeCeilings(int64_t hidden) {
           {"fp8_gemv_bf16_activations_weights_per_second", Fp8GemvRate(hidden, threads, ActivationPrecision::kBf16)},
           {"fp8_gemv_fp8_activations_weights_per_second", Fp8GemvRate(hidden, threads, ActivationPrecision::kFp8)},
           {"f32_row_kernel_macs_per_second", RowKernelRate(threads)},
-          {"fma_macs_per_second", FmaRate(threads)}};
+          {"fma_macs_per_second", FmaRate(threads)},
+          {"bf16_dot_macs_per_second", Bf16DotMacsPerSecond(threads)}};
 }
 
 }  // namespace mtpspec::bench

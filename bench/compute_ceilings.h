@@ -18,7 +18,13 @@ namespace mtpspec::bench {
 //  "f32_row_kernel_macs_per_second": DotRows of 32 latent queries [32, 512] against 256 f32 cache
 //      rows [256, 512] (the attention's and the indexer's score kernel), resident;
 //  "fma_macs_per_second": 512-bit f32 multiply-adds on registers alone (the cores' multiply-add
-//      rate; 0 without AVX-512)}.
+//      rate; 0 without AVX-512);
+//  "bf16_dot_macs_per_second": 512-bit bf16 pair products (VDPBF16PS, 32 multiply-adds each) on
+//      registers alone (the rate the prefill GEMM on pairs is held against; 0 without AVX-512 BF16)}.
 nlohmann::json MeasureComputeCeilings(int64_t hidden);
+
+// The bf16 dot-product rate of `threads` threads of the default pool (multiply-adds per second), as
+// "bf16_dot_macs_per_second" measures it.
+double Bf16DotMacsPerSecond(int threads);
 
 }  // namespace mtpspec::bench

@@ -29,6 +29,7 @@
 
 #include "attention/kv_cache.h"
 #include "attention/mla_bf16.h"
+#include "bench/compute_ceilings.h"
 #include "bench/stream.h"
 #include "benchmark/benchmark.h"
 #include "core/dtype.h"
@@ -37,6 +38,7 @@
 #include "core/tensor.h"
 #include "kernels/fp8_pairs.h"
 #include "kernels/linear.h"
+#include "kernels/pair_gemm.h"
 #include "kernels/row_kernels.h"
 
 namespace mtpspec::bench {
@@ -179,24 +181,37 @@ void BM_Linear(benchmark::State& state) {
 }
 
 // A prefill chunk through one matrix: 256 input rows (the chunk decode_bench's BM_Prefill runs)
-// against a [2048, 6144] matrix in bf16 or FP8 (kind 0 or 1 as in BM_Linear), on 1 or 2 threads;
-// Linear takes its GEMM path from 24 rows. Counter: G multiply-adds per second.
-// Args: dtype, threads.
+// against a [2048, 6144] matrix on 1 or 2 threads; Linear takes its GEMM path from 24 rows. Kinds:
+// 0 = bf16, 1 = FP8 with f32 input rows (widened to f32, Eigen's GEMM), 2 and 3 = FP8 with the rows
+// in bf16 and fp8 (the pair GEMM, kernels/pair_gemm.h). Counters: G multiply-adds per second, and
+// for the pair GEMM, its share of the cores' bf16 dot-product rate (compute_ceilings).
+// Args: kind, threads.
 void BM_LinearPrefill(benchmark::State& state) {
   constexpr int64_t kRows = 256, kOut = 2048;
-  const DType dtype = state.range(0) == 1 ? DType::kF8E4M3 : DType::kBF16;
+  const int64_t kind = state.range(0);
+  const DType dtype = kind >= 1 ? DType::kF8E4M3 : DType::kBF16;
   const int threads = static_cast<int>(state.range(1));
   const Matrix& m = GetMatrix(dtype, kOut * kIn * DTypeSize(dtype));
+  TensorView view = m.view;
+  if (kind == 2) view.fp8_activations = ActivationPrecision::kBf16;
+  if (kind == 3) view.fp8_activations = ActivationPrecision::kFp8;
   const Tensor x = RandomRows(kRows, 8);  // [kRows, kIn]
   std::vector<float> y(kRows * m.out);      // [kRows, out]
   ThreadPool& pool = Pool(threads);
-  Linear(x.data<float>(), kRows, m.view, y.data(), &pool);
+  Linear(x.data<float>(), kRows, view, y.data(), &pool);
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
-    Linear(x.data<float>(), kRows, m.view, y.data(), &pool);
+    Linear(x.data<float>(), kRows, view, y.data(), &pool);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GMAC/s"] = static_cast<double>(kRows * m.out * kIn) * state.iterations() / Elapsed(start) / 1e9;
+  const double macs_per_second = static_cast<double>(kRows * m.out * kIn) * state.iterations() / Elapsed(start);
+  state.counters["GMAC/s"] = macs_per_second / 1e9;
+  if (kind >= 2) {
+    static std::map<int, double> peak;  // threads → the bf16 dot-product rate
+    if (!peak.contains(threads)) peak[threads] = Bf16DotMacsPerSecond(threads);
+    state.counters["of_bf16_peak"] = peak[threads] > 0 ? macs_per_second / peak[threads] : 0.0;
+    state.SetLabel(PairGemmIsaName(PairGemmBestIsa()));
+  }
 }
 
 // The row kernels of the absorbed attention, one thread, at GLM-5.2's shape for one query row and
@@ -361,8 +376,8 @@ BENCHMARK(BM_Linear)
     ->UseRealTime()
     ->MinTime(1.0);
 BENCHMARK(BM_LinearPrefill)
-    ->ArgNames({"fp8", "threads"})
-    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"kind", "threads"})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(1.0);

@@ -32,7 +32,8 @@ inline constexpr float kMaxFp8BlockScale = 3.40282347e38f / 448.0f;
 // row rounded to bf16; kFp8: each row quantised to float8_e4m3fn in groups of 128 with power-of-two
 // scales, as DeepSeek-V3.2's reference code quantises activations before its FP8 GEMM. The reduced
 // settings multiply bf16 pairs (kernels/fp8_pairs.h), which takes fewer operations per weight than
-// widening each weight to f32.
+// widening each weight to f32: the small-row tiles for decode and verify, and from kLinearGemmRows
+// rows the pair GEMM for prefill (kernels/pair_gemm.h). kF32 is the exact reference.
 enum class ActivationPrecision { kF32, kBf16, kFp8 };
 absl::StatusOr<ActivationPrecision> ParseActivationPrecision(const std::string& text, const std::string& what);
 const char* ActivationPrecisionName(ActivationPrecision precision);

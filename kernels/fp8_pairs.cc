@@ -207,12 +207,17 @@ void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPre
 
 void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out) {
   PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes);
+  out->values.clear();
+  out->gemm = PairGemmInput();
+  if (gemm) {
+    PreparePairGemmInput(out->codes, &out->gemm);
+    return;
+  }
 #if defined(MTPSPEC_FP8_PAIRS_SIMD)
-  const bool pair_tiles = !gemm;
+  const bool pair_tiles = true;
 #else
   const bool pair_tiles = false;
 #endif
-  out->values.clear();
   if (!pair_tiles) {
     out->values.resize(rows * w.shape[1]);
     DequantiseFp8PairInput(out->codes, out->values.data());

@@ -32,6 +32,7 @@
 
 #include "Eigen/Core"
 #include "core/tensor.h"
+#include "kernels/pair_gemm.h"
 
 namespace mtpspec {
 
@@ -55,15 +56,21 @@ struct Fp8PairInput {
 };
 
 // The input of one Linear call whose FP8 matrix takes its rows in bf16 or fp8: the rows' codes for the
-// pair tiles, or, on the GEMM path (and in builds without the pair tiles), the codes' values in f32
-// for the f32 paths. Prepared once per call, on the calling thread, before the work is split.
+// pair tiles; on the GEMM path, the same codes transposed for the pair GEMM (kernels/pair_gemm.h); in
+// builds without the pair tiles, the codes' values in f32 for the f32 small-row path. Prepared once
+// per call, on the calling thread, before the work is split.
 struct Fp8ReducedInput {
   Fp8PairInput codes;
   std::vector<float> values;  // [rows, in] when the f32 paths read them, else empty
+  PairGemmInput gemm;         // on the GEMM path, else empty
   // What the f32 paths read in place of the caller's rows x.
   const float* F32Rows(const float* x) const { return values.empty() ? x : values.data(); }
-  // What the pair tiles read, or null where the f32 paths run.
-  const Fp8PairInput* PairCodes() const { return values.empty() && codes.rows > 0 ? &codes : nullptr; }
+  // What the pair tiles read, or null where another path runs.
+  const Fp8PairInput* PairCodes() const {
+    return values.empty() && gemm.rows == 0 && codes.rows > 0 ? &codes : nullptr;
+  }
+  // What the pair GEMM reads, or null where another path runs.
+  const PairGemmInput* GemmRows() const { return gemm.rows > 0 ? &gemm : nullptr; }
 };
 
 // Whether Linear takes w's input rows reduced: an F8_E4M3 matrix whose fp8_activations is not f32.
@@ -78,7 +85,8 @@ void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool
 void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPrecision precision, Fp8PairInput* out);
 
 // out [rows, in] = code · 2^-e of every element: q, the values the kernels multiply in place of x
-// (exactly, but for the codes set to 0); the GEMM path multiplies these, in f32.
+// (exactly, but for the codes set to 0); builds without the pair tiles multiply these in f32 on the
+// small-row path.
 void DequantiseFp8PairInput(const Fp8PairInput& input, float* out);
 
 // Bit j % 64 of word [o, j / 64]: whether full line j (bytes 64j … 64j + 63) of row o of the F8_E4M3

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "kernels/fp8_pair_tiles.h"
 #include "kernels/fp8_pairs.h"
+#include "kernels/pair_gemm.h"
 #include "kernels/simd_tiles.h"
 
 namespace mtpspec {
@@ -330,11 +331,17 @@ void LinearRangeOf(const float* x, int64_t rows, const Rows& w, int64_t in, int6
 }
 
 // Output rows [ob, oe) of w for all input rows, written to y[r·y_stride + (o − y_col0)], on the
-// calling thread. `codes`: the rows as the pair tiles take them, for an FP8 matrix with reduced
-// activations (Fp8ReducedInput), or null.
-void LinearRange(const float* x, int64_t rows, const TensorView& w, const Fp8PairInput* codes, int64_t ob,
+// calling thread. `reduced`: the rows as prepared for an FP8 matrix with reduced activations
+// (Fp8ReducedInput: the pair GEMM's tiles, the pair tiles' codes or f32 values), or null.
+void LinearRange(const float* x, int64_t rows, const TensorView& w, const Fp8ReducedInput* reduced, int64_t ob,
                  int64_t oe, float* y, int64_t y_stride, int64_t y_col0, bool gemm) {
   const int64_t in = w.shape[1];
+  if (reduced != nullptr && reduced->GemmRows() != nullptr) {
+    PairGemm(*reduced->GemmRows(), w, ob, oe, y, y_stride, y_col0);
+    return;
+  }
+  const Fp8PairInput* codes = reduced != nullptr ? reduced->PairCodes() : nullptr;
+  if (reduced != nullptr) x = reduced->F32Rows(x);
   switch (w.dtype) {
     case DType::kBF16:
       LinearRangeOf(x, rows, DenseRows<uint16_t>{w.as<uint16_t>(), w.stride[0]}, in, ob, oe, y, y_stride, y_col0, gemm);
@@ -398,10 +405,10 @@ void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_b
   if (pool == nullptr) pool = &DefaultThreadPool();
   const bool gemm = UseGemm(rows);  // decided on the calling thread, where a RowInvariantScope lives
   Fp8ReducedInput reduced;
-  if (TakesReducedInput(w)) PrepareReducedInput(x, rows, w, gemm, &reduced);
-  const float* rows_read = reduced.F32Rows(x);
+  const bool reduces = TakesReducedInput(w);
+  if (reduces) PrepareReducedInput(x, rows, w, gemm, &reduced);
   pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
-    LinearRange(rows_read, rows, w, reduced.PairCodes(), out_begin + b, out_begin + e, y, out_end - out_begin,
+    LinearRange(x, rows, w, reduces ? &reduced : nullptr, out_begin + b, out_begin + e, y, out_end - out_begin,
                 out_begin, gemm);
   });
 }
@@ -445,9 +452,7 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
       const LinearJob& job = jobs[j];
       const int64_t ob = std::max(b, first_row[j]) - first_row[j];
       const int64_t oe = std::min(e, first_row[j + 1]) - first_row[j];
-      const float* x = reduced[j] != nullptr ? reduced[j]->F32Rows(job.x) : job.x;
-      const Fp8PairInput* codes = reduced[j] != nullptr ? reduced[j]->PairCodes() : nullptr;
-      if (ob < oe) LinearRange(x, job.rows, job.w, codes, ob, oe, job.y, job.w.shape[0], 0, gemm[j] != 0);
+      if (ob < oe) LinearRange(job.x, job.rows, job.w, reduced[j], ob, oe, job.y, job.w.shape[0], 0, gemm[j] != 0);
     }
   });
 }

@@ -2,7 +2,8 @@
 // RMSNorm, SiLU, softmax. Weights are read in place (from the checkpoint's bytes) and never
 // converted in the hot loop's memory traffic: bf16 and FP8 rows are widened in registers. FP8 sums
 // each 128-wide block in f32 and multiplies the sum by the block's scale (TensorView::block_scale)
-// on the small-row path; the GEMM path widens a block of rows to W8 · scale first.
+// on the small-row path; the GEMM path widens a block of rows to W8 · scale first (f32 input rows) or
+// multiplies bf16 pairs (input rows in bf16 or fp8: kernels/pair_gemm.h).
 //
 // Convention: a weight W has shape [out, in] (PyTorch nn.Linear layout). Linear computes
 //   y[r, o] = Σ_i x[r, i] · W[o, i]      i.e. y = x · Wᵀ,

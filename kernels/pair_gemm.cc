@@ -1,0 +1,241 @@
+#include "kernels/pair_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/status.h"
+#include "kernels/bf16_pairs.h"
+#include "kernels/fp8_pairs.h"
+
+namespace mtpspec {
+namespace {
+
+constexpr int kOutGroup = 6;         // outputs a micro-tile broadcasts against one row tile
+constexpr int64_t kOutChunk = 48;    // outputs widened together (8 groups)
+constexpr int64_t kBlockPairs = 64;  // pairs per 128-wide scale block
+constexpr int kLaneRows = 16;        // rows per AVX-512 vector
+constexpr int kTileVectors = kPairGemmTileRows / kLaneRows;
+
+thread_local int forced_isa = -1;  // a PairGemmIsaScope's choice, or -1
+
+// What one micro-tile reads: the row tile's pairs, `no` weight rows' pairs and their scale rows
+// (each already times 2^8), and where it leaves the totals ([kOutGroup, 64]).
+struct MicroTile {
+  const uint32_t* xt;               // [pairs, 64]
+  int64_t pairs;
+  const uint32_t* w[kOutGroup];     // [pairs] each
+  const float* scale[kOutGroup];    // [⌈pairs / 64⌉] each, · 2^8
+  float* total;                     // [kOutGroup, 64]
+};
+
+// ---- scalar: the specification of the order ----
+void MicroScalar(const MicroTile& m, int no, int rows) {
+  for (int o = 0; o < no; ++o) {
+    for (int r = 0; r < rows; ++r) {
+      float total = 0.0f;
+      for (int64_t p0 = 0; p0 < m.pairs; p0 += kBlockPairs) {
+        const int64_t p1 = std::min(p0 + kBlockPairs, m.pairs);
+        float acc = 0.0f;
+        for (int64_t p = p0; p < p1; ++p) acc = Bf16PairStep(acc, m.xt[p * kPairGemmTileRows + r], m.w[o][p]);
+        total = std::fma(acc, m.scale[o][p0 / kBlockPairs], total);
+      }
+      m.total[o * kPairGemmTileRows + r] = total;
+    }
+  }
+}
+
+// ---- AVX2: the same chain, two multiply-adds per pair, 8 rows per vector ----
+__attribute__((target("avx2,fma"))) void MicroAvx2(const MicroTile& m, int no, int rows) {
+  const __m256i high_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const int vectors = (rows + 7) / 8;
+  for (int o = 0; o < no; ++o) {
+    for (int v0 = 0; v0 < vectors; v0 += 2) {
+      const int nv = std::min(2, vectors - v0);
+      __m256 total[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t p0 = 0; p0 < m.pairs; p0 += kBlockPairs) {
+        const int64_t p1 = std::min(p0 + kBlockPairs, m.pairs);
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t p = p0; p < p1; ++p) {
+          const __m256i wp = _mm256_set1_epi32(static_cast<int>(m.w[o][p]));
+          const __m256 w_hi = _mm256_castsi256_ps(_mm256_and_si256(wp, high_mask));
+          const __m256 w_lo = _mm256_castsi256_ps(_mm256_slli_epi32(wp, 16));
+          for (int v = 0; v < nv; ++v) {
+            const __m256i xp = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(m.xt + p * kPairGemmTileRows + 8 * (v0 + v)));
+            acc[v] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(xp, high_mask)), w_hi, acc[v]);
+            acc[v] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(xp, 16)), w_lo, acc[v]);
+          }
+        }
+        const __m256 s = _mm256_set1_ps(m.scale[o][p0 / kBlockPairs]);
+        for (int v = 0; v < nv; ++v) total[v] = _mm256_fmadd_ps(acc[v], s, total[v]);
+      }
+      for (int v = 0; v < nv; ++v) _mm256_storeu_ps(m.total + o * kPairGemmTileRows + 8 * (v0 + v), total[v]);
+    }
+  }
+}
+
+// ---- AVX-512 BF16: NO outputs × RV vectors of 16 rows, one VDPBF16PS per (output, vector, pair) ----
+template <int NO, int RV>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void MicroAvx512(const MicroTile& m) {
+  for (int o = 0; o < NO; ++o) {
+    for (int v = 0; v < RV; ++v) _mm512_storeu_ps(m.total + o * kPairGemmTileRows + kLaneRows * v, _mm512_setzero_ps());
+  }
+  for (int64_t p0 = 0; p0 < m.pairs; p0 += kBlockPairs) {
+    const int64_t p1 = std::min(p0 + kBlockPairs, m.pairs);
+    __m512 acc[NO][RV];
+    for (int o = 0; o < NO; ++o) {
+      for (int v = 0; v < RV; ++v) acc[o][v] = _mm512_setzero_ps();
+    }
+    for (int64_t p = p0; p < p1; ++p) {
+      __m512bh x[RV];
+      for (int v = 0; v < RV; ++v) {
+        x[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(m.xt + p * kPairGemmTileRows + kLaneRows * v));
+      }
+      for (int o = 0; o < NO; ++o) {
+        const __m512bh w = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(m.w[o][p])));
+        for (int v = 0; v < RV; ++v) acc[o][v] = _mm512_dpbf16_ps(acc[o][v], x[v], w);
+      }
+    }
+    for (int o = 0; o < NO; ++o) {
+      const __m512 s = _mm512_set1_ps(m.scale[o][p0 / kBlockPairs]);
+      for (int v = 0; v < RV; ++v) {
+        float* t = m.total + o * kPairGemmTileRows + kLaneRows * v;
+        _mm512_storeu_ps(t, _mm512_fmadd_ps(acc[o][v], s, _mm512_loadu_ps(t)));
+      }
+    }
+  }
+}
+
+template <int NO>
+void MicroAvx512Rows(const MicroTile& m, int rows) {
+  switch ((rows + kLaneRows - 1) / kLaneRows) {
+    case 1: return MicroAvx512<NO, 1>(m);
+    case 2: return MicroAvx512<NO, 2>(m);
+    case 3: return MicroAvx512<NO, 3>(m);
+    default: return MicroAvx512<NO, kTileVectors>(m);
+  }
+}
+
+void MicroAvx512Any(const MicroTile& m, int no, int rows) {
+  switch (no) {
+    case 1: return MicroAvx512Rows<1>(m, rows);
+    case 2: return MicroAvx512Rows<2>(m, rows);
+    case 3: return MicroAvx512Rows<3>(m, rows);
+    case 4: return MicroAvx512Rows<4>(m, rows);
+    case 5: return MicroAvx512Rows<5>(m, rows);
+    default: return MicroAvx512Rows<kOutGroup>(m, rows);
+  }
+}
+
+// The words of one FP8 weight row in natural pairs, [⌈in / 2⌉] (an odd `in` pads with 0).
+void WidenRowToPairs(const uint8_t* w, int64_t in, uint32_t* out) {
+  static const std::array<uint16_t, 256> words = [] {
+    std::array<uint16_t, 256> table{};
+    for (int b = 0; b < 256; ++b) table[b] = Fp8PairWord(static_cast<uint8_t>(b));
+    return table;
+  }();
+  const int64_t full = in / 2;
+  for (int64_t p = 0; p < full; ++p) out[p] = words[w[2 * p]] | static_cast<uint32_t>(words[w[2 * p + 1]]) << 16;
+  if (in % 2 != 0) out[full] = words[w[in - 1]];
+}
+
+PairGemmIsa DetectIsa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl")) {
+    return PairGemmIsa::kAvx512Bf16;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PairGemmIsa::kAvx2;
+  return PairGemmIsa::kScalar;
+}
+
+PairGemmIsa IsaInUse() {
+  return forced_isa >= 0 ? static_cast<PairGemmIsa>(forced_isa) : PairGemmBestIsa();
+}
+
+}  // namespace
+
+const char* PairGemmIsaName(PairGemmIsa isa) {
+  switch (isa) {
+    case PairGemmIsa::kAvx512Bf16: return "avx512bf16";
+    case PairGemmIsa::kAvx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+PairGemmIsa PairGemmBestIsa() {
+  static const PairGemmIsa best = DetectIsa();
+  return best;
+}
+
+PairGemmIsaScope::PairGemmIsaScope(PairGemmIsa isa) : previous_(forced_isa) {
+  MTPSPEC_CHECK(static_cast<int>(isa) <= static_cast<int>(PairGemmBestIsa()));
+  forced_isa = static_cast<int>(isa);
+}
+
+PairGemmIsaScope::~PairGemmIsaScope() { forced_isa = previous_; }
+
+void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out) {
+  out->rows = codes.rows;
+  out->in = codes.in;
+  out->pairs = (codes.in + 1) / 2;
+  out->tiles = (codes.rows + kPairGemmTileRows - 1) / kPairGemmTileRows;
+  out->xt.assign(out->tiles * out->pairs * kPairGemmTileRows, 0u);
+  out->unscale = codes.unscale;
+  for (int64_t r = 0; r < codes.rows; ++r) {
+    uint32_t* tile = out->xt.data() + (r / kPairGemmTileRows) * out->pairs * kPairGemmTileRows;
+    const int64_t lane = r % kPairGemmTileRows;
+    for (int64_t p = 0; p < out->pairs; ++p) {
+      const uint32_t low = codes.Code(r, 2 * p);
+      const uint32_t high = 2 * p + 1 < codes.in ? codes.Code(r, 2 * p + 1) : 0u;
+      tile[p * kPairGemmTileRows + lane] = low | high << 16;
+    }
+  }
+}
+
+void PairGemm(const PairGemmInput& x, const TensorView& w, int64_t ob, int64_t oe, float* y, int64_t y_stride,
+              int64_t y_col0) {
+  MTPSPEC_CHECK(w.dtype == DType::kF8E4M3 && w.block_scale != nullptr && w.shape[1] == x.in);
+  const PairGemmIsa isa = IsaInUse();
+  const int64_t blocks = (x.pairs + kBlockPairs - 1) / kBlockPairs;
+  thread_local std::vector<uint32_t, Eigen::aligned_allocator<uint32_t>> words;  // [kOutChunk, pairs]
+  thread_local std::vector<float> scales;                                         // [kOutChunk, blocks] · 2^8
+  thread_local std::vector<float, Eigen::aligned_allocator<float>> total;        // [kOutGroup, 64]
+  words.resize(kOutChunk * x.pairs);
+  scales.resize(kOutChunk * blocks);
+  total.resize(kOutGroup * kPairGemmTileRows);
+  for (int64_t c0 = ob; c0 < oe; c0 += kOutChunk) {
+    const int64_t n = std::min(kOutChunk, oe - c0);
+    for (int64_t o = 0; o < n; ++o) {
+      WidenRowToPairs(w.as<uint8_t>() + (c0 + o) * w.stride[0], x.in, words.data() + o * x.pairs);
+      const float* row_scales = w.block_scale + ((c0 + o) / kFp8Block) * w.scale_stride;
+      for (int64_t b = 0; b < blocks; ++b) scales[o * blocks + b] = row_scales[b] * 256.0f;
+    }
+    for (int64_t t = 0; t < x.tiles; ++t) {
+      const int rows = static_cast<int>(std::min<int64_t>(kPairGemmTileRows, x.rows - t * kPairGemmTileRows));
+      for (int64_t g0 = 0; g0 < n; g0 += kOutGroup) {
+        const int no = static_cast<int>(std::min<int64_t>(kOutGroup, n - g0));
+        MicroTile m{x.Tile(t), x.pairs, {}, {}, total.data()};
+        for (int o = 0; o < no; ++o) {
+          m.w[o] = words.data() + (g0 + o) * x.pairs;
+          m.scale[o] = scales.data() + (g0 + o) * blocks;
+        }
+        switch (isa) {
+          case PairGemmIsa::kAvx512Bf16: MicroAvx512Any(m, no, rows); break;
+          case PairGemmIsa::kAvx2: MicroAvx2(m, no, rows); break;
+          default: MicroScalar(m, no, rows);
+        }
+        for (int r = 0; r < rows; ++r) {
+          const int64_t row = t * kPairGemmTileRows + r;
+          float* out = y + row * y_stride + (c0 + g0 - y_col0);
+          for (int o = 0; o < no; ++o) out[o] = total[o * kPairGemmTileRows + r] * x.unscale[row];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mtpspec

@@ -1,0 +1,69 @@
+// The GEMM path of an FP8 matrix whose input rows are reduced to bf16 codes (kernels/fp8_pairs.h:
+// ActivationPrecision kBf16 or kFp8, the numerics DeepSeek-V3.2's reference code serves), for calls
+// of kLinearGemmRows rows or more (prefill). It multiplies the same operands as the pair tiles: each
+// row's codes c = q · 2^e and each weight's bf16 word (its value · 2^-8, exact), products exact in
+// f32, on bf16 pair products.
+//
+// For output (r, o), per 128-wide block b of the inputs, a chain over the block's pairs (2p, 2p + 1)
+// in order adds the odd product and rounds, then the even one and rounds (Bf16PairStep,
+// kernels/bf16_pairs.h, the arithmetic of VDPBF16PS); the block's sum s_b then enters the total as
+// total = fma(s_b, scale[o / 128, b] · 2^8, total), blocks in order, and y = total · 2^-e_r. That
+// order is the same on every instruction set (AVX-512 BF16, AVX2 multiply-adds, scalar), so the
+// three agree bit for bit on normal values; it differs from the small-row tiles' order (16 lane
+// sums reduced at the end), as the f32 GEMM path always has.
+//
+// Layout: the input rows are transposed once per call into tiles of 64 rows, pairs outermost, so one
+// vector holds one pair of 16 rows; each weight row is widened once per call into its pairs of words
+// and a pair broadcast against the rows. A thread works on whole 64-row tiles × 6 outputs at a time,
+// and writes only its own outputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "Eigen/Core"
+#include "core/tensor.h"
+
+namespace mtpspec {
+
+struct Fp8PairInput;  // kernels/fp8_pairs.h
+
+// The input rows of a pair GEMM: the codes of Fp8PairInput in natural pairs (elements 2p, 2p + 1 of
+// the row in the low and high half of a word), transposed into tiles of kPairGemmTileRows rows.
+inline constexpr int64_t kPairGemmTileRows = 64;
+struct PairGemmInput {
+  int64_t rows = 0, in = 0;
+  int64_t pairs = 0;  // ⌈in / 2⌉
+  int64_t tiles = 0;  // ⌈rows / 64⌉
+  std::vector<uint32_t, Eigen::aligned_allocator<uint32_t>> xt;  // [tiles, pairs, 64] code pairs (rows past `rows` 0)
+  std::vector<float> unscale;                                     // [rows] 2^-e
+  const uint32_t* Tile(int64_t t) const { return xt.data() + t * pairs * kPairGemmTileRows; }
+};
+
+// Transposes the prepared codes of one call (PrepareFp8PairInput) into `out`.
+void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out);
+
+// y[r · y_stride + (o − y_col0)] for r < x.rows and o in [ob, oe): the rows times the F8_E4M3 matrix
+// w (with its block scales) as the header says, on the calling thread.
+void PairGemm(const PairGemmInput& x, const TensorView& w, int64_t ob, int64_t oe, float* y, int64_t y_stride,
+              int64_t y_col0);
+
+// The instruction sets PairGemm can run on; it picks the best the CPU has at run time.
+enum class PairGemmIsa { kScalar, kAvx2, kAvx512Bf16 };
+const char* PairGemmIsaName(PairGemmIsa isa);
+// The best instruction set this CPU (and this build's compiler) offers PairGemm.
+PairGemmIsa PairGemmBestIsa();
+// While one lives, PairGemm on this thread runs on `isa` (at most PairGemmBestIsa()): for tests and
+// benchmarks that compare the paths.
+class PairGemmIsaScope {
+ public:
+  explicit PairGemmIsaScope(PairGemmIsa isa);
+  ~PairGemmIsaScope();
+  PairGemmIsaScope(const PairGemmIsaScope&) = delete;
+  PairGemmIsaScope& operator=(const PairGemmIsaScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace mtpspec

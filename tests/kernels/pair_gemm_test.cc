@@ -1,0 +1,154 @@
+// The pair GEMM (kernels/pair_gemm.h), the GEMM path of FP8 matrices whose input rows are bf16 or fp8
+// codes: every instruction set gives the same bits; the result matches a float64 reference of the
+// same rounded operands within the summation bound, and the small-row pair tiles within twice it;
+// the thread split does not change a bit; NaN codes give NaN in their outputs only. Shapes leave
+// partial scale blocks, an odd width, partial row tiles and partial output groups.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/fp8_quantise.h"
+#include "core/parallel.h"
+#include "gtest/gtest.h"
+#include "kernels/fp8_pairs.h"
+#include "kernels/linear.h"
+#include "kernels/pair_gemm.h"
+#include "tests/kernels/linear_test_util.h"
+
+namespace mtpspec {
+namespace {
+
+using namespace linear_test;  // NOLINT: the shared test helpers
+
+constexpr ActivationPrecision kReduced[] = {ActivationPrecision::kBf16, ActivationPrecision::kFp8};
+constexpr int64_t kRowCounts[] = {24, 25, 63, 64, 65, 130};
+const std::pair<int64_t, int64_t> kShapes[] = {{7, 300}, {49, 301}, {130, 129}, {6, 1024}, {48, 7}, {1, 128}};
+
+TensorView Reduced(TensorView w, ActivationPrecision precision) {
+  w.fp8_activations = precision;
+  return w;
+}
+
+// Rows whose scale varies by 8^(r mod 5 − 2), so that each row has its own power of two 2^-e.
+std::vector<float> Rows(int64_t rows, int64_t in, uint32_t seed) {
+  std::vector<float> x = RandomFloats(rows * in, seed);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < in; ++i) x[r * in + i] *= std::ldexp(1.0f, 3 * static_cast<int>(r % 5) - 6);
+  }
+  return x;
+}
+
+std::vector<PairGemmIsa> AvailableIsas() {
+  std::vector<PairGemmIsa> isas = {PairGemmIsa::kScalar};
+  if (PairGemmBestIsa() >= PairGemmIsa::kAvx2) isas.push_back(PairGemmIsa::kAvx2);
+  if (PairGemmBestIsa() >= PairGemmIsa::kAvx512Bf16) isas.push_back(PairGemmIsa::kAvx512Bf16);
+  return isas;
+}
+
+TEST(PairGemmTest, EveryInstructionSetGivesTheSameBits) {
+  std::printf("best instruction set here: %s\n", PairGemmIsaName(PairGemmBestIsa()));
+  for (const auto& [out, in] : kShapes) {
+    const TestWeight w = MakeWeight(DType::kF8E4M3, out, in, in + 5, static_cast<uint32_t>(out * 31 + in));
+    for (ActivationPrecision precision : kReduced) {
+      for (int64_t rows : kRowCounts) {
+        const std::vector<float> x = Rows(rows, in, static_cast<uint32_t>(rows));
+        Fp8PairInput codes;
+        PrepareFp8PairInput(x.data(), rows, in, precision, &codes);
+        PairGemmInput input;
+        PreparePairGemmInput(codes, &input);
+        std::vector<float> reference(rows * out);
+        {
+          PairGemmIsaScope scalar(PairGemmIsa::kScalar);
+          PairGemm(input, w.view, 0, out, reference.data(), out, 0);
+        }
+        for (PairGemmIsa isa : AvailableIsas()) {
+          PairGemmIsaScope scope(isa);
+          std::vector<float> y(rows * out, -1.0f);
+          PairGemm(input, w.view, 0, out, y.data(), out, 0);
+          for (int64_t i = 0; i < rows * out; ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(reference[i]))
+                << PairGemmIsaName(isa) << " out " << out << " in " << in << " rows " << rows << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Linear takes the pair GEMM from kLinearGemmRows rows: against the float64 reference of the values
+// the kernels multiply (DequantiseFp8PairInput) and the weights' values, within the bound of an
+// in-term chain, and against the row-invariant pair tiles within twice that; with 1 and 3 threads
+// (which split the outputs differently) bit for bit the same, and through LinearRows over an output
+// range that starts and ends inside a scale block.
+TEST(PairGemmTest, MatchesTheReferenceAndTheSmallRowTiles) {
+  ThreadPool one(1), three(3);
+  for (const auto& [out, in] : kShapes) {
+    const TestWeight w = MakeWeight(DType::kF8E4M3, out, in, in, static_cast<uint32_t>(out + 17 * in));
+    for (ActivationPrecision precision : kReduced) {
+      const TensorView view = Reduced(w.view, precision);
+      for (int64_t rows : kRowCounts) {
+        const std::vector<float> x = Rows(rows, in, static_cast<uint32_t>(3 * rows + 1));
+        Fp8PairInput codes;
+        PrepareFp8PairInput(x.data(), rows, in, precision, &codes);
+        std::vector<float> q(rows * in);
+        DequantiseFp8PairInput(codes, q.data());
+        std::vector<float> y(rows * out), y3(rows * out), tiles(rows * out);
+        Linear(x.data(), rows, view, y.data(), &one);
+        Linear(x.data(), rows, view, y3.data(), &three);
+        {
+          RowInvariantScope small_rows;
+          Linear(x.data(), rows, view, tiles.data(), &three);
+        }
+        const char* what = ActivationPrecisionName(precision);
+        ExpectNearReference(q, w.values, rows, in, out, y.data(), what);
+        for (int64_t i = 0; i < rows * out; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(y3[i])) << what << " threads, at " << i;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t o = 0; o < out; ++o) {
+            double magnitude = 0;
+            for (int64_t i = 0; i < in; ++i) magnitude += std::fabs(static_cast<double>(q[r * in + i]) * w.values[o * in + i]);
+            ASSERT_NEAR(y[r * out + o], tiles[r * out + o], 2 * (in + 16) * 0x1p-24 * magnitude + 1e-30)
+                << what << " row " << r << " out " << o << " in " << in;
+          }
+        }
+        if (out > 3) {
+          const int64_t ob = 1, oe = out - 2;
+          std::vector<float> part(rows * (oe - ob));
+          LinearRows(x.data(), rows, view, ob, oe, part.data(), &three);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t o = ob; o < oe; ++o) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(part[r * (oe - ob) + (o - ob)]), std::bit_cast<uint32_t>(y[r * out + o]))
+                  << what << " LinearRows row " << r << " out " << o;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A NaN code in weight row o makes exactly output o NaN in every row; the others stay finite.
+TEST(PairGemmTest, NanCodesGiveNanInTheirOutputsOnly) {
+  const int64_t out = 20, in = 260, rows = 30;
+  TestWeight w = MakeWeight(DType::kF8E4M3, out, in, in, 9);
+  w.fp8[3 * in + 200] = 0x7f;
+  w.fp8[11 * in + 0] = 0xff;
+  w.view.fp8_nan_free = false;
+  const std::vector<float> x = Rows(rows, in, 4);
+  for (PairGemmIsa isa : AvailableIsas()) {
+    PairGemmIsaScope scope(isa);
+    std::vector<float> y(rows * out);
+    Linear(x.data(), rows, Reduced(w.view, ActivationPrecision::kBf16), y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t o = 0; o < out; ++o) {
+        EXPECT_EQ(std::isnan(y[r * out + o]), o == 3 || o == 11) << PairGemmIsaName(isa) << " row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mtpspec
