@@ -46,6 +46,7 @@
 #include "core/parallel.h"
 #include "kernels/linear.h"
 #include "model/decoder_layer.h"
+#include "pipeline/request.h"
 #include "mtp/mtp_module.h"
 #include "pipeline/mtp_drafter.h"
 
@@ -75,6 +76,7 @@ constexpr char kUsage[] = R"(real_scale_bench: per-layer decode and verify costs
                       (f32, int8 or fp8), f32 when left out; one model, switched between
                       precisions by Model::SetActivationPrecision), alternating within every one of
                       --reps repetitions, each paired with the read bandwidth measured before it
+  --weights stored|fp8|bf16|f32  how the matrices are held (default stored; LoadOptions::weight_dtype)
   --stream-mib M      read-bandwidth buffer (default 1024)   --threads N   --seed S
   --json PATH         (default build/results/real_scale.json)
 )";
@@ -449,7 +451,7 @@ absl::Status Run(int argc, char** argv) {
   const std::set<std::string> names = {"model",      "contexts", "max-rows",   "reps",    "e2e",  "rates",
                                        "new-tokens", "e2e-reps", "stream-mib", "threads", "seed", "json",
                                        "prefix-layers", "check-reps", "index-keys", "decode-side-by-side",
-                                       "activations", "side-by-side-rows"};
+                                       "activations", "side-by-side-rows", "weights"};
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv, 1, names, std::set<std::string>{"help"}));
   if (args.Has("help")) {
     std::cout << kUsage;
@@ -481,6 +483,7 @@ absl::Status Run(int argc, char** argv) {
   LoadOptions load;
   ASSIGN_OR_RETURN(load.index_keys, ParseIndexKeyStorage(args.Get("index-keys", "f32"), "--index-keys"));
   ASSIGN_OR_RETURN(load.activations, ParseActivationPrecision(args.Get("activations", "f32"), "--activations"));
+  ASSIGN_OR_RETURN(load.weight_dtype, ParseWeightDType(args.Get("weights", "stored"), Frontend::kCli));
   ASSIGN_OR_RETURN(auto model, Model::Load(args.Get("model"), load));
   if (args.Has("decode-side-by-side")) {
     std::vector<SideBySideEntry> entries;
@@ -542,7 +545,8 @@ absl::Status Run(int argc, char** argv) {
   nlohmann::json j = {{"benchmark", "real_scale_bench"},
                       {"run", RunInfo(argc, argv)},
                       {"index_keys", IndexKeyStorageName(load.index_keys)},
-                      {"activations", ActivationPrecisionName(load.activations)}};
+                      {"activations", ActivationPrecisionName(load.activations)},
+                      {"weights", args.Get("weights", "stored")}};
   j["read_bandwidth_start"] = MeasureReadBandwidth(stream_mib, 5);
   j["compute_ceilings_start"] = MeasureComputeCeilings(c.hidden_size);
   {

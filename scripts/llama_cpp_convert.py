@@ -22,7 +22,7 @@ from pathlib import Path
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("llama_cpp", type=Path, help="llama.cpp source tree (holds convert_hf_to_gguf.py)")
-    parser.add_argument("model", type=Path, help="checkpoint directory (glm_moe_dsa)")
+    parser.add_argument("model", type=Path, help="checkpoint directory (glm_moe_dsa or glm4_moe_lite)")
     parser.add_argument("out", type=Path, help="GGUF file to write")
     parser.add_argument("--outtype", default="bf16", choices=["f32", "bf16", "q8_0"])
     parser.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.json whose BPE vocabulary to write")
@@ -33,9 +33,9 @@ def main() -> int:
         print(f"llama_cpp_convert: {root} holds no convert_hf_to_gguf.py", file=sys.stderr)
         return 2
     config = json.loads((args.model / "config.json").read_text())
-    if config.get("model_type") != "glm_moe_dsa":
+    if config.get("model_type") not in ("glm_moe_dsa", "glm4_moe_lite"):
         print(f"llama_cpp_convert: {args.model}/config.json: model_type {config.get('model_type')!r}; "
-              "only glm_moe_dsa is wired here", file=sys.stderr)
+              "only glm_moe_dsa and glm4_moe_lite are wired here", file=sys.stderr)
         return 2
     sys.path.insert(0, str(root))
     sys.path.insert(1, str(root / "gguf-py"))
@@ -70,6 +70,7 @@ def main() -> int:
             writer.add_bos_token_id(eos)
 
     glm.GlmMoeDsaModel.set_vocab = set_vocab
+    glm.Glm4MoeLiteModel.set_vocab = set_vocab
     sys.argv = ["convert_hf_to_gguf.py", str(args.model), "--outfile", str(args.out), "--outtype", args.outtype]
     convert_hf_to_gguf.main()
     return 0
