@@ -3,7 +3,7 @@
 // bandwidth measured in the same run on the same thread pool. Decode reports the weight bytes it
 // streams per step and what fraction of the measured read bandwidth that amounts to.
 //
-//   build/release/bench/decode_bench [--model_dir=DIR] [--weights=stored|f32|bf16|fp8] [--benchmark_filter=...]
+//   build/release/bench/decode_bench [--model_dir=DIR] [--weights=stored|f32|bf16|fp8] [--activations=f32|bf16|fp8] [--benchmark_filter=...]
 //   (--model_dir: the bench model there, written if missing or stale; any other checkpoint as it is)
 //
 // See bench/README.md for the counters and recorded results.
@@ -290,6 +290,7 @@ int Main(int argc, char** argv) {
   Session& s = GetSession();
   s.model_dir = TakeFlag(&argc, argv, "model_dir", DefaultBenchModelDir());
   const std::string weights = TakeFlag(&argc, argv, "weights", "stored");
+  const std::string activations = TakeFlag(&argc, argv, "activations", "f32");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   LoadOptions load;
@@ -297,6 +298,12 @@ int Main(int argc, char** argv) {
     load.weight_dtype = *dtype;
   } else {
     std::fprintf(stderr, "decode_bench: %s\n", dtype.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::StatusOr<ActivationPrecision> rows = ParseActivationPrecision(activations, "--activations"); rows.ok()) {
+    load.activations = *rows;
+  } else {
+    std::fprintf(stderr, "decode_bench: %s\n", rows.status().ToString().c_str());
     return 1;
   }
 
@@ -326,6 +333,7 @@ int Main(int argc, char** argv) {
 
   benchmark::AddCustomContext("bench_model", PathForReport(s.model_dir));
   benchmark::AddCustomContext("weights", weights);
+  benchmark::AddCustomContext("activations", activations);
   benchmark::AddCustomContext("trunk_weight_GB", absl::StrCat(static_cast<double>(TrunkWeightBytes(*s.model)) / 1e9));
   benchmark::AddCustomContext("pool_threads", absl::StrCat(DefaultThreadPool().num_threads()));
   benchmark::RunSpecifiedBenchmarks();

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/fp8_quantise.h"
+#include "core/parallel.h"
 #include "core/status.h"
 #include "kernels/fp8_pair_tiles.h"
 
@@ -192,25 +193,34 @@ uint16_t Fp8PairInput::Code(int64_t r, int64_t i) const {
   return words[(i / kPairLine) * kPairLine + PairWordOfElement(i % kPairLine)];
 }
 
-void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPrecision precision, Fp8PairInput* out) {
+void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPrecision precision, Fp8PairInput* out,
+                         ThreadPool* pool) {
   MTPSPEC_CHECK(precision != ActivationPrecision::kF32);
   out->rows = rows;
   out->in = in;
   out->lines = (in + kPairLine - 1) / kPairLine;
   out->pairs.assign(rows * out->lines * 32, 0u);
   out->unscale.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    auto* words = reinterpret_cast<uint16_t*>(out->pairs.data() + r * out->lines * 32);
-    out->unscale[r] = std::ldexp(1.0f, -PrepareRow(x + r * in, in, precision, words));
+  const auto prepare = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      auto* words = reinterpret_cast<uint16_t*>(out->pairs.data() + r * out->lines * 32);
+      out->unscale[r] = std::ldexp(1.0f, -PrepareRow(x + r * in, in, precision, words));
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(rows, 16, prepare);
+  } else {
+    prepare(0, rows);
   }
 }
 
-void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out) {
-  PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes);
+void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out,
+                         ThreadPool* pool) {
+  PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes, pool);
   out->values.clear();
   out->gemm = PairGemmInput();
   if (gemm) {
-    PreparePairGemmInput(out->codes, &out->gemm);
+    PreparePairGemmInput(out->codes, &out->gemm, pool);
     return;
   }
 #if defined(MTPSPEC_FP8_PAIRS_SIMD)

@@ -36,6 +36,8 @@
 
 namespace mtpspec {
 
+class ThreadPool;
+
 inline constexpr int64_t kPairLine = 64;  // elements (and bf16 words) per line of pairs
 
 // The word of a line's 64 that holds element j (< 64) of the line.
@@ -78,11 +80,14 @@ inline bool TakesReducedInput(const TensorView& w) {
   return w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32;
 }
 
-// Prepares x [rows, w.shape[1]] for w (TakesReducedInput(w)) on the path `gemm` says.
-void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out);
+// Prepares x [rows, w.shape[1]] for w (TakesReducedInput(w)) on the path `gemm` says; rows split over
+// `pool` when given (each row is prepared alone, so the result does not depend on it).
+void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out,
+                         ThreadPool* pool = nullptr);
 
 // Quantises x [rows, in] (f32, contiguous) as `precision` (kBf16 or kFp8) says, into `out`.
-void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPrecision precision, Fp8PairInput* out);
+void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPrecision precision, Fp8PairInput* out,
+                         ThreadPool* pool = nullptr);
 
 // out [rows, in] = code · 2^-e of every element: q, the values the kernels multiply in place of x
 // (exactly, but for the codes set to 0); builds without the pair tiles multiply these in f32 on the

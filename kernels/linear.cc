@@ -406,7 +406,7 @@ void LinearRows(const float* x, int64_t rows, const TensorView& w, int64_t out_b
   const bool gemm = UseGemm(rows);  // decided on the calling thread, where a RowInvariantScope lives
   Fp8ReducedInput reduced;
   const bool reduces = TakesReducedInput(w);
-  if (reduces) PrepareReducedInput(x, rows, w, gemm, &reduced);
+  if (reduces) PrepareReducedInput(x, rows, w, gemm, &reduced, pool);
   pool->ParallelFor(out_end - out_begin, MinChunk(w.shape[1], rows), [&](int64_t b, int64_t e) {
     LinearRange(x, rows, w, reduces ? &reduced : nullptr, out_begin + b, out_begin + e, y, out_end - out_begin,
                 out_begin, gemm);
@@ -441,7 +441,7 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
       }
     }
     if (reduced[j] == nullptr) {
-      PrepareReducedInput(job.x, job.rows, job.w, gemm[j] != 0, &prepared.emplace_back());
+      PrepareReducedInput(job.x, job.rows, job.w, gemm[j] != 0, &prepared.emplace_back(), pool);
       reduced[j] = &prepared.back();
     }
   }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "core/parallel.h"
 #include "core/status.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/fp8_pairs.h"
@@ -178,21 +179,35 @@ PairGemmIsaScope::PairGemmIsaScope(PairGemmIsa isa) : previous_(forced_isa) {
 
 PairGemmIsaScope::~PairGemmIsaScope() { forced_isa = previous_; }
 
-void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out) {
+void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out, ThreadPool* pool) {
   out->rows = codes.rows;
   out->in = codes.in;
   out->pairs = (codes.in + 1) / 2;
   out->tiles = (codes.rows + kPairGemmTileRows - 1) / kPairGemmTileRows;
   out->xt.assign(out->tiles * out->pairs * kPairGemmTileRows, 0u);
   out->unscale = codes.unscale;
-  for (int64_t r = 0; r < codes.rows; ++r) {
-    uint32_t* tile = out->xt.data() + (r / kPairGemmTileRows) * out->pairs * kPairGemmTileRows;
-    const int64_t lane = r % kPairGemmTileRows;
-    for (int64_t p = 0; p < out->pairs; ++p) {
-      const uint32_t low = codes.Code(r, 2 * p);
-      const uint32_t high = 2 * p + 1 < codes.in ? codes.Code(r, 2 * p + 1) : 0u;
-      tile[p * kPairGemmTileRows + lane] = low | high << 16;
+  // The word of a line's 64 that holds each element (the codes' order, kernels/fp8_pairs.h).
+  static const std::array<uint8_t, kPairLine> word_of = [] {
+    std::array<uint8_t, kPairLine> table{};
+    for (int64_t j = 0; j < kPairLine; ++j) table[j] = static_cast<uint8_t>(PairWordOfElement(j));
+    return table;
+  }();
+  const int64_t full_pairs = codes.in / 2;  // pairs with both elements in the row
+  const auto transpose = [&](int64_t first_tile, int64_t end_tile) {
+    for (int64_t r = first_tile * kPairGemmTileRows; r < std::min(codes.rows, end_tile * kPairGemmTileRows); ++r) {
+      uint32_t* tile = out->xt.data() + (r / kPairGemmTileRows) * out->pairs * kPairGemmTileRows + r % kPairGemmTileRows;
+      const auto* words = reinterpret_cast<const uint16_t*>(codes.Row(r));
+      for (int64_t p = 0; p < full_pairs; ++p) {
+        const int64_t line = (2 * p) / kPairLine * kPairLine, j = (2 * p) % kPairLine;
+        tile[p * kPairGemmTileRows] = words[line + word_of[j]] | static_cast<uint32_t>(words[line + word_of[j + 1]]) << 16;
+      }
+      if (codes.in % 2 != 0) tile[full_pairs * kPairGemmTileRows] = codes.Code(r, codes.in - 1);
     }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(out->tiles, 1, transpose);
+  } else {
+    transpose(0, out->tiles);
   }
 }
 

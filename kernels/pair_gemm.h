@@ -27,6 +27,7 @@
 namespace mtpspec {
 
 struct Fp8PairInput;  // kernels/fp8_pairs.h
+class ThreadPool;
 
 // The input rows of a pair GEMM: the codes of Fp8PairInput in natural pairs (elements 2p, 2p + 1 of
 // the row in the low and high half of a word), transposed into tiles of kPairGemmTileRows rows.
@@ -40,8 +41,9 @@ struct PairGemmInput {
   const uint32_t* Tile(int64_t t) const { return xt.data() + t * pairs * kPairGemmTileRows; }
 };
 
-// Transposes the prepared codes of one call (PrepareFp8PairInput) into `out`.
-void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out);
+// Transposes the prepared codes of one call (PrepareFp8PairInput) into `out`, a row tile per task on
+// `pool` when given.
+void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out, ThreadPool* pool = nullptr);
 
 // y[r · y_stride + (o − y_col0)] for r < x.rows and o in [ob, oe): the rows times the F8_E4M3 matrix
 // w (with its block scales) as the header says, on the calling thread.
