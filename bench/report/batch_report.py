@@ -159,8 +159,8 @@ def comparison_lines(data: Dict[str, Any], measured: List[Dict[str, Any]], predi
         passing = sum(1 for x in values if x >= 0.9)
         misses = [f"B = {b}, k = {k}: {x:.3f}" for (b, k), x in ratios.items() if x < 0.9]
         lines.append(f"  Measured / predicted speedup against {COMPARISONS[comparison][2]}: {min(values):.2f} "
-                     f"to {max(values):.2f} ({passing} of {len(values)} points at >= 0.9, the goal"
-                     + (f"; below: {', '.join(misses)}" if misses else "") + ").")
+                     f"to {max(values):.2f} ({passing} of {len(values)} points at >= 0.9"
+                     + (f"; below it: {', '.join(misses)}" if misses else "") + ").")
         if comparison == "steady" and misses:
             below = [r for r in measured if ratios.get((r["batch"], r["k"]), 1.0) < 0.9]
             lines.append("  Where the steady state is above the measured speedup, the batch ran more cycles "

@@ -68,7 +68,7 @@ def main() -> None:
           f"- Runs: {len(runs)}" + (f", alternating with {len(base)} runs of {args.baseline_label}" if base else ""),
           "", "Command (each run):", "", "```", args.command, "```", "",
           "`bw_ratio` is the weight bytes a step streams per second over the read bandwidth "
-          "(`BM_StreamRead/1024`) measured in the same run; the goal is at least 0.7.", ""]
+          "(`BM_StreamRead/1024`) measured in the same run.", ""]
     header = "| | " + " | ".join(f"context {c}" for c in CONTEXTS) + " |"
     md += [header, "|---|" + "---|" * len(CONTEXTS)]
     for label, rs in ((args.label, runs), (args.baseline_label, base)):

@@ -137,7 +137,7 @@ def main() -> None:
              "BM_Prefill: a 256-token chunk after N tokens) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / "
              "`-p 256 -n 0 -d 0,1024` with its default settings, alternating within each round. Data: "
              "`llama-cpp-data/` (each engine's JSON of each round).", ""]
-    goal_rows = []
+    decode_rows = []
     byte_notes = []
     llama_meta = {}
     for key, their_key, title, model_dir, gguf, our_format, their_format, fp8_at_load in models:
@@ -170,7 +170,7 @@ def main() -> None:
             lines.append(f"| {label} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | {ratio:.2f}× | "
                          + ", ".join(f"{x:.2f}" for x in per_round) + " |")
             if kind == "decode":
-                goal_rows.append((SHORT[key], label, ratio))
+                decode_rows.append((SHORT[key], label, ratio))
         lines.append("")
         # Bytes per decode step: what each engine must stream, and how fast it streamed them.
         config = json.loads((model_dir / "config.json").read_text())
@@ -196,10 +196,8 @@ def main() -> None:
         lines += ["llama.cpp build: commit " + str(llama_meta.get("build_commit")) + f", CPU {llama_meta.get('cpu_info')}, "
                   f"{llama_meta.get('n_threads')} threads, cache {llama_meta.get('type_k')}/{llama_meta.get('type_v')}, "
                   f"flash attention {llama_meta.get('flash_attn')}.", ""]
-    short = [(m, l, r) for m, l, r in goal_rows if r < 1.0]
-    lines += ["## Goal: at least 1.0× llama.cpp's decode tok/s on every row", "",
-              ("Met on every row" if not short else "Not met on " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in short))
-              + ". All rows: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in goal_rows) + ".", ""]
+    lines += ["## Decode against llama.cpp, every row", "",
+              "mtpspec's decode tok/s over llama.cpp's: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in decode_rows) + ".", ""]
     if byte_notes:
         lines += ["Per decode step, mtpspec streams " + "; ".join(
             f"{m} at N = {n}: {ratio:.2f}× llama.cpp's weight bytes at {ours_frac:.2f} of the read bandwidth "

@@ -157,7 +157,7 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
     # with a ceiling well above it).
     head = layers_json["head_bytes"]
     fp8 = cut_bytes - head
-    rows, verdicts, fast_rows = [], [], []
+    rows, fast_rows = [], []
     all_bws = read_bandwidths(costs, contexts) or [1.0]
     middle = speed_middle(all_bws)
 
@@ -187,16 +187,6 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
             fast_rows.append(f"| {n} | {len(fast)} | {fast_bw / 1e9:.1f} | {1e3 * fp8 / fast_bw:.1f} | "
                              f"{1e3 * fp8 / gemv:.1f} | {1e3 * fast_streaming:.1f} | {fast_bound:.2f} | "
                              f"{median(r for r, _ in fast):.2f} |")
-        if at_peak < 0.75:
-            verdicts.append(f"N = {n}: out of reach in f32 on this machine (at most {at_peak:.2f} with every "
-                            "multiply-add over the cache at the cores' peak and the weights at the full read "
-                            "bandwidth)")
-        elif with_kernels < 0.75:
-            verdicts.append(f"N = {n}: out of reach for these kernels (at most {with_kernels:.2f}); "
-                            f"{at_peak:.2f} at the cores' peak")
-        else:
-            verdicts.append(f"N = {n}: within reach in principle (these kernels' ceilings allow "
-                            f"{with_kernels:.2f}; measured {measured_text})")
     if not rows:
         return []
     c0 = ceilings[0]
@@ -219,7 +209,7 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
             "| N | weights at the read bandwidth (ms) | weights, with the FP8 GEMV's ceiling (ms) | compute over the cache "
             "(G multiply-adds) | at the row kernels' rate (ms) | at the peak (ms) | bound, these kernels | "
             "bound, f32 at the peak | measured |", "|---|---|---|---|---|---|---|---|---|"] + rows + [
-            "", "Against the goal of 0.75:", ""] + [f"- {v}." for v in verdicts] + [""] + \
+            ""] + \
         fast_speed_lines(fast_rows, gemv, middle) + [
             "Where the bound is the compute over the cache, bf16 or fp8 indexer keys (`--index-keys bf16|fp8`) "
             "do the indexer's share in bf16 pair products at 32 multiply-adds per instruction; what that saves on "

@@ -196,19 +196,18 @@ def plots(out: Path, results: List[Dict[str, Any]], points: List[Dict[str, Any]]
 def branches(run: Dict[str, Any]) -> bool:
     """Whether a tree run can hold siblings: a static shape with a branch above 1, or a dynamic tree
     of more than one node. A one-node tree is the chain k = 1, so it does not count as a tree for
-    the goal."""
+    as a tree."""
     if run["kind"] == "static":
         return any(int(b) > 1 for b in run["shape"].split(","))
     return run["kind"] == "dynamic" and int(run["shape"].split("=")[1]) > 1
 
 
-def goal_lines(results: List[Dict[str, Any]], points: List[Dict[str, Any]], costs: List[Dict[str, Any]],
+def tree_chain_lines(results: List[Dict[str, Any]], points: List[Dict[str, Any]], costs: List[Dict[str, Any]],
                modes: List[str], mode_of: Callable[[Dict[str, Any]], str], project: Projection) -> List[str]:
-    """The goal: at an equal verify budget L >= 4 the best tree's AL beats the chain's by >= 15% on
-    the trained model, and the measured end-to-end speedup of some tree beats the best chain's at
-    some N. Each half is stated as met or not, with the numbers that decide it; only trees that can
-    branch count (`branches`)."""
-    lines = ["\n## Goal\n"]
+    """Trees against chains: at each equal verify budget L >= 4 the best tree's AL over the chain's on
+    the trained model, and the fastest tree's measured end-to-end speedup against the fastest chain's
+    (only trees that can branch count, `branches`)."""
+    lines = ["\n## Trees against chains\n"]
     for mode in modes:
         at = [r for r in results if mode_of(r) == mode and r["rows"] >= 4]
         gains = []
@@ -220,11 +219,10 @@ def goal_lines(results: List[Dict[str, Any]], points: List[Dict[str, Any]], cost
                 gains.append((best["mean_acceptance_length"] / chain["mean_acceptance_length"], L, best))
         if not gains:
             continue
-        met = [g for g in gains if g[0] >= 1.15]
         top = max(gains, key=lambda g: g[0])
-        lines.append(f"- Accepted length, {mode}: " + (
-            f"met, the best tree beats the chain by >= 15% at L = {', '.join(str(g[1]) for g in met)} "
-            if met else "not met ") + f"(largest gain {top[0]:.3f}x, {top[2]['shape']} at L = {top[1]}).")
+        lines.append(f"- Accepted length, {mode}: the best tree over the chain at the same L: "
+                     + ", ".join(f"L = {g[1]} {g[0]:.3f}x" for g in gains)
+                     + f" (largest {top[0]:.3f}x, {top[2]['shape']} at L = {top[1]}).")
     for mode in modes:
         runs = [r for r in results if mode_of(r) == mode and r["rows"] > 1]
         temperature = runs[0]["temperature"] if runs else None
@@ -236,8 +234,7 @@ def goal_lines(results: List[Dict[str, Any]], points: List[Dict[str, Any]], cost
         speed = lambda r: plain["seconds_per_token"] / r["seconds_per_token"]  # noqa: E731
         bc, bt = max(chains, key=speed), max(trees, key=speed)
         close = abs(speed(bt) / speed(bc) - 1) < 0.02  # one run on a shared machine does not separate them
-        verdict = "not separated" if close else ("met" if speed(bt) > speed(bc) else "not met")
-        lines.append(f"- Measured speedup on the trained model, {mode}: {verdict}; "
+        lines.append(f"- Measured speedup on the trained model, {mode}: "
                      f"the fastest tree {bt['shape']} (L = {bt['rows']}) {speed(bt):.3f}x against the fastest chain "
                      f"{bc['shape']} {speed(bc):.3f}x plain"
                      + (" (both slower than plain decoding)" if max(speed(bt), speed(bc)) < 1 else "")
@@ -250,12 +247,11 @@ def goal_lines(results: List[Dict[str, Any]], points: List[Dict[str, Any]], cost
             continue
         bc = max(chains, key=lambda e: e["speedup"])
         bt = max(trees, key=lambda e: e["speedup"])
-        verdict = "met" if bt["speedup"] > bc["speedup"] else "not met"
         lines.append(f"- Measured speedup on the bench model at N = {point['context']} (SYNTHETIC acceptance at the "
-                     f"trained rates): {verdict}; the fastest tree {bt['shape']} (L = {bt['rows']}) "
+                     f"trained rates): the fastest tree {bt['shape']} (L = {bt['rows']}) "
                      f"{bt['speedup']:.3f}x against the fastest chain {bc['shape']} {bc['speedup']:.3f}x plain.")
         cost = next((c for c in costs if c["context"] == point["context"]), None)
-        if verdict == "not met" and cost is not None:
+        if bt["speedup"] <= bc["speedup"] and cost is not None:
             def spent(e: Dict[str, Any]) -> float:  # plain steps per cycle: r(L) + the draft depths
                 return e["mean_acceptance_length"] / predicted(e, cost, project)
             lines.append(f"  Why, in this run's measured parts: the tree accepts {bt['mean_acceptance_length']:.3f} "

@@ -413,7 +413,7 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
              "there). Time is wall time per generated token measured in this run, relative to plain "
              "decoding of the same windows.\n"]
     lines += findings(results, costs)
-    lines += tree_e2e.goal_lines(results, e2e, costs, modes_of(results), result_mode, projected_speedup)
+    lines += tree_e2e.tree_chain_lines(results, e2e, costs, modes_of(results), result_mode, projected_speedup)
     lines += tree_e2e.plots(out, results, e2e, costs, modes_of(results), result_mode, projected_speedup)
     for mode in modes_of(results):
         rows = [r for r in results if result_mode(r) == mode]
