@@ -6,7 +6,7 @@
 
 Writes <out>/acceptance.md and <out>/tradeoff.md, the current report of each benchmark, and under
 <out>/acceptance-data/ and <out>/tradeoff-data/ their JSON, CSV tables and PNG plots (acceptance vs context per position, r_k vs N per path, k x N speedup heat
-map, component stacks). Either input may be omitted. Goal checks live in report_goals.py.
+map, component stacks). Either input may be omitted. The trade-off findings live in report_goals.py.
 """
 
 from __future__ import annotations
