@@ -18,10 +18,10 @@
 #                               real_scale_bench --decode-side-by-side on both cuts (~20 min)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (tests/soak/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
-#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size (~15 min)
-#   docs/results/batch-real.md  batch_bench on the 7-layer GLM-5.2 cut (real dimensions, FP8) and a
-#                               projection of the full release per batch size (~30 min; the cut as
-#                               real-scale writes it)
+#   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size, on the bench
+#                               model (batch, ~15 min) and on the 7-layer GLM-5.2 cut with a projection
+#                               of the full release (batch-real, ~30 min; the cut as real-scale writes
+#                               it); the page has a section for each run it finds
 #   docs/results/serving.md     mtpspec-serve against GenerateBatch in process, and Poisson arrivals for plain
 #                               decoding and MTP k = 1..3 (bench/serving_bench.py, ~10 min)
 #   docs/results/prompt-sets.md acceptance per category of MT-Bench and HumanEval on the trained model, k = 1..4,
@@ -186,7 +186,7 @@ for target in "${targets[@]}"; do
     batch)
       $bench/batch_bench --contexts 512,4096 --batches 1,2,4,8,16 --max-k 4 --reps 5 --e2e-contexts 512,4096 \
         --new-tokens 48 --e2e-reps 5 --e2e-cost-reps 3 --json build/results/batch.json
-      "$python" bench/report/batch_report.py --json build/results/batch.json --out docs/results ;;
+      "$python" bench/report/batch_report.py --out docs/results ;;
     serving)
       # The bindings and the server, built as scripts/test_python.sh builds them; the bench model as
       # decode_bench writes it.
@@ -206,8 +206,7 @@ for target in "${targets[@]}"; do
       $bench/batch_bench --model build/rs/glm7 --prefix-layers 3 --rates 0.88,0.75,0.58 --contexts 512,4096 \
         --batches 1,2,4,8,16 --max-k 4 --reps 3 --e2e-contexts 512,4096 --new-tokens 12 --e2e-reps 2 \
         --json build/results/batch_glm7.json
-      "$python" bench/report/batch_report.py --json build/results/batch_glm7.json --page batch-real --out docs/results \
-        --rates-label "the published GLM-5.2 conditional rates (mlx-lm #1419)" ;;
+      "$python" bench/report/batch_report.py --out docs/results ;;
     tree)
       heldout
       $bench/tree_bench --contexts 512,2048,8192 --json build/results/tree_costs.json

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Writes docs/results/batch.md (and batch-data/) from a batch_bench run.
+"""Writes docs/results/batch.md (and batch-data/) from batch_bench runs, one section per run.
 
-  build/pyenv/bin/python bench/report/batch_report.py [--json build/results/batch.json] [--out docs/results]
-      [--page batch] [--rates-label TEXT]
+  build/pyenv/bin/python bench/report/batch_report.py [--run JSON RATES_LABEL ...] [--out docs/results]
 
-A run on a checkpoint cut from a release (batch_bench --model, `mtpspec make-checkpoint`) adds each
-cost at the release's expert union and, when it timed its prefix forwards (--prefix-layers), a
-PROJECTION of the full release per batch size.
+Without --run: build/results/batch.json (the bench model, the trained head's rates) and
+build/results/batch_glm7.json (a GLM-5.2 cut, the published mlx-lm rates), whichever exist. A run on a
+checkpoint cut from a release (batch_bench --model, `mtpspec make-checkpoint`) adds each cost at the
+release's expert union and, when it timed its prefix forwards (--prefix-layers), a PROJECTION of the
+full release per batch size.
 
 The page: the batched verify's measured cost against its bound with the expert union counted, the
 cost model's predicted tokens/s and speedup per batch size B and draft length k, the measured ones
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -350,7 +352,7 @@ def plot(data: Dict[str, Any], path: Path) -> bool:
     return True
 
 
-def projection_section(data: Dict[str, Any], folder: Path, page: str) -> List[str]:
+def projection_section(data: Dict[str, Any], folder: Path, key: str) -> List[str]:
     """The full release's projected batch costs and speedups, with a plot; empty without a projection."""
     projected = [(point["context"], projection(data, point)) for point in data["points"]]
     projected = [(n, p) for n, p in projected if p is not None]
@@ -377,8 +379,8 @@ def projection_section(data: Dict[str, Any], folder: Path, page: str) -> List[st
                 ax.plot(batches, [cell(proj["rows"], batch=b, k=k)["speedup"] for b in batches], "-o", label=f"k = {k}")
             style_speedup_axes(ax, batches, f"{proj['release']} PROJECTION, N = {n}")
         fig.tight_layout()
-        fig.savefig(folder / "projection_speedup_vs_batch.png", dpi=110)
-        lines.append(f"![projected speedup against B for each k]({page}-data/projection_speedup_vs_batch.png)\n")
+        fig.savefig(folder / f"{key}_projection_speedup_vs_batch.png", dpi=110)
+        lines.append(f"![projected speedup against B for each k](batch-data/{key}_projection_speedup_vs_batch.png)\n")
     except ImportError:
         pass
     for n, proj in projected:
@@ -393,18 +395,16 @@ def projection_section(data: Dict[str, Any], folder: Path, page: str) -> List[st
     return lines
 
 
-def write(data: Dict[str, Any], out: Path, source: Path, page: str, rates_label: str, report_command: str) -> None:
-    folder = out / f"{page}-data"
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, folder / f"{page}.json")
+def section(data: Dict[str, Any], folder: Path, source: Path, key: str, rates_label: str) -> str:
+    """One run's section, its headings one level below the page's."""
+    shutil.copyfile(source, folder / f"{key}.json")
     run = data["run"]
     al = data["acceptance_length"]
     bench_model = model_info(data).get("bench_model", True)
-    title = ("# Batches: batched verify cost and what MTP buys per batch size\n" if bench_model else
-             "# Batches at real dimensions: batched verify cost and what MTP buys per batch size\n")
+    title = "# The bench model\n" if bench_model else "# At real dimensions\n"
     lines = [title,
-             f"Made by `{run['command']}` then `{report_command}` on "
-             f"{run['date_utc'][:10]} ({run['cpu_model']}, {run['threads']} threads). Data: `{page}-data/{page}.json`.\n",
+             f"Made by `{run['command']}` on {run['date_utc'][:10]} ({run['cpu_model']}, {run['threads']} threads). "
+             f"Data: `batch-data/{key}.json`.\n",
              f"{describe_model(data)} with "
              "B caches filled to the context N with random rows. Read bandwidth "
              f"{data['read_bandwidth']['bytes_per_second'] / 1e9:.1f} GB/s and {data['mac_rate']['macs_per_second'] / 1e9:.0f} "
@@ -427,9 +427,9 @@ def write(data: Dict[str, Any], out: Path, source: Path, page: str, rates_label:
              "the luck of one run's acceptance draws." if "speedup_for_run" in data["points"][0]["predicted"][0]
                 else "") + "\n"]
     lines += findings(data)
-    if plot(data, folder / "speedup_vs_batch.png"):
-        lines.append(f"\n![speedup against B for each k, predicted and measured]({page}-data/speedup_vs_batch.png)\n")
-    lines += projection_section(data, folder, page)
+    if plot(data, folder / f"{key}_speedup_vs_batch.png"):
+        lines.append(f"\n![speedup against B for each k, predicted and measured](batch-data/{key}_speedup_vs_batch.png)\n")
+    lines += projection_section(data, folder, key)
     for point in data["points"]:
         n = point["context"]
         lines.append(f"\n## N = {n}\n")
@@ -507,25 +507,36 @@ def write(data: Dict[str, Any], out: Path, source: Path, page: str, rates_label:
                                         f"{max(r['run_tokens_per_second']):.1f}" for r in e2e
                                         if r["batch"] == max(x["batch"] for x in e2e))
                             + ")." if reps > 1 else ""))
-    (out / f"{page}.md").write_text("\n".join(lines) + "\n")
+    return re.sub(r"(?m)^(#+) ", r"#\1 ", "\n".join(lines))
+
+
+DEFAULT_RUNS = [(REPO / "build" / "results" / "batch.json", "the trained head's conditional rates"),
+                (REPO / "build" / "results" / "batch_glm7.json", "the published GLM-5.2 conditional rates (mlx-lm #1419)")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", type=Path, default=REPO / "build" / "results" / "batch.json")
+    parser.add_argument("--run", nargs=2, action="append", metavar=("JSON", "RATES_LABEL"),
+                        help="a batch_bench JSON and where its --rates come from (repeatable)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results")
-    parser.add_argument("--page", default="batch", help="the page's name: PAGE.md and PAGE-data/")
-    parser.add_argument("--rates-label", default="the trained head's conditional rates",
-                        help="where the run's --rates come from, for the page")
     args = parser.parse_args()
-    data = json.loads(args.json.read_text())
+    runs = [(Path(j), label) for j, label in args.run] if args.run else [r for r in DEFAULT_RUNS if r[0].exists()]
+    if not runs:
+        raise SystemExit("batch_report: no batch_bench JSON: run scripts/reproduce_results.sh batch or batch-real")
+    folder = args.out / "batch-data"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     command = "build/pyenv/bin/python bench/report/batch_report.py" + "".join(
-        f" {flag} {value}" for flag, value, default in
-        [("--json", args.json, REPO / "build" / "results" / "batch.json"), ("--page", args.page, "batch")]
-        if value != default and not (flag == "--json" and Path(value).resolve() == default))
-    if args.rates_label != "the trained head's conditional rates":
-        command += f" --rates-label '{args.rates_label}'"
-    write(data, args.out, args.json, args.page, args.rates_label, command)
+        f" --run {j} '{label}'" for j, label in (args.run or []))
+    lines = ["# Batches: batched verify cost and what MTP buys per batch size", "",
+             f"Page written by `{command}` from the runs below, each with its own command.", ""]
+    keys = iter(["batch", "batch-real"])
+    for source, label in runs:
+        data = json.loads(source.read_text())
+        key = next(keys) if len(runs) <= 2 else source.stem
+        lines += [section(data, folder, source, key, label).rstrip(), ""]
+    (args.out / "batch.md").write_text("\n".join(lines).rstrip() + "\n")
     return 0
 
 
