@@ -9,7 +9,7 @@
 // weights against the f32 tiles' 9 (kernels/simd_tiles.h, Fp8Line). A pair product instruction does
 // 32 multiply-adds against an f32 multiply-add's 16, but on the Zen 4 cores measured here it issues at
 // half the rate, so the multiply-adds cost the same and the saving is the widening (1.3-1.6x on
-// bench/linear_bench's resident matrix, docs/results/activations.md). The bit placement is wrong for bytes whose
+// bench/linear_bench's resident matrix, docs/results/numerics.md). The bit placement is wrong for bytes whose
 // exponent field is 0 (zeros and subnormals: bf16 would need its exponent rebiased) and for the NaN
 // codes, so a line holding any of them has those bytes replaced by table lookups (about 1% of the
 // lines of a release-like matrix).

@@ -2,20 +2,16 @@
 # Runs every benchmark that docs/results/ reports and rewrites the reports from their JSON:
 #   docs/results/decode.md      decode_bench     (about 5 min)
 #   docs/results/acceptance.md  accept_bench     (about 5 min on 2 cores)
-#   docs/results/kv-int8.md     kv_int8_bench    (under a minute)
+#   docs/results/numerics.md    every cache and precision variant against f32 (numerics): the int8
+#                               latent cache (kv-int8, under a minute), the indexer keys in bf16 and
+#                               fp8 (index-keys, ~15 min), the FP8 matrices' input rows in bf16 and fp8
+#                               (activations, ~15 min) and the fp8 latent cache as DeepSeek-V3.2 is
+#                               served (kv-fp8, ~20 min); each part runs kv_int8_bench --variant,
+#                               linear_bench and real_scale_bench on the GLM-5.2 and DeepSeek-V3.2
+#                               cuts, and the page has a section for each part it finds
 #   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
 #   docs/results/real-scale.md  real_scale_bench and memory_bench on checkpoints cut from GLM-5.2 and
 #                               DeepSeek-V3.2 (about 30 min, 30 GB of disk under build/rs)
-#   docs/results/index-keys.md  the indexer keys in bf16 and fp8 against f32: kv_int8_bench --variant
-#                               bf16-index-keys|fp8-index-keys (accuracy, selection), real_scale_bench
-#                               --index-keys and --decode-side-by-side on the GLM-5.2 and DeepSeek-V3.2
-#                               cuts (speed; ~15 min, the cuts as real-scale writes them)
-#   docs/results/activations.md the FP8 matrices' input rows in bf16 and fp8 against f32: kv_int8_bench
-#                               --variant bf16-activations|fp8-activations (accuracy), linear_bench (the
-#                               GEMV's speed), real_scale_bench --decode-side-by-side on both cuts (~15 min)
-#   docs/results/kv-fp8.md      the latent cache as DeepSeek-V3.2 is served (fp8) against f32: kv_int8_bench
-#                               --variant fp8-latent (accuracy, memory), linear_bench (the attention core),
-#                               real_scale_bench --decode-side-by-side on both cuts (~20 min)
 #   docs/results/soak.md        2,000 requests through one model, CLI and Python (tests/soak/soak.py)
 #   docs/results/tree.md        trees against chains on the trained model (bench/report/tree_report.py, ~5 min)
 #   docs/results/batch.md       batch_bench: batched verify costs and MTP per batch size, on the bench
@@ -29,15 +25,19 @@
 # The held-out text of the trained model comes from research/train/corpus.py (Debian packages it
 # downloads with apt-get) and research/train/make_heldout.py. JSON goes to build/results/.
 #
-# Usage: scripts/reproduce_results.sh [decode|acceptance|kv-int8|tradeoff|real-scale|index-keys|activations|kv-fp8|soak|tree|batch|batch-real|serving|prompt-sets ...]
-#        (default: all)
+# Usage: scripts/reproduce_results.sh [decode|acceptance|numerics|kv-int8|index-keys|activations|kv-fp8|tradeoff|
+#        real-scale|soak|tree|batch|batch-real|serving|prompt-sets ...]   (default: all; numerics = its
+#        four parts kv-int8, index-keys, activations and kv-fp8)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh release
 python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q tokenizers
 mkdir -p build/results
-targets=("$@")
+targets=()
+for target in "$@"; do
+  if [ "$target" = numerics ]; then targets+=(kv-int8 index-keys activations kv-fp8); else targets+=("$target"); fi
+done
 [ ${#targets[@]} -eq 0 ] && targets=(decode acceptance kv-int8 tradeoff real-scale index-keys activations kv-fp8 soak tree batch batch-real serving prompt-sets)
 bench=build/release/bench
 
@@ -61,6 +61,11 @@ cuts() {
     [ -f "build/rs/$name/model.safetensors.index.json" ] || \
       build/release/cli/mtpspec make-checkpoint "build/rs/$name" --like "$like" --layers "$layers" --experts 32
   done
+}
+
+# The numerics page, from whichever of its parts' JSON build/results holds.
+numerics_report() {
+  "$python" bench/report/numerics_report.py --results build/results --command "scripts/reproduce_results.sh numerics"
 }
 
 for target in "${targets[@]}"; do
@@ -88,8 +93,7 @@ for target in "${targets[@]}"; do
         $bench/kv_int8_bench --model tests/golden/$m --random-tokens 4000 --windows 8 --context 64 --eval-tokens 48 \
           --new-tokens 12 --json build/results/kv_int8_$m.json
       done
-      "$python" bench/report/kv_int8_report.py --trained build/results/kv_int8_trained.json \
-        --golden build/results/kv_int8_glm_a.json build/results/kv_int8_dsv32_b.json ;;
+      numerics_report ;;
     tradeoff)
       heldout
       cmd=(--contexts 512,2048,8192,32768 --dense-context 0 --new-tokens 256 --reps 11 --e2e-reps 5 --g5-reps 9
@@ -133,8 +137,7 @@ for target in "${targets[@]}"; do
         $bench/real_scale_bench --model build/rs/$cut --reps 9 --decode-side-by-side f32,bf16,fp8 \
           --json build/results/index_keys_${cut}_side_by_side.json
       done
-      "$python" bench/report/index_keys_report.py --results build/results \
-        --command "scripts/reproduce_results.sh index-keys" ;;
+      numerics_report ;;
     activations)
       heldout
       for acts in bf16 fp8; do
@@ -151,8 +154,7 @@ for target in "${targets[@]}"; do
         $bench/real_scale_bench --model build/rs/$cut --reps 7 --decode-side-by-side f32,f32:bf16,f32:fp8,bf16:fp8 \
           --side-by-side-rows 3,5 --json build/results/activations_${cut}_side_by_side.json
       done
-      "$python" bench/report/activations_report.py --results build/results \
-        --command "scripts/reproduce_results.sh activations" ;;
+      numerics_report ;;
     kv-fp8)
       heldout
       $bench/kv_int8_bench --model models/glm-tiny-mtp --variant fp8-latent --windows 8 --context 512 \
@@ -177,8 +179,7 @@ for target in "${targets[@]}"; do
         $bench/real_scale_bench --model build/rs/$cut --reps 7 --decode-side-by-side f32,f32:f32:fp8,fp8:fp8:fp8 \
           --side-by-side-rows 3 --json build/results/kv_fp8_${cut}_side_by_side.json
       done
-      "$python" bench/report/kv_fp8_report.py --results build/results \
-        --command "scripts/reproduce_results.sh kv-fp8" ;;
+      numerics_report ;;
     soak)
       # The bindings, built as scripts/test_python.sh builds them.
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
@@ -213,7 +214,7 @@ for target in "${targets[@]}"; do
       "$python" -m pip install -q --no-build-isolation ./python -C build-dir="$PWD/build/pybuild"
       "$python" bench/report/tree_report.py --out docs/results ;;
     *)
-      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real, serving, prompt-sets)" >&2
+      echo "reproduce_results.sh: unknown report '$target' (decode, acceptance, numerics, kv-int8, tradeoff, real-scale, index-keys, activations, kv-fp8, soak, tree, batch, batch-real, serving, prompt-sets)" >&2
       exit 2 ;;
   esac
 done

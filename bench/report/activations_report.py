@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes docs/results/activations.md: the FP8 matrices' input rows in bf16 or fp8 against f32.
+"""The activations section of docs/results/numerics.md (bench/report/numerics_report.py): the FP8
+matrices' input rows in bf16 or fp8 against f32.
 
-Reads, from --results (build/results):
+Reads, from numerics_report.py's --results (build/results):
   activations_V_trained.json for V in bf16, fp8
       kv_int8_bench --variant V-activations (accuracy and MTP acceptance on the trained model)
   activations_linear.json
@@ -9,9 +10,7 @@ Reads, from --results (build/results):
   activations_<cut>_side_by_side.json for the cuts glm7 and dsv4
       real_scale_bench --decode-side-by-side f32,f32:bf16,f32:fp8,bf16:fp8 --side-by-side-rows 3,5
 
-  python bench/report/activations_report.py --results build/results [--command "..."] [--out docs/results]
 
-The JSON files are copied into <out>/activations-data/ beside the report.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from __future__ import annotations
 import re
 from statistics import median
 
-from results_page import (DIVERGENCE_NOTE, comparison_row, heading_lines, json_loader, page_arguments,
-                          side_by_side_table)  # noqa: E402  (bench/report/)
+from results_page import DIVERGENCE_NOTE, comparison_row, demoted, section_heading, side_by_side_table  # noqa: E402  (bench/report/)
 
 VARIANTS = ["bf16", "fp8"]
 CUTS = [("glm7", "GLM-5.2"), ("dsv4", "DeepSeek-V3.2")]
@@ -150,16 +148,15 @@ def accuracy_lines(results: dict[str, dict]) -> list[str]:
     return lines + [""]
 
 
-def main() -> None:
-    args = page_arguments(__doc__)
-    load = json_loader(args.results, args.out / "activations-data")
-
+def section(load) -> list[str]:
+    """The activations section of the numerics page, from the runs `load` finds (empty without any)."""
     accuracy = {v: r for v in VARIANTS if (r := load(f"activations_{v}_trained.json")) is not None}
     linear = load("activations_linear.json")
     cuts = {name: r for cut, name in CUTS if (r := load(f"activations_{cut}_side_by_side.json")) is not None}
+    if not cuts and not accuracy:
+        return []
     first = next(iter(cuts.values())) if cuts else next(iter(accuracy.values()))
-    run = first["run"]
-    md = heading_lines("The FP8 matrices' input rows in bf16 and fp8", INTRO, run, "activations-data", args.command)
+    md = section_heading("The FP8 matrices' input rows in bf16 and fp8", INTRO, first["run"])
     body, summary = [], ["## Summary", ""]
     if linear is not None:
         bandwidth, rates = parse_linear(linear)
@@ -209,10 +206,4 @@ def main() -> None:
                            f"{t[f'mean_nll_{v}_activations']:.4f}" +
                            (f"; MTP mean acceptance length at k = 2 {mtp['mean_acceptance_length_f32']:.3f} → "
                             f"{mtp[f'mean_acceptance_length_{v}_activations']:.3f}." if mtp else "."))
-    md += summary + [""] + body + accuracy_lines(accuracy)
-    (args.out / "activations.md").write_text("\n".join(md))
-    print(f"wrote {args.out / 'activations.md'}")
-
-
-if __name__ == "__main__":
-    main()
+    return md + demoted(summary + [""] + body + accuracy_lines(accuracy))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes docs/results/index-keys.md: the DSA indexer with its keys in bf16 or fp8 against f32.
+"""The index-keys section of docs/results/numerics.md (bench/report/numerics_report.py): the DSA
+indexer with its keys in bf16 or fp8 against f32.
 
-Reads, from --results (build/results), for each variant V in bf16 and fp8 that is there:
+Reads, from numerics_report.py's --results (build/results), for each variant V in bf16 and fp8 that is there:
   index_keys_V_trained.json, index_keys_V_glm_a.json, index_keys_V_dsv32_b.json
       kv_int8_bench --variant V-index-keys (accuracy, selection overlap, MTP acceptance)
   index_keys_<cut>_f32.json and index_keys_<cut>_V.json for the cuts glm7 and dsv4
@@ -9,16 +10,14 @@ Reads, from --results (build/results), for each variant V in bf16 and fp8 that i
   index_keys_<cut>_side_by_side.json
       real_scale_bench --decode-side-by-side f32,bf16,fp8 (whole decode steps, alternating)
 
-  python bench/report/index_keys_report.py --results build/results [--command "..."] [--out docs/results]
 
-The JSON files are copied into <out>/index-keys-data/ beside the report.
 """
 
 from __future__ import annotations
 
 from statistics import median
 
-from results_page import heading_lines, json_loader, page_arguments, side_by_side_table  # noqa: E402  (bench/report/)
+from results_page import demoted, section_heading, side_by_side_table  # noqa: E402  (bench/report/)
 
 from real_scale_bandwidth import paired_ratios  # noqa: E402  (bench/report/)
 from real_scale_report import LayerCosts, full_schedule  # noqa: E402
@@ -273,10 +272,8 @@ def summary_lines(speed: dict[str, CutRuns], side_by_side: dict[str, dict],
     return lines + [""]
 
 
-def main() -> None:
-    args = page_arguments(__doc__)
-    load = json_loader(args.results, args.out / "index-keys-data")
-
+def section(load) -> list[str]:
+    """The index-keys section of the numerics page, from the runs `load` finds (empty without any)."""
     accuracy = {(v, key): r for v in VARIANTS for key, _ in ACCURACY
                 if (r := load(f"index_keys_{v}_{key}.json")) is not None}
     speed, side_by_side = {}, {}
@@ -286,21 +283,17 @@ def main() -> None:
             speed[name] = CutRuns(runs)
         if (run := load(f"index_keys_{cut}_side_by_side.json")) is not None:
             side_by_side[name] = run
+    if not speed and not accuracy:
+        return []
     first = next(iter(speed.values())).runs["f32"] if speed else next(iter(accuracy.values()))
-    run = first["run"]
-    md = heading_lines("The indexer's keys in bf16 and fp8", INTRO, run, "index-keys-data", args.command)
-    md += summary_lines(speed, side_by_side, accuracy)
-    md += ["## What reduced-precision keys save", ""]
+    md = section_heading("The indexer's keys in bf16 and fp8", INTRO, first["run"])
+    body = summary_lines(speed, side_by_side, accuracy)
+    body += ["## What reduced-precision keys save", ""]
     for name, cut in speed.items():
-        md += speed_section(name, cut)
+        body += speed_section(name, cut)
         if name in side_by_side:
-            md += side_by_side_lines(side_by_side[name])
+            body += side_by_side_lines(side_by_side[name])
     if speed:
-        md += memory_lines([(name, cut.runs["f32"]) for name, cut in speed.items()])
-    md += accuracy_lines(accuracy)
-    (args.out / "index-keys.md").write_text("\n".join(md))
-    print(f"wrote {args.out / 'index-keys.md'}")
-
-
-if __name__ == "__main__":
-    main()
+        body += memory_lines([(name, cut.runs["f32"]) for name, cut in speed.items()])
+    body += accuracy_lines(accuracy)
+    return md + demoted(body)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes docs/results/kv-fp8.md: the latent cache as DeepSeek-V3.2 is served (fp8) against f32.
+"""The fp8-latent section of docs/results/numerics.md (bench/report/numerics_report.py): the latent
+cache as DeepSeek-V3.2 is served (fp8) against f32.
 
-Reads, from --results (build/results):
+Reads, from numerics_report.py's --results (build/results):
   kv_fp8_trained.json, kv_fp8_glm_a.json, kv_fp8_dsv32_b.json
       kv_int8_bench --variant fp8-latent (accuracy, MTP acceptance; memory from the first)
   kv_fp8_attention_1.json … kv_fp8_attention_6.json
@@ -10,9 +11,7 @@ Reads, from --results (build/results):
   kv_fp8_<cut>_side_by_side.json for the cuts glm7 and dsv4
       real_scale_bench --decode-side-by-side f32,f32:f32:fp8,fp8:fp8:fp8 --side-by-side-rows 3
 
-  python bench/report/kv_fp8_report.py --results build/results [--command "..."] [--out docs/results]
 
-The JSON files are copied into <out>/kv-fp8-data/ beside the report.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from __future__ import annotations
 import re
 from statistics import median
 
-from results_page import (DIVERGENCE_NOTE, comparison_row, heading_lines, json_loader, page_arguments,
-                          side_by_side_table)  # noqa: E402  (bench/report/)
+from results_page import DIVERGENCE_NOTE, comparison_row, demoted, section_heading, side_by_side_table  # noqa: E402  (bench/report/)
 
 ACCURACY = [("trained", "models/glm-tiny-mtp (trained), held-out text"), ("glm_a", "golden glm_a (random weights)"),
             ("dsv32_b", "golden dsv32_b (random weights)")]
@@ -170,15 +168,15 @@ def side_by_side_lines(name: str, run: dict) -> tuple[list[str], dict]:
     return lines + [""], {e: median(v) for e, v in pooled.items()}
 
 
-def main() -> None:
-    args = page_arguments(__doc__)
-    load = json_loader(args.results, args.out / "kv-fp8-data")
+def section(load) -> list[str]:
+    """The fp8-latent section of the numerics page, from the runs `load` finds (empty without any)."""
     accuracy = {k: r for k, _ in ACCURACY if (r := load(f"kv_fp8_{k}.json")) is not None}
     attention = [r for i in range(1, 7) if (r := load(f"kv_fp8_attention_{i}.json")) is not None]
     cuts = {name: r for cut, name in CUTS if (r := load(f"kv_fp8_{cut}_side_by_side.json")) is not None}
+    if not cuts and not accuracy:
+        return []
     first = next(iter(cuts.values())) if cuts else next(iter(accuracy.values()))
-    md = heading_lines("The latent cache as DeepSeek-V3.2 is served (fp8)", INTRO, first["run"], "kv-fp8-data",
-                       args.command)
+    md = section_heading("The latent cache as DeepSeek-V3.2 is served (fp8)", INTRO, first["run"])
     body, summary = [], ["## Summary", ""]
     if "trained" in accuracy:
         t = accuracy["trained"]["teacher_forced"]
@@ -222,9 +220,4 @@ def main() -> None:
                        ", ".join(f"`{e}` {v:.2f}" for e, v in pooled.items()) + "." +
                        (f" A verify of 3 rows as served: {min(verifies):.2f}-{max(verifies):.2f}x as fast as with f32."
                         if verifies else ""))
-    md += summary + [""] + body
-    (args.out / "kv-fp8.md").write_text("\n".join(md).rstrip() + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    return md + demoted(summary + [""] + body)

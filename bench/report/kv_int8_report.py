@@ -1,17 +1,14 @@
 #!/usr/bin/env python3
-"""Writes docs/results/kv-int8.md from kv_int8_bench's JSON (the trained model and the golden models).
-
-  python bench/report/kv_int8_report.py --trained T.json --golden glm_a.json dsv32_b.json [--out docs/results]
-
-The JSON files are copied into <out>/kv-int8-data/ beside the report.
+"""The int8-latent section of docs/results/numerics.md (bench/report/numerics_report.py), from
+kv_int8_bench's JSON: kv_int8_trained.json (the trained model) and kv_int8_glm_a.json,
+kv_int8_dsv32_b.json (the golden models).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
 from pathlib import Path
+
+from results_page import demoted, section_heading
 
 INTRO = """`--kv-cache int8` (C++ `LatentStorage::kInt8`, CLI `mtpspec generate|logits --kv-cache int8`) stores
 each token's normalised MLA latent (r_kv values per layer) as int8 with one symmetric f32 scale
@@ -103,30 +100,15 @@ def memory_section(d: dict) -> list[str]:
     return lines + ["", MEMORY_NOTE, ""]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trained", type=Path, required=True)
-    parser.add_argument("--golden", type=Path, nargs="*", default=[])
-    parser.add_argument("--out", type=Path, default=Path("docs/results"))
-    args = parser.parse_args()
-    data_dir = args.out / "kv-int8-data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    for path in [args.trained, *args.golden]:
-        if path.resolve() != (data_dir / path.name).resolve():
-            shutil.copyfile(path, data_dir / path.name)
-    trained = json.loads(args.trained.read_text())
-    golden = [json.loads(p.read_text()) for p in args.golden]
-    date = trained["run"]["date_utc"][:10]
-    md = [f"# The int8 latent KV cache: accuracy cost and memory saving (run of {date})", "", INTRO,
-          "Data: `kv-int8-data/` (every window's numbers are in the JSON).", ""]
-    md += trained_section(trained)
+def section(load) -> list[str]:
+    """The int8-latent section of the numerics page, from the runs `load` finds (empty without any)."""
+    trained = load("kv_int8_trained.json")
+    if trained is None:
+        return []
+    golden = [r for m in ("glm_a", "dsv32_b") if (r := load(f"kv_int8_{m}.json")) is not None]
+    md = section_heading("The int8 latent KV cache: accuracy cost and memory saving", INTRO, trained["run"])
+    body = trained_section(trained)
     if golden:
-        md += golden_section(golden)
-    md += memory_section(trained)
-    out = args.out / "kv-int8.md"
-    out.write_text("\n".join(md))
-    print(f"wrote {out}")
-
-
-if __name__ == "__main__":
-    main()
+        body += golden_section(golden)
+    body += memory_section(trained)
+    return md + demoted(body)

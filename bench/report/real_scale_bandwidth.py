@@ -213,7 +213,7 @@ def ceiling_lines(layers_json: dict, costs, contexts: list[int], cut_bytes: int,
         fast_speed_lines(fast_rows, gemv, middle) + [
             "Where the bound is the compute over the cache, bf16 or fp8 indexer keys (`--index-keys bf16|fp8`) "
             "do the indexer's share in bf16 pair products at 32 multiply-adds per instruction; what that saves on "
-            "these cuts, and what it changes in the selection, is in [index-keys.md](index-keys.md).", ""]
+            "these cuts, and what it changes in the selection, is in [numerics.md](numerics.md).", ""]
 
 
 def fast_speed_lines(fast_rows: list[str], gemv: float, middle: float) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 from statistics import median
@@ -54,6 +55,19 @@ def heading_lines(title: str, intro: str, run: dict, data_folder: str, commands:
             f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
             f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
             f"- Data: `{data_folder}/` (the JSON of every run).", "", "Commands:", "", "```"] + commands + ["```", ""]
+
+
+def section_heading(title: str, intro: str, run: dict) -> list[str]:
+    """A section's title (with its run's date), its introduction and the machine, for pages that
+    hold several runs (the page's heading_lines hold the commands)."""
+    return [f"## {title} (run of {run['date_utc'][:10]})", "", intro, "",
+            f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
+            f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}", ""]
+
+
+def demoted(lines: list[str]) -> list[str]:
+    """The lines with every Markdown heading one level lower (a page's sections become subsections)."""
+    return [re.sub(r"^(#+) ", r"#\1 ", line) for line in lines]
 
 
 def side_by_side_table(run: dict, entries: list[str]) -> tuple[list[str], dict[str, list[float]]]:

@@ -239,7 +239,7 @@ namespace {
 
 // The int8 latent cache: its accuracy cost against the f32 cache on the golden models, and its
 // memory saving. These random models are deliberately sharp (one changed top-k entry moves a whole
-// row), so the measured cost is large here (docs/results/kv-int8.md reports it). The test
+// row), so the measured cost is large here (docs/results/numerics.md reports it). The test
 // pins the mechanism: a real but bounded change, and less memory.
 TEST(Int8LatentCacheTest, ReportsAccuracyCostAndSavesMemory) {
   for (const std::string name : {"glm_a", "dsv32_b"}) {
