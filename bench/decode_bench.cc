@@ -23,6 +23,7 @@
 #include "kernels/linear.h"
 #include "core/parallel.h"
 #include "model/model.h"
+#include "model/prefill_passes.h"
 #include "pipeline/request.h"
 
 namespace mtpspec::bench {
@@ -175,6 +176,26 @@ void BM_Prefill(benchmark::State& state) {
   state.counters["tok/s"] = static_cast<double>(kPrefillChunk * state.iterations()) / seconds;
 }
 
+// A whole prompt of `tokens` tokens from an empty cache, as a long prompt runs: ForwardInPasses
+// (model/prefill_passes.h), logits for the last row only. One timed run (a 4096-token prompt at the
+// real dimensions takes about a minute). Counter: tokens per second.
+void BM_PrefillPrompt(benchmark::State& state) {
+  Session& s = GetSession();
+  const int64_t n = state.range(0);
+  if (absl::Status st = s.cache->Truncate(0); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  ForwardOptions options;
+  options.logit_rows = {n - 1};
+  const std::vector<int64_t> positions = Positions(0, n);
+  const std::vector<int32_t> tokens = RandomTokens(n);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    absl::StatusOr<ForwardOutput> out = ForwardInPasses(*s.model, *s.cache, tokens, positions, options);
+    if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
+    benchmark::DoNotOptimize(out->logits.data<float>());
+  }
+  state.counters["tok/s"] = static_cast<double>(n * state.iterations()) / Elapsed(start);
+}
+
 // One token at position `context`: the cache holds `context` keys before the step (the step
 // truncates back to them each iteration, so every step sees the same T = context + 1). Tokens are
 // random so every step routes to fresh experts instead of re-reading cached ones.
@@ -268,6 +289,7 @@ BENCHMARK(BM_Decode)->ArgName("ctx")->Arg(1024)->Unit(benchmark::kMillisecond)->
 BENCHMARK(BM_DecodeBreakdown)->ArgName("ctx")->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_Prefill)->ArgName("ctx")->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
 BENCHMARK(BM_Decode)->ArgName("ctx")->Arg(kMaxContext)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_PrefillPrompt)->ArgName("tokens")->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_DecodeBreakdown)->ArgName("ctx")->Arg(kMaxContext)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 // Removes --NAME=VALUE from argv and returns VALUE, or `fallback` (Google Benchmark rejects flags it

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mtpspec and llama.cpp side by side on the CPU, on the same weights, in one run, alternating:
-# plain decode tok/s at 1K and 8K context and 256-token prefill tok/s at context 0 and 1K, with
-# 2 threads each, on
+# plain decode tok/s at 1K and 8K context, 256-token prefill tok/s at context 0 and 1K, and a
+# 4096-token prompt, with 2 threads each, on
 #   - the bench model (bf16, 1.15 GB; build/bench_model): bf16 for both engines;
 #   - a checkpoint cut from GLM-5.2 at its real dimensions (3 dense layers + 1 MoE layer with 32 of
 #     its experts, the MTP layer and the head; build/rs/glm4): FP8 E4M3 with 128 x 128 block scales
@@ -35,9 +35,7 @@ cmake -S "$llama" -B "$llama/build-mtpspec" -G Ninja -DCMAKE_BUILD_TYPE=Release 
 cmake --build "$llama/build-mtpspec" -j"$(nproc)" --target llama-bench
 llama_bench="$llama/build-mtpspec/bin/llama-bench"
 
-venv=build/llama-cpp-venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q torch numpy sentencepiece pyyaml transformers
+venv=build/llama-cpp-venv  # llama.cpp's converter runs in an environment of its own, made on first need
 
 # The checkpoints: the bench model (written by decode_bench on first use) and the GLM-5.2 cut.
 $decode_bench --benchmark_filter=NONE >/dev/null 2>&1 || true
@@ -45,7 +43,10 @@ $decode_bench --benchmark_filter=NONE >/dev/null 2>&1 || true
   $cli make-checkpoint build/rs/glm4 --like glm-5.2 --layers 4 --experts 32
 mkdir -p build/gguf build/results/llama-cpp
 convert() {  # MODEL_DIR OUT OUTTYPE
-  [ -f "$2" ] || "$venv/bin/python" scripts/llama_cpp_convert.py "$llama" "$1" "$2" --outtype "$3" \
+  [ -f "$2" ] && return 0
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q torch numpy sentencepiece pyyaml transformers
+  "$venv/bin/python" scripts/llama_cpp_convert.py "$llama" "$1" "$2" --outtype "$3" \
     --tokenizer models/glm-tiny-mtp/tokenizer.json
 }
 convert build/bench_model build/gguf/bench-bf16.gguf bf16
@@ -53,27 +54,33 @@ convert build/rs/glm4 build/gguf/glm4-q8_0.gguf q8_0
 
 out=build/results/llama-cpp
 rm -f "$out"/*.json
-ours() {  # NAME MODEL_DIR ROUND WEIGHTS
-  $decode_bench --model_dir="$2" --weights="$4" --benchmark_filter='StreamRead/1024|BM_Prefill/|BM_Decode/' \
+ours() {  # NAME MODEL_DIR ROUND WEIGHTS [ACTIVATIONS]
+  $decode_bench --model_dir="$2" --weights="$4" --activations="${5:-f32}" \
+    --benchmark_filter='StreamRead/1024|BM_Prefill/|BM_Decode/|BM_PrefillPrompt/' \
     --benchmark_format=json >"$out/mtpspec_$1_$3.json"
 }
 theirs() {  # NAME GGUF ROUND REPETITIONS
   "$llama_bench" -m "$2" -t 2 -p 0 -n 32 -d 1024,8192 -r "$4" -o json >"$out/llama_decode_$1_$3.json"
   "$llama_bench" -m "$2" -t 2 -p 256 -n 0 -d 0,1024 -r "$4" -o json >"$out/llama_prefill_$1_$3.json"
+  "$llama_bench" -m "$2" -t 2 -p 4096 -n 0 -d 0 -r 1 -o json >"$out/llama_prompt_$1_$3.json"
 }
-# On the cut, mtpspec runs twice around llama.cpp: as the release ships (FP8 with its bf16 head) and
-# with --weights fp8 (the head quantised at load too, about as many bytes as Q8_0); both rows are
+# On the cut, mtpspec runs three times around llama.cpp: as the release ships (FP8 with its bf16 head,
+# f32 input rows: the exact path), with --activations fp8 (the input rows of the FP8 matrices
+# quantised as DeepSeek-V3.2's reference code serves them, as llama.cpp's Q8_0 quantises its own),
+# and with --weights fp8 (the head quantised at load too, about as many bytes as Q8_0); every row is
 # compared with the llama.cpp run between them.
 for round in $(seq 1 "$rounds"); do
   ours bench build/bench_model "$round" stored
   theirs bench build/gguf/bench-bf16.gguf "$round" 3
   if [ "$round" -le "$real_rounds" ]; then
     ours glm4 build/rs/glm4 "$round" stored
+    ours glm4rows build/rs/glm4 "$round" stored fp8
     theirs glm4 build/gguf/glm4-q8_0.gguf "$round" 1
     ours glm4fp8 build/rs/glm4 "$round" fp8
   fi
 done
 python=$(scripts/python_env.sh | tail -n 1)
+"$python" -m pip install -q pyyaml  # llama.cpp's gguf-py reader, which counts the GGUF's bytes per step
 "$python" bench/report/llama_cpp_report.py --dir "$out" --bench-model build/bench_model --cut build/rs/glm4 \
   --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
   --command "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR $rounds" --llama-dir "$llama" --out docs/results/llama-cpp.md

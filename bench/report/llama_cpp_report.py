@@ -21,8 +21,9 @@ import sys
 from datetime import date
 from pathlib import Path
 
-TESTS = [("decode", 1024), ("decode", 8192), ("prefill", 0), ("prefill", 1024)]
-SHORT = {"bench": "bench model", "glm4": "GLM-5.2 cut as shipped", "glm4fp8": "GLM-5.2 cut, --weights fp8"}
+TESTS = [("decode", 1024), ("decode", 8192), ("prefill", 0), ("prefill", 1024), ("prompt", 4096)]
+SHORT = {"bench": "bench model", "glm4": "GLM-5.2 cut as shipped", "glm4rows": "GLM-5.2 cut, --activations fp8",
+         "glm4fp8": "GLM-5.2 cut, --weights fp8"}
 
 
 def quantised_at_load(name: str, info: dict) -> bool:
@@ -95,6 +96,9 @@ def ours(path: Path) -> dict[tuple[str, int], float]:
         m = re.match(r"BM_(Decode|Prefill)/ctx:(\d+)", b["name"])
         if m and "tok/s" in b:
             result[(m.group(1).lower(), int(m.group(2)))] = b["tok/s"]
+        m = re.match(r"BM_PrefillPrompt/tokens:(\d+)", b["name"])
+        if m and "tok/s" in b:
+            result[("prompt", int(m.group(1)))] = b["tok/s"]
     return result
 
 
@@ -102,8 +106,12 @@ def theirs(paths: list[Path]) -> tuple[dict[tuple[str, int], float], dict]:
     result, meta = {}, {}
     for path in paths:
         for entry in json.loads(path.read_text()):
-            kind = "decode" if entry["n_gen"] > 0 else "prefill"
-            result[(kind, entry["n_depth"])] = entry["avg_ts"]
+            if entry["n_gen"] > 0:
+                result[("decode", entry["n_depth"])] = entry["avg_ts"]
+            elif entry["n_prompt"] == 256:
+                result[("prefill", entry["n_depth"])] = entry["avg_ts"]
+            elif entry["n_depth"] == 0:
+                result[("prompt", entry["n_prompt"])] = entry["avg_ts"]
             meta = {k: entry.get(k) for k in ("build_commit", "cpu_info", "n_threads", "type_k", "type_v",
                                               "flash_attn", "model_type", "model_size", "model_n_params")}
     return result, meta
@@ -127,6 +135,11 @@ def main() -> None:
               ("glm4", "glm4", "GLM-5.2 cut at its real dimensions (3 dense + 1 MoE layer of 32 experts, MTP layer, "
                "head), as the release ships", args.cut, args.cut_gguf,
                "FP8 E4M3 + 128x128 f32 scales (bf16 head, embedding, router, eh_proj as in the release)", "Q8_0", False),
+              ("glm4rows", "glm4", "GLM-5.2 cut at its real dimensions, with --activations fp8 (the FP8 matrices' "
+               "input rows quantised as DeepSeek-V3.2's reference code serves them; prefill on the pair GEMM)",
+               args.cut, args.cut_gguf,
+               "FP8 E4M3 + 128x128 f32 scales as the release ships, input rows in fp8 (groups of 128, power-of-two "
+               "scales)", "Q8_0 (8-bit activations)", False),
               ("glm4fp8", "glm4", "GLM-5.2 cut at its real dimensions, with --weights fp8", args.cut, args.cut_gguf,
                "FP8 E4M3 + 128x128 f32 scales for every matrix but the router (the release's bf16 head and eh_proj "
                "quantised at load; bf16 embedding and router)", "Q8_0", True)]
@@ -134,10 +147,12 @@ def main() -> None:
              f"Measured {date.today().isoformat()} with `{args.command}` (LLAMA_CPP_DIR: a llama.cpp source tree; "
              "the converter wrapper is scripts/llama_cpp_convert.py). Same weights for both engines, 2 threads "
              "each, plain decoding (no drafts): mtpspec's `decode_bench` (BM_Decode: one token at position N; "
-             "BM_Prefill: a 256-token chunk after N tokens) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / "
-             "`-p 256 -n 0 -d 0,1024` with its default settings, alternating within each round. Data: "
+             "BM_Prefill: a 256-token chunk after N tokens; BM_PrefillPrompt: a 4096-token prompt from an empty "
+             "cache, in prefill passes) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / `-p 256 -n 0 -d 0,1024` / "
+             "`-p 4096 -n 0` with its default settings, alternating within each round. mtpspec's rows take their "
+             "input rows in f32 (the exact path) unless they say otherwise. Data: "
              "`llama-cpp-data/` (each engine's JSON of each round).", ""]
-    decode_rows = []
+    decode_rows, prefill_rows = [], []
     byte_notes = []
     llama_meta = {}
     for key, their_key, title, model_dir, gguf, our_format, their_format, fp8_at_load in models:
@@ -145,8 +160,9 @@ def main() -> None:
         rounds = sorted(int(p.stem.rsplit("_", 1)[1]) for p in args.dir.glob(f"mtpspec_{key}_*.json"))
         their_runs = []
         for r in rounds:
-            t, llama_meta = theirs([args.dir / f"llama_decode_{their_key}_{r}.json",
-                                    args.dir / f"llama_prefill_{their_key}_{r}.json"])
+            t, llama_meta = theirs([p for p in (args.dir / f"llama_decode_{their_key}_{r}.json",
+                                                args.dir / f"llama_prefill_{their_key}_{r}.json",
+                                                args.dir / f"llama_prompt_{their_key}_{r}.json") if p.exists()])
             their_runs.append(t)
         if not our_runs:
             continue
@@ -166,11 +182,11 @@ def main() -> None:
                 continue
             per_round = [x / y for x, y in zip(a, b)]
             ratio = statistics.median(a) / statistics.median(b)
-            label = f"decode at N = {n}" if kind == "decode" else f"prefill 256 at N = {n}"
+            label = {"decode": f"decode at N = {n}", "prefill": f"prefill 256 at N = {n}",
+                     "prompt": f"prompt of {n} tokens"}[kind]
             lines.append(f"| {label} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | {ratio:.2f}× | "
                          + ", ".join(f"{x:.2f}" for x in per_round) + " |")
-            if kind == "decode":
-                decode_rows.append((SHORT[key], label, ratio))
+            (decode_rows if kind == "decode" else prefill_rows).append((SHORT[key], label, ratio))
         lines.append("")
         # Bytes per decode step: what each engine must stream, and how fast it streamed them.
         config = json.loads((model_dir / "config.json").read_text())
@@ -197,7 +213,11 @@ def main() -> None:
                   f"{llama_meta.get('n_threads')} threads, cache {llama_meta.get('type_k')}/{llama_meta.get('type_v')}, "
                   f"flash attention {llama_meta.get('flash_attn')}.", ""]
     lines += ["## Decode against llama.cpp, every row", "",
-              "mtpspec's decode tok/s over llama.cpp's: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in decode_rows) + ".", ""]
+              "mtpspec's decode tok/s over llama.cpp's: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in decode_rows) + ".", "",
+              "## Prefill against llama.cpp, every row", "",
+              "mtpspec's prefill tok/s over llama.cpp's: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in prefill_rows)
+              + ". llama.cpp's Q8_0 quantises its activations to 8 bits; the `--activations fp8` row is mtpspec with "
+              "the release's served numerics, the others its exact f32 rows.", ""]
     if byte_notes:
         lines += ["Per decode step, mtpspec streams " + "; ".join(
             f"{m} at N = {n}: {ratio:.2f}× llama.cpp's weight bytes at {ours_frac:.2f} of the read bandwidth "
