@@ -6,7 +6,7 @@
 #                               latent cache (kv-int8, under a minute), the indexer keys in bf16 and
 #                               fp8 (index-keys, ~15 min), the FP8 matrices' input rows in bf16 and fp8
 #                               (activations, ~15 min) and the fp8 latent cache as DeepSeek-V3.2 is
-#                               served (kv-fp8, ~20 min); each part runs kv_int8_bench --variant,
+#                               served (kv-fp8, ~20 min); each part runs numerics_bench --variant,
 #                               linear_bench and real_scale_bench on the GLM-5.2 and DeepSeek-V3.2
 #                               cuts, and the page has a section for each part it finds
 #   docs/results/tradeoff.md    tradeoff_bench   (15-40 min on 2 cores)
@@ -86,11 +86,11 @@ for target in "${targets[@]}"; do
     kv-int8)
       heldout
       [ -f build/bench_model/config.json ] || $bench/decode_bench --benchmark_filter='StreamRead/256' >/dev/null
-      $bench/kv_int8_bench --model models/glm-tiny-mtp --windows 8 --context 512 --eval-tokens 256 --new-tokens 128 \
+      $bench/numerics_bench --model models/glm-tiny-mtp --windows 8 --context 512 --eval-tokens 256 --new-tokens 128 \
         --k 2 --memory-configs build/bench_model/config.json,model/release_configs/glm-5.2-fp8.json \
         --json build/results/kv_int8_trained.json
       for m in glm_a dsv32_b; do
-        $bench/kv_int8_bench --model tests/golden/$m --random-tokens 4000 --windows 8 --context 64 --eval-tokens 48 \
+        $bench/numerics_bench --model tests/golden/$m --random-tokens 4000 --windows 8 --context 64 --eval-tokens 48 \
           --new-tokens 12 --json build/results/kv_int8_$m.json
       done
       numerics_report ;;
@@ -118,10 +118,10 @@ for target in "${targets[@]}"; do
     index-keys)
       heldout
       for keys in bf16 fp8; do
-        $bench/kv_int8_bench --model models/glm-tiny-mtp --variant $keys-index-keys --windows 8 --context 512 \
+        $bench/numerics_bench --model models/glm-tiny-mtp --variant $keys-index-keys --windows 8 --context 512 \
           --eval-tokens 256 --new-tokens 128 --k 2 --json build/results/index_keys_${keys}_trained.json
         for m in glm_a dsv32_b; do
-          $bench/kv_int8_bench --model tests/golden/$m --variant $keys-index-keys --random-tokens 4000 --windows 8 \
+          $bench/numerics_bench --model tests/golden/$m --variant $keys-index-keys --random-tokens 4000 --windows 8 \
             --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/index_keys_${keys}_$m.json
         done
       done
@@ -141,7 +141,7 @@ for target in "${targets[@]}"; do
     activations)
       heldout
       for acts in bf16 fp8; do
-        $bench/kv_int8_bench --model models/glm-tiny-mtp --variant $acts-activations --windows 8 --context 512 \
+        $bench/numerics_bench --model models/glm-tiny-mtp --variant $acts-activations --windows 8 --context 512 \
           --eval-tokens 256 --new-tokens 128 --k 2 --json build/results/activations_${acts}_trained.json
       done
       $bench/linear_bench --benchmark_filter='BM_StreamRead|BM_Linear/fp8:[345]/' --benchmark_format=json \
@@ -157,12 +157,12 @@ for target in "${targets[@]}"; do
       numerics_report ;;
     kv-fp8)
       heldout
-      $bench/kv_int8_bench --model models/glm-tiny-mtp --variant fp8-latent --windows 8 --context 512 \
+      $bench/numerics_bench --model models/glm-tiny-mtp --variant fp8-latent --windows 8 --context 512 \
         --eval-tokens 256 --new-tokens 128 --k 2 \
         --memory-configs build/bench_model/config.json,model/release_configs/glm-5.2-fp8.json,model/release_configs/deepseek-v3.2.json \
         --json build/results/kv_fp8_trained.json
       for m in glm_a dsv32_b; do
-        $bench/kv_int8_bench --model tests/golden/$m --variant fp8-latent --random-tokens 4000 --windows 8 \
+        $bench/numerics_bench --model tests/golden/$m --variant fp8-latent --random-tokens 4000 --windows 8 \
           --context 64 --eval-tokens 48 --new-tokens 12 --json build/results/kv_fp8_$m.json
       done
       # The attention core in 6 separate processes: its speed with the fp8 cache differs from process to

@@ -4,7 +4,7 @@ matrices' input rows in bf16 or fp8 against f32.
 
 Reads, from numerics_report.py's --results (build/results):
   activations_V_trained.json for V in bf16, fp8
-      kv_int8_bench --variant V-activations (accuracy and MTP acceptance on the trained model)
+      numerics_bench --variant V-activations (accuracy and MTP acceptance on the trained model)
   activations_linear.json
       linear_bench --benchmark_format=json, BM_StreamRead and BM_Linear/fp8:3|4|5 (the GEMV)
   activations_<cut>_side_by_side.json for the cuts glm7 and dsv4
@@ -130,7 +130,7 @@ def side_by_side_lines(name: str, run: dict) -> tuple[list[str], dict]:
 
 def accuracy_lines(results: dict[str, dict]) -> list[str]:
     lines = ["## What reduced-precision rows change", "",
-             "`kv_int8_bench --variant bf16-activations|fp8-activations` loads the bundled trained model "
+             "`numerics_bench --variant bf16-activations|fp8-activations` loads the bundled trained model "
              "(models/glm-tiny-mtp) with every matrix quantised to FP8 (128 × 128 blocks) twice, with f32 rows (the "
              "reference) and with the reduced rows, and runs every window of held-out text through both: "
              "teacher-forced decode steps after a one-call prefill (KL(p_f32 ‖ p), argmax agreement, the held-out "

@@ -4,7 +4,7 @@ indexer with its keys in bf16 or fp8 against f32.
 
 Reads, from numerics_report.py's --results (build/results), for each variant V in bf16 and fp8 that is there:
   index_keys_V_trained.json, index_keys_V_glm_a.json, index_keys_V_dsv32_b.json
-      kv_int8_bench --variant V-index-keys (accuracy, selection overlap, MTP acceptance)
+      numerics_bench --variant V-index-keys (accuracy, selection overlap, MTP acceptance)
   index_keys_<cut>_f32.json and index_keys_<cut>_V.json for the cuts glm7 and dsv4
       real_scale_bench --max-rows 1 --index-keys f32|V (the indexer's time, the projection)
   index_keys_<cut>_side_by_side.json
@@ -201,7 +201,7 @@ def memory_lines(runs: list[tuple[str, dict]]) -> list[str]:
 
 def accuracy_lines(results: dict[tuple[str, str], dict]) -> list[str]:
     lines = ["## What reduced-precision keys change", "",
-             "`kv_int8_bench --variant bf16-index-keys|fp8-index-keys` runs every window twice, with f32 keys (the "
+             "`numerics_bench --variant bf16-index-keys|fp8-index-keys` runs every window twice, with f32 keys (the "
              "reference) and the other keys: teacher-forced decode steps after a one-call prefill (KL(p_f32 ‖ p), "
              "argmax agreement, the held-out loss of the true next token), free-running greedy decoding, and MTP "
              "drafting at k = 2 (sampler-equality, T = 0), each side with its own MTP layer cache. At every "

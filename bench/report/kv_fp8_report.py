@@ -4,7 +4,7 @@ cache as DeepSeek-V3.2 is served (fp8) against f32.
 
 Reads, from numerics_report.py's --results (build/results):
   kv_fp8_trained.json, kv_fp8_glm_a.json, kv_fp8_dsv32_b.json
-      kv_int8_bench --variant fp8-latent (accuracy, MTP acceptance; memory from the first)
+      numerics_bench --variant fp8-latent (accuracy, MTP acceptance; memory from the first)
   kv_fp8_attention_1.json … kv_fp8_attention_6.json
       linear_bench --benchmark_filter=BM_AttentionCore --benchmark_repetitions=3 --benchmark_format=json, six
       separate processes (the attention core)
@@ -44,7 +44,7 @@ tests/spec/tree_verify_test.cc)."""
 
 def accuracy_lines(results: dict[str, dict]) -> list[str]:
     lines = ["## What the fp8 cache changes", "",
-             "`kv_int8_bench --variant fp8-latent` runs every window through the model twice, with the f32 cache (the "
+             "`numerics_bench --variant fp8-latent` runs every window through the model twice, with the f32 cache (the "
              "reference) and the fp8 cache: teacher-forced decode steps after a one-call prefill (KL(p_f32 ‖ p_fp8), "
              "the largest logit error relative to the row's logit range, argmax agreement, the held-out loss of the "
              "true next token), free-running greedy decoding, and MTP drafting at k = 2 (sampler-equality, T = 0). "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The int8-latent section of docs/results/numerics.md (bench/report/numerics_report.py), from
-kv_int8_bench's JSON: kv_int8_trained.json (the trained model) and kv_int8_glm_a.json,
+numerics_bench's JSON: kv_int8_trained.json (the trained model) and kv_int8_glm_a.json,
 kv_int8_dsv32_b.json (the golden models).
 """
 
@@ -15,7 +15,7 @@ each token's normalised MLA latent (r_kv values per layer) as int8 with one symm
 (max|c| / 127). The rope key and, on full layers, the indexer key stay f32. Everything else
 (weights, activations, the MTP layer's own cache) is unchanged.
 
-`build/release/bench/kv_int8_bench` (source: `bench/kv_int8_bench.cc`, maths in
+`build/release/bench/numerics_bench` (source: `bench/numerics_bench.cc`, maths in
 `bench/logit_compare.cc`, unit-tested in `tests/bench/`) runs every window twice, once with an f32
 cache (the reference) and once with int8:
 
@@ -37,7 +37,7 @@ change, by a bounded amount."""
 
 MEMORY_NOTE = """- int8 stores r_kv + 4 bytes of latent per layer, where f32 stores 4 r_kv and bf16 2 r_kv. The rope
   key and the indexer key stay f32 (4 d_r bytes per layer, plus 4 d_I on full layers). The ctest
-  `bench.kv_int8_smoke` checks the GLM-5.2 figures against a count by hand (docs/models.md,
+  `bench.numerics_smoke` checks the GLM-5.2 figures against a count by hand (docs/models.md,
   "IndexShare": 78 layers, 21 of them full).
 - On the tiny trained model int8 saves nothing against bf16: its latent is only 64 values, so the
   f32 rope and indexer keys dominate."""

@@ -1,6 +1,6 @@
 """What the results pages' generators share: their arguments, the loading of a run's JSON (copied
 beside the page), the page's heading lines (machine, date, data folder, commands), the row of an
-accuracy comparison (`kv_int8_bench --variant`), and the table of a side-by-side decode run."""
+accuracy comparison (`numerics_bench --variant`), and the table of a side-by-side decode run."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ DIVERGENCE_NOTE = ("Free-running greedy outputs part after a first differing tok
 
 
 def comparison_row(label: str, result: dict, side: str) -> str:
-    """One `kv_int8_bench --variant` run as a table row: windows × steps, mean and p99 KL, the largest
+    """One `numerics_bench --variant` run as a table row: windows × steps, mean and p99 KL, the largest
     relative logit error, argmax agreement, held-out loss f32 → `side`, the free-running greedy
     columns and the MTP mean acceptance length f32 → `side` (— without an MTP layer)."""
     t, g, s = result["teacher_forced"], result["greedy"], result["settings"]

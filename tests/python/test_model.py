@@ -252,7 +252,7 @@ def test_mtp_draft_is_the_first_speculative_cycle(model: mtpspec.Model) -> None:
 
 def test_int8_latent_cache_logits_move_little_on_the_trained_model(root: Path) -> None:
     """kv_cache="int8" stores the MLA latent as int8 with one scale per token: the logits change,
-    by little on trained weights (bench/kv_int8_bench measures it on held-out text)."""
+    by little on trained weights (bench/numerics_bench measures it on held-out text)."""
     trained = mtpspec.Model.load(root / "models" / "glm-tiny-mtp", threads=THREADS)
     assert trained.tokenizer is not None
     text = ("The committee met on a wet Tuesday to weigh the new bridge, and after some argument about "
@@ -282,7 +282,7 @@ def test_int8_latent_cache_logits_move_little_on_the_trained_model(root: Path) -
 def test_fp8_latent_cache_logits_move_little_on_the_trained_model(root: Path) -> None:
     """kv_cache="fp8" keeps the cache as DeepSeek-V3.2 is served (e4m3 latent, bf16 rope key) and, on
     the gather path (the decode and verify form), attends in bf16 products: the logits change by
-    little on trained weights (bench/kv_int8_bench --variant fp8-latent measures it on held-out text)."""
+    little on trained weights (bench/numerics_bench --variant fp8-latent measures it on held-out text)."""
     trained = mtpspec.Model.load(root / "models" / "glm-tiny-mtp", threads=THREADS)
     assert trained.tokenizer is not None
     text = ("The committee met on a wet Tuesday to weigh the new bridge, and after some argument about "

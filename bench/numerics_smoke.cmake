@@ -1,17 +1,17 @@
-# ctest bench.kv_int8_smoke: runs kv_int8_bench on a golden model with seeded random ids and checks
+# ctest bench.numerics_smoke: runs numerics_bench on a golden model with seeded random ids and checks
 # what it reports (for the int8 latent, then for bf16 indexer keys): a real but bounded accuracy cost, and the GLM-5.2 memory figures worked out by
 # hand from docs/models.md, "Notation and configuration", "IndexShare" (78 layers of r_kv 512 + d_r 64, d_I 128 on the 21 full layers):
 #   f32  78·(512 + 64)·4 + 21·128·4 = 190464 bytes/token
 #   bf16 (78·(512 + 64) + 21·128)·2 =  95232
 #   int8 78·(512 + 4 + 64·4) + 21·128·4 = 70968
-#   cmake -DBENCH=... -DMODEL=... -DGLM52=... -DOUT=... -P kv_int8_smoke.cmake
+#   cmake -DBENCH=... -DMODEL=... -DGLM52=... -DOUT=... -P numerics_smoke.cmake
 file(REMOVE_RECURSE "${OUT}")
 execute_process(
   COMMAND "${BENCH}" --model "${MODEL}" --random-tokens 3000 --windows 2 --context 40 --eval-tokens 12
           --new-tokens 8 --memory-configs "${GLM52}" --json "${OUT}/kv.json" --threads 1
   RESULT_VARIABLE rc OUTPUT_VARIABLE table)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "kv_int8_bench exited with ${rc}")
+  message(FATAL_ERROR "numerics_bench exited with ${rc}")
 endif()
 file(READ "${OUT}/kv.json" text)
 string(JSON rows GET "${text}" teacher_forced rows)
@@ -43,7 +43,7 @@ execute_process(
 if(bad_rc EQUAL 0 OR NOT bad_err MATCHES "max_position_embeddings")
   message(FATAL_ERROR "a context beyond the limit was not rejected: rc=${bad_rc} ${bad_err}")
 endif()
-# Runs kv_int8_bench with --variant VARIANT on the same seeded windows, fails unless it exits with 0
+# Runs numerics_bench with --variant VARIANT on the same seeded windows, fails unless it exits with 0
 # and reports that variant, and sets ${VARIANT_TEXT} (its JSON), ${VARIANT_TABLE} (what it printed),
 # ${VARIANT_KL} and ${VARIANT_NLL} (teacher-forced mean KL and held-out loss) in the caller's scope.
 function(run_variant variant)
@@ -53,12 +53,12 @@ function(run_variant variant)
             --eval-tokens 12 --new-tokens 8 --json "${OUT}/${key}.json" --threads 1
     RESULT_VARIABLE variant_rc OUTPUT_VARIABLE variant_table)
   if(NOT variant_rc EQUAL 0)
-    message(FATAL_ERROR "kv_int8_bench --variant ${variant} exited with ${variant_rc}")
+    message(FATAL_ERROR "numerics_bench --variant ${variant} exited with ${variant_rc}")
   endif()
   file(READ "${OUT}/${key}.json" variant_text)
   string(JSON reported GET "${variant_text}" variant)
   if(NOT reported STREQUAL "${variant}")
-    message(FATAL_ERROR "kv_int8_bench --variant ${variant} reported variant ${reported}")
+    message(FATAL_ERROR "numerics_bench --variant ${variant} reported variant ${reported}")
   endif()
   string(JSON variant_kl GET "${variant_text}" teacher_forced mean_kl_nats)
   string(JSON variant_nll GET "${variant_text}" teacher_forced mean_nll_${key})
@@ -107,4 +107,4 @@ execute_process(
 if(variant_rc EQUAL 0 OR NOT variant_err MATCHES "--variant")
   message(FATAL_ERROR "a bad --variant was not rejected by name: rc=${variant_rc} ${variant_err}")
 endif()
-message(STATUS "kv_int8_smoke: mean KL ${kl}, greedy agreement ${agreement}; layer 0 shares ${share_bf16} (bf16 keys), ${share_fp8} (fp8 keys)")
+message(STATUS "numerics_smoke: mean KL ${kl}, greedy agreement ${agreement}; layer 0 shares ${share_bf16} (bf16 keys), ${share_fp8} (fp8 keys)")

@@ -1,4 +1,6 @@
-// kv_int8_bench: what the int8 (or fp8) latent cache costs in accuracy, and what it saves in memory.
+// numerics_bench: what a cache or precision variant costs in accuracy against the f32 reference, and
+// what it saves in memory: the latent cache in int8 (the default) or fp8, the indexer keys in bf16 or
+// fp8, the FP8 matrices' input rows in bf16 or fp8 (--variant).
 //
 // For S windows of held-out text (alternating corpora), with the MLA latent stored as f32 (the
 // reference) and as int8 (one symmetric scale per token; rope and indexer keys stay f32) or, with
@@ -20,8 +22,8 @@
 // fp8-activations) loads the model with every matrix in FP8 (as stored, or quantised at load) and
 // compares its matrices' input rows in bf16 (or fp8; LoadOptions::activations) with f32 rows.
 //
-//   build/release/bench/kv_int8_bench [--model DIR] [--heldout DIR | --random-tokens N] ...
-//   build/release/bench/kv_int8_bench --help
+//   build/release/bench/numerics_bench [--model DIR] [--heldout DIR | --random-tokens N] ...
+//   build/release/bench/numerics_bench --help
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
@@ -44,7 +46,7 @@
 namespace mtpspec::bench {
 namespace {
 
-constexpr char kUsage[] = R"(kv_int8_bench: accuracy cost and memory saving of the int8 (or fp8) latent KV cache.
+constexpr char kUsage[] = R"(numerics_bench: accuracy cost and memory saving of a cache or precision variant against f32.
 
   --model DIR            checkpoint (default models/glm-tiny-mtp)
   --heldout DIR          prose.npy and code.npy from research/train/make_heldout.py (default build/heldout)
@@ -218,7 +220,7 @@ absl::Status Run(int argc, char** argv) {
     std::cout << kUsage;
     return absl::OkStatus();
   }
-  if (!args.positional().empty()) return absl::InvalidArgumentError("kv_int8_bench takes no positional arguments");
+  if (!args.positional().empty()) return absl::InvalidArgumentError("numerics_bench takes no positional arguments");
   RETURN_IF_ERROR(ApplyThreadsOption(args));
   ASSIGN_OR_RETURN(Settings s, ParseSettings(args));
   const nlohmann::json run_info = RunInfo(argc, argv);
@@ -331,7 +333,7 @@ absl::Status Run(int argc, char** argv) {
                        {"greedy", {{"tokens", agreement.length}, {"first_difference", agreement.first_difference},
                                    {"equal_fraction", agreement.equal_fraction}}},
                        {"mtp", mtp_json}});
-    std::fprintf(stderr, "kv_int8_bench: window %lld/%lld (%s) done, %.0f s\n", static_cast<long long>(w + 1),
+    std::fprintf(stderr, "numerics_bench: window %lld/%lld (%s) done, %.0f s\n", static_cast<long long>(w + 1),
                  static_cast<long long>(s.windows), corpus.name.c_str(), NowSeconds() - start);
   }
 
@@ -353,7 +355,7 @@ absl::Status Run(int argc, char** argv) {
                   {"mean_acceptance_length_" + sides[1].name, mtp_drafts[1] > 0 ? mtp_len_drafts[1] / mtp_drafts[1] : 1.0}};
   }
   nlohmann::json root = {
-      {"benchmark", "kv_int8_bench"},
+      {"benchmark", "numerics_bench"},
       {"run", run_info},
       {"model", s.model_dir},
       {"corpora", [&] {
@@ -435,7 +437,7 @@ absl::Status Run(int argc, char** argv) {
                 b["int8"].get<double>() / b["bf16"].get<double>(), b["fp8"].get<double>() / b["bf16"].get<double>(),
                 g["f32"].get<double>(), g["bf16"].get<double>(), g["int8"].get<double>(), g["fp8"].get<double>());
   }
-  std::fprintf(stderr, "kv_int8_bench: wrote %s\n", s.json_path.c_str());
+  std::fprintf(stderr, "numerics_bench: wrote %s\n", s.json_path.c_str());
   return absl::OkStatus();
 }
 
@@ -443,5 +445,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mtpspec::bench
 
 int main(int argc, char** argv) {
-  return mtpspec::bench::ExitCode("kv_int8_bench", mtpspec::bench::Run(argc, argv));
+  return mtpspec::bench::ExitCode("numerics_bench", mtpspec::bench::Run(argc, argv));
 }
