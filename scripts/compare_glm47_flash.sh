@@ -25,21 +25,13 @@ ckpt="${2:-build/rs/glm47f}"
 scripts/build.sh release
 cli=build/release/cli/mtpspec
 
-cmake -S "$llama" -B "$llama/build-mtpspec" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
-cmake --build "$llama/build-mtpspec" -j"$(nproc)" --target llama-bench llama-speculative-simple
+source scripts/llama_cpp_lib.sh
+llama_cpp_build llama-bench llama-speculative-simple
 bin="$llama/build-mtpspec/bin"
 
 [ -f "$ckpt/model.safetensors.index.json" ] || $cli make-checkpoint "$ckpt" --like glm-4.7-flash --experts 16
-mkdir -p build/gguf
-venv=build/llama-cpp-venv  # llama.cpp's converter runs in an environment of its own
 for type in bf16 q8_0; do
-  gguf=build/gguf/glm47f-$type.gguf
-  [ -f "$gguf" ] && continue
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q torch numpy sentencepiece pyyaml transformers
-  "$venv/bin/python" scripts/llama_cpp_convert.py "$llama" "$ckpt" "$gguf" --outtype $type \
-    --tokenizer models/glm-tiny-mtp/tokenizer.json
+  llama_cpp_convert "$ckpt" build/gguf/glm47f-$type.gguf $type
 done
 
 out=build/results/glm47-flash

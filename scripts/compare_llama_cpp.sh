@@ -30,27 +30,17 @@ scripts/build.sh release
 cli=build/release/cli/mtpspec
 decode_bench=build/release/bench/decode_bench
 
-cmake -S "$llama" -B "$llama/build-mtpspec" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
-cmake --build "$llama/build-mtpspec" -j"$(nproc)" --target llama-bench
+source scripts/llama_cpp_lib.sh
+llama_cpp_build llama-bench
 llama_bench="$llama/build-mtpspec/bin/llama-bench"
-
-venv=build/llama-cpp-venv  # llama.cpp's converter runs in an environment of its own, made on first need
 
 # The checkpoints: the bench model (written by decode_bench on first use) and the GLM-5.2 cut.
 $decode_bench --benchmark_filter=NONE >/dev/null 2>&1 || true
 [ -f build/rs/glm4/model.safetensors.index.json ] ||
   $cli make-checkpoint build/rs/glm4 --like glm-5.2 --layers 4 --experts 32
 mkdir -p build/gguf build/results/llama-cpp
-convert() {  # MODEL_DIR OUT OUTTYPE
-  [ -f "$2" ] && return 0
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q torch numpy sentencepiece pyyaml transformers
-  "$venv/bin/python" scripts/llama_cpp_convert.py "$llama" "$1" "$2" --outtype "$3" \
-    --tokenizer models/glm-tiny-mtp/tokenizer.json
-}
-convert build/bench_model build/gguf/bench-bf16.gguf bf16
-convert build/rs/glm4 build/gguf/glm4-q8_0.gguf q8_0
+llama_cpp_convert build/bench_model build/gguf/bench-bf16.gguf bf16
+llama_cpp_convert build/rs/glm4 build/gguf/glm4-q8_0.gguf q8_0
 
 out=build/results/llama-cpp
 rm -f "$out"/*.json

@@ -18,14 +18,9 @@ using testing_util::RelativeMaxDiff;
 using testing_util::TestTokens;
 using testing_util::TinyModelEnv;
 
-const Model& Tiny() { return TinyModelEnv::Get().model(); }
+using testing_util::RunTiny;
+using testing_util::Tiny;
 
-ForwardOutput RunTiny(KvCache& cache, const std::vector<int32_t>& tokens, int64_t start, ForwardOptions options = {}) {
-  auto positions = Range(start, start + static_cast<int64_t>(tokens.size()));
-  auto out = Tiny().Forward(cache, tokens, positions, options);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return std::move(*out);
-}
 
 // For L rows at total length T, every path (and both attention forms) gives the same logits.
 // T runs from K-2 to K+L+6, so some rows have fewer than K causal keys (the gather re-mask).

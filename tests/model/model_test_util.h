@@ -72,6 +72,19 @@ inline std::vector<int64_t> Range(int64_t begin, int64_t end) {
   return r;
 }
 
+// The tiny model of TinyModelEnv.
+inline const Model& Tiny() { return TinyModelEnv::Get().model(); }
+
+// The tiny model's forward of `tokens` at positions start, start + 1, … on `cache`; a failure fails
+// the test.
+inline ForwardOutput RunTiny(KvCache& cache, const std::vector<int32_t>& tokens, int64_t start,
+                             ForwardOptions options = {}) {
+  auto positions = Range(start, start + static_cast<int64_t>(tokens.size()));
+  auto out = Tiny().Forward(cache, tokens, positions, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return std::move(*out);
+}
+
 // The context length at which a DSA model turns from the dense path to the sparse ones (its
 // index_topk), which the tests place prompts around. A model without an indexer is dense at every
 // length; its tests use the golden DSA models' index_topk (8) for the same prompt lengths.

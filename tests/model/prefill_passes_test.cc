@@ -14,7 +14,7 @@ namespace {
 
 namespace tu = testing_util;
 
-const Model& Tiny() { return tu::TinyModelEnv::Get().model(); }
+using testing_util::Tiny;
 
 bool SameBits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 

@@ -18,7 +18,7 @@ using testing_util::RelativeMaxDiff;
 using testing_util::TestTokens;
 using testing_util::TinyModelEnv;
 
-const Model& Tiny() { return TinyModelEnv::Get().model(); }
+using testing_util::Tiny;
 
 // 12 rows: the root, three children, then uneven branches down to depth 4.
 const std::vector<int32_t> kParents = {-1, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 8};
