@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
+
+from results_page import demoted  # bench/report/
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -507,7 +508,7 @@ def section(data: Dict[str, Any], folder: Path, source: Path, key: str, rates_la
                                         f"{max(r['run_tokens_per_second']):.1f}" for r in e2e
                                         if r["batch"] == max(x["batch"] for x in e2e))
                             + ")." if reps > 1 else ""))
-    return re.sub(r"(?m)^(#+) ", r"#\1 ", "\n".join(lines))
+    return "\n".join(demoted(lines))
 
 
 DEFAULT_RUNS = [(REPO / "build" / "results" / "batch.json", "the trained head's conditional rates"),
@@ -531,11 +532,8 @@ def main() -> int:
         f" --run {j} '{label}'" for j, label in (args.run or []))
     lines = ["# Batches: batched verify cost and what MTP buys per batch size", "",
              f"Page written by `{command}` from the runs below, each with its own command.", ""]
-    keys = iter(["batch", "batch-real"])
     for source, label in runs:
-        data = json.loads(source.read_text())
-        key = next(keys) if len(runs) <= 2 else source.stem
-        lines += [section(data, folder, source, key, label).rstrip(), ""]
+        lines += [section(json.loads(source.read_text()), folder, source, source.stem, label).rstrip(), ""]
     (args.out / "batch.md").write_text("\n".join(lines).rstrip() + "\n")
     return 0
 

@@ -66,8 +66,9 @@ def section_heading(title: str, intro: str, run: dict) -> list[str]:
 
 
 def demoted(lines: list[str]) -> list[str]:
-    """The lines with every Markdown heading one level lower (a page's sections become subsections)."""
-    return [re.sub(r"^(#+) ", r"#\1 ", line) for line in lines]
+    """The lines with every Markdown heading one level lower (a page's sections become subsections);
+    a line may hold several, separated by newlines."""
+    return [re.sub(r"(?m)^(#+) ", r"#\1 ", line) for line in lines]
 
 
 def side_by_side_table(run: dict, entries: list[str]) -> tuple[list[str], dict[str, list[float]]]:
