@@ -13,6 +13,8 @@ stage_done() {
   echo "test.sh: $1 done in $((SECONDS - stage_start)) s (total $SECONDS s)"
   stage_start=$SECONDS
 }
+# The free disk, so that a run that runs out of it says so up front (the whole suite writes ~2 GB).
+df -h . | tail -n 1 | awk '{print "test.sh: " $4 " free on " $6 " at the start"}'
 scripts/build.sh release
 stage_done "release build"
 # The reference Python (numpy, safetensors) exists before ctest, so its cross-checks run, never skip.

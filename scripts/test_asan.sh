@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bad-input and loader tests under AddressSanitizer and UBSan (the `asan` preset): the file
 # parsers (safetensors, the shard index, .npy, tokenizer.json), config validation, the loader's
-# checks, the request builder and the loop's argument errors. Builds only those test binaries.
+# checks, the request builder and the loop's argument errors. Builds only those test binaries, with
+# line tables only (-g1, set by the preset): enough for the sanitizers' stack traces at half the disk.
 # scripts/test.sh runs it; for the whole suite under the sanitizers:
 #   cmake --preset asan && cmake --build build/asan && ctest --preset asan
 set -euo pipefail
