@@ -57,7 +57,7 @@ double Fp8GemvRate(int64_t hidden, int threads, ActivationPrecision activations)
   view.block_scale = fp8.scales.data<float>();
   view.scale_stride = fp8.scales.dim(1);
   view.fp8_nan_free = !Fp8HasNanCode(view);
-  view.fp8_activations = activations;
+  view.activations = activations;
   std::vector<float> x(hidden), y(out);  // [hidden], [out]
   for (float& v : x) v = unit(rng);
   return BestRate(static_cast<double>(out * hidden), [&] { Linear(x.data(), 1, view, y.data()); });

@@ -150,15 +150,15 @@ void BM_StreamRead(benchmark::State& state) {
 // activations), input rows, threads, resident (1) or streamed (0).
 void BM_Linear(benchmark::State& state) {
   const int64_t kind = state.range(0);
-  const DType dtype = kind >= 1 ? DType::kF8E4M3 : DType::kBF16;
+  const DType dtype = kind >= 1 && kind <= 3 ? DType::kF8E4M3 : DType::kBF16;
   const int64_t rows = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   const bool resident = state.range(3) == 1;
   const Matrix& m = GetMatrix(dtype, resident ? kResidentBytesPerThread * threads : kStreamedBytes, kind >= 3);
   TensorView view = m.view;
   if (kind == 2) view.fp8_nan_free = false;
-  if (kind == 4) view.fp8_activations = ActivationPrecision::kBf16;
-  if (kind == 5) view.fp8_activations = ActivationPrecision::kFp8;
+  if (kind == 4) view.activations = ActivationPrecision::kBf16;
+  if (kind == 5) view.activations = ActivationPrecision::kFp8;
   // x starts on a 64-byte line (a Tensor), so that a run does not depend on where the heap puts it:
   // a tile of several rows reads x for every 16 weights, and Linear copies rows off a line to one
   // only for ranges longer than the resident ones here.
@@ -182,19 +182,20 @@ void BM_Linear(benchmark::State& state) {
 
 // A prefill chunk through one matrix: 256 input rows (the chunk decode_bench's BM_Prefill runs)
 // against a [2048, 6144] matrix on 1 or 2 threads; Linear takes its GEMM path from 24 rows. Kinds:
-// 0 = bf16, 1 = FP8 with f32 input rows (widened to f32, Eigen's GEMM), 2 and 3 = FP8 with the rows
-// in bf16 and fp8 (the pair GEMM, kernels/pair_gemm.h). Counters: G multiply-adds per second, and
-// for the pair GEMM, its share of the cores' bf16 dot-product rate (compute_ceilings).
+// 0 = bf16 with f32 input rows, 1 = FP8 with f32 input rows (both widened to f32, Eigen's GEMM), 2
+// and 3 = FP8 with the rows in bf16 and fp8, 4 = bf16 with the rows in bf16 (the pair GEMM,
+// kernels/pair_gemm.h). Counters: G multiply-adds per second, and for the pair GEMM, its share of the
+// cores' bf16 dot-product rate (compute_ceilings).
 // Args: kind, threads.
 void BM_LinearPrefill(benchmark::State& state) {
   constexpr int64_t kRows = 256, kOut = 2048;
   const int64_t kind = state.range(0);
-  const DType dtype = kind >= 1 ? DType::kF8E4M3 : DType::kBF16;
+  const DType dtype = kind >= 1 && kind <= 3 ? DType::kF8E4M3 : DType::kBF16;
   const int threads = static_cast<int>(state.range(1));
   const Matrix& m = GetMatrix(dtype, kOut * kIn * DTypeSize(dtype));
   TensorView view = m.view;
-  if (kind == 2) view.fp8_activations = ActivationPrecision::kBf16;
-  if (kind == 3) view.fp8_activations = ActivationPrecision::kFp8;
+  if (kind == 2 || kind == 4) view.activations = ActivationPrecision::kBf16;
+  if (kind == 3) view.activations = ActivationPrecision::kFp8;
   const Tensor x = RandomRows(kRows, 8);  // [kRows, kIn]
   std::vector<float> y(kRows * m.out);      // [kRows, out]
   ThreadPool& pool = Pool(threads);
@@ -377,7 +378,7 @@ BENCHMARK(BM_Linear)
     ->MinTime(1.0);
 BENCHMARK(BM_LinearPrefill)
     ->ArgNames({"kind", "threads"})
-    ->ArgsProduct({{0, 1, 2, 3}, {1, 2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(1.0);

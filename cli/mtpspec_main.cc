@@ -47,7 +47,7 @@ constexpr char kUsage[] =
     "                 [--device-weights bf16|fp8]   (with --device cuda: the FP8 matrices (all with --weights fp8)\n"
     "                                               widened to bf16 on the GPU, or kept FP8)\n"
     "                 [--weights stored|f32|bf16|fp8] [--kv-cache f32|int8|fp8] [--index-keys f32|bf16|fp8]\n"
-    "                 [--activations f32|bf16|fp8]   (the FP8 matrices' input rows: as given, bf16, or fp8 per 128)\n"
+    "                 [--activations f32|bf16|fp8]   (input rows: as given; bf16 for FP8 and bf16 matrices; fp8 per 128 for FP8)\n"
     "                 [--tree B1,B2,.. | --tree-nodes M]   (a draft tree from the MTP head instead of a chain of k)\n"
     "                 [--batch B [--k-schedule B1:k1,B2:k2,..]]   (the prompts B at a time, one verify forward per cycle)\n"
     "  mtpspec make-checkpoint DIR --like glm-5.2|deepseek-v3.2|glm-4.7-flash|deepseek-v3 [--layers N] [--experts E] [--fill random|zeros]\n"
@@ -149,7 +149,8 @@ absl::Status CheckWeights(const std::string& dir) {
   return absl::DataLossError(absl::StrCat(dir, ": ", found.size(), " tensors hold NaN or Inf:", list));
 }
 
-// The quantization line of an FP8 checkpoint, or of a model quantised at load.
+// The quantization line of an FP8 checkpoint, or of a model quantised at load, and the activations
+// line when matrices take reduced input rows.
 void PrintQuantization(const Model& model) {
   const ModelConfig& c = model.config();
   const LoadReport& report = model.load_report();
@@ -158,14 +159,14 @@ void PrintQuantization(const Model& model) {
               << (c.quantization.scale_fmt == "ue8m0" ? " (ue8m0 scales)" : "") << "; " << report.fp8_tensors_in_place
               << " matrices used as FP8, " << report.fp8_tensors_dequantised << " widened at load";
     if (report.fp8_tensors_quantised > 0) std::cout << ", " << report.fp8_tensors_quantised << " quantised to FP8 at load";
-    if (report.fp8_tensors_reduced_activations > 0) {
-      std::cout << "; " << report.fp8_tensors_reduced_activations << " take their input rows in "
-                << ActivationPrecisionName(model.activation_precision());
-    }
     if (!c.quantization.modules_to_not_convert.empty()) {
       std::cout << "; " << c.quantization.modules_to_not_convert.size() << " modules not converted";
     }
     std::cout << "\n";
+  }
+  if (report.matrices_reduced_activations > 0) {
+    std::cout << "activations    " << report.matrices_reduced_activations << " matrices take their input rows in "
+              << ActivationPrecisionName(model.activation_precision()) << ", the rest in f32\n";
   }
 }
 

@@ -27,13 +27,14 @@ inline constexpr int64_t kFp8Block = 128;
 // beyond f32's range, and the kernels, which scale by 2^8 on the way, rely on the bound.
 inline constexpr float kMaxFp8BlockScale = 3.40282347e38f / 448.0f;
 
-// The precision in which a Linear with FP8 weights takes its input rows (LoadOptions::activations).
-// kF32: as given; each weight is widened to f32 in registers and every product is exact. kBf16: each
-// row rounded to bf16; kFp8: each row quantised to float8_e4m3fn in groups of 128 with power-of-two
-// scales, as DeepSeek-V3.2's reference code quantises activations before its FP8 GEMM. The reduced
-// settings multiply bf16 pairs (kernels/fp8_pairs.h), which takes fewer operations per weight than
-// widening each weight to f32: the small-row tiles for decode and verify, and from kLinearGemmRows
-// rows the pair GEMM for prefill (kernels/pair_gemm.h). kF32 is the exact reference.
+// The precision in which a Linear takes its input rows (LoadOptions::activations). kF32: as given;
+// each weight is widened to f32 in registers and every product is exact. kBf16: each row rounded to
+// bf16, for FP8 and bf16 matrices; kFp8: for FP8 matrices, each row quantised to float8_e4m3fn in
+// groups of 128 with power-of-two scales, as DeepSeek-V3.2's reference code quantises activations
+// before its FP8 GEMM (other matrices keep f32 rows). The reduced settings multiply bf16 pairs
+// (kernels/fp8_pairs.h), which takes fewer operations per weight than widening each weight to f32:
+// for FP8 matrices the small-row tiles for decode and verify, and from kLinearGemmRows rows, for FP8
+// and bf16 matrices, the pair GEMM for prefill (kernels/pair_gemm.h). kF32 is the exact reference.
 enum class ActivationPrecision { kF32, kBf16, kFp8 };
 absl::StatusOr<ActivationPrecision> ParseActivationPrecision(const std::string& text, const std::string& what);
 const char* ActivationPrecisionName(ActivationPrecision precision);
@@ -54,8 +55,9 @@ struct TensorView {
   // by reading them (Fp8HasNanCode, kernels/linear.h). The kernels then skip their NaN check; when
   // unset they check, so a NaN weight gives NaN.
   bool fp8_nan_free = false;
-  // F8_E4M3 only: how Linear takes its input rows with this matrix (set by the loader).
-  ActivationPrecision fp8_activations = ActivationPrecision::kF32;
+  // F8_E4M3 and BF16 only: how Linear takes its input rows with this matrix (set by the loader;
+  // kFp8 for F8_E4M3 only).
+  ActivationPrecision activations = ActivationPrecision::kF32;
   // F8_E4M3 with bf16 or fp8 activations, optional: which 64-byte lines of each row hold a byte the
   // pair kernels must widen by table (Fp8PairLinesToFix, kernels/fp8_pairs.h), [rows, line_flag_stride]
   // bits. Without them the kernels check every line.

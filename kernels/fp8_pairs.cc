@@ -216,7 +216,7 @@ void PrepareFp8PairInput(const float* x, int64_t rows, int64_t in, ActivationPre
 
 void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool gemm, Fp8ReducedInput* out,
                          ThreadPool* pool) {
-  PrepareFp8PairInput(x, rows, w.shape[1], w.fp8_activations, &out->codes, pool);
+  PrepareFp8PairInput(x, rows, w.shape[1], w.activations, &out->codes, pool);
   out->values.clear();
   out->gemm = PairGemmInput();
   if (gemm) {
@@ -228,7 +228,7 @@ void PrepareReducedInput(const float* x, int64_t rows, const TensorView& w, bool
 #else
   const bool pair_tiles = false;
 #endif
-  if (!pair_tiles) {
+  if (!pair_tiles || w.dtype == DType::kBF16) {
     out->values.resize(rows * w.shape[1]);
     DequantiseFp8PairInput(out->codes, out->values.data());
   }

@@ -57,9 +57,10 @@ struct Fp8PairInput {
   uint16_t Code(int64_t r, int64_t i) const;
 };
 
-// The input of one Linear call whose FP8 matrix takes its rows in bf16 or fp8: the rows' codes for the
-// pair tiles; on the GEMM path, the same codes transposed for the pair GEMM (kernels/pair_gemm.h); in
-// builds without the pair tiles, the codes' values in f32 for the f32 small-row path. Prepared once
+// The input of one Linear call whose matrix takes its rows in bf16 or fp8: the rows' codes for the
+// pair tiles; on the GEMM path, the same codes transposed for the pair GEMM (kernels/pair_gemm.h); for
+// a BF16 matrix below the GEMM path, and in builds without the pair tiles, the codes' values in f32
+// for the f32 small-row path. Prepared once
 // per call, on the calling thread, before the work is split.
 struct Fp8ReducedInput {
   Fp8PairInput codes;
@@ -75,9 +76,11 @@ struct Fp8ReducedInput {
   const PairGemmInput* GemmRows() const { return gemm.rows > 0 ? &gemm : nullptr; }
 };
 
-// Whether Linear takes w's input rows reduced: an F8_E4M3 matrix whose fp8_activations is not f32.
+// Whether Linear takes w's input rows reduced: an F8_E4M3 or BF16 matrix whose activations is not f32.
+// A BF16 matrix takes the pair GEMM from kLinearGemmRows rows and, below, the f32 small-row path on
+// the rows' bf16 values: the same operands at every row count.
 inline bool TakesReducedInput(const TensorView& w) {
-  return w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32;
+  return (w.dtype == DType::kF8E4M3 || w.dtype == DType::kBF16) && w.activations != ActivationPrecision::kF32;
 }
 
 // Prepares x [rows, w.shape[1]] for w (TakesReducedInput(w)) on the path `gemm` says; rows split over

@@ -435,7 +435,8 @@ void LinearBatch(std::span<const LinearJob> jobs, ThreadPool* pool) {
     if (job.rows == 0 || !TakesReducedInput(job.w)) continue;
     for (size_t i = 0; i < j && reduced[j] == nullptr; ++i) {
       if (reduced[i] != nullptr && jobs[i].x == job.x && jobs[i].rows == job.rows &&
-          jobs[i].w.shape[1] == job.w.shape[1] && jobs[i].w.fp8_activations == job.w.fp8_activations &&
+          jobs[i].w.shape[1] == job.w.shape[1] && jobs[i].w.activations == job.w.activations &&
+          jobs[i].w.dtype == job.w.dtype &&
           gemm[i] == gemm[j]) {
         reduced[j] = reduced[i];
       }

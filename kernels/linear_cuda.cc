@@ -102,9 +102,10 @@ absl::StatusOr<DeviceMatrix> WeightArena::UploadMatrix(const TensorView& w, cons
     return absl::InvalidArgumentError(absl::StrCat(name, ": GPU weights must be f32, bf16 or FP8 with block scales on ",
                                                    "the host (got ", DTypeName(w.dtype), ")"));
   }
-  if (w.dtype == DType::kF8E4M3 && w.fp8_activations != ActivationPrecision::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": the CUDA kernels take f32 input rows, but this FP8 matrix was "
-                                                   "loaded for ", ActivationPrecisionName(w.fp8_activations),
+  if (w.activations != ActivationPrecision::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the CUDA kernels take f32 input rows, but this ",
+                                                   DTypeName(w.dtype), " matrix was loaded for ",
+                                                   ActivationPrecisionName(w.activations),
                                                    " activations; load it with activations f32 for the device"));
   }
   const int64_t out = w.shape[0];
@@ -145,11 +146,11 @@ absl::StatusOr<DeviceMatrix> WeightArena::UploadFp8Image(const Fp8HostImage& ima
 }
 
 bool WeightArena::KeepsFp8(const TensorView& w) const {
-  return format_ == DeviceWeightFormat::kFp8 && IsBlockScaledFp8(w) && w.fp8_activations == ActivationPrecision::kF32;
+  return format_ == DeviceWeightFormat::kFp8 && IsBlockScaledFp8(w) && w.activations == ActivationPrecision::kF32;
 }
 
 absl::StatusOr<DeviceMatrix> WeightArena::UploadLinearMatrix(const TensorView& w, const std::string& name) {
-  // UploadMatrix also states the error for an FP8 matrix loaded for bf16 or fp8 input rows.
+  // UploadMatrix also states the error for a matrix loaded for bf16 or fp8 input rows.
   if (!KeepsFp8(w)) return UploadMatrix(w, name);
   ASSIGN_OR_RETURN(const Fp8HostImage image, Fp8ImageOf(w, name));
   return UploadFp8Image(image, name);

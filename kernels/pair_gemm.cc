@@ -143,6 +143,29 @@ void WidenRowToPairs(const uint8_t* w, int64_t in, uint32_t* out) {
   if (in % 2 != 0) out[full] = words[w[in - 1]];
 }
 
+// The words of one bf16 weight row in natural pairs, [⌈in / 2⌉], each weight times 2^shift so that
+// the row's largest magnitude lies in [1, 2): the products with the codes (below 2^100) stay below
+// 2^101, as an FP8 weight's do. Weights that come out below 2^-26 become ±0, so that every product
+// with a code (at least 2^-100) is a normal f32 value, which VDPBF16PS and the f32 multiply-adds
+// treat alike. A row holding an infinity or a NaN keeps its words (shift 0) and its outputs are not
+// finite. Returns shift; the outputs are multiplied by 2^-shift at the end.
+int WidenBf16RowToPairs(const uint16_t* w, int64_t in, uint32_t* out) {
+  uint16_t largest = 0;  // magnitude bits
+  for (int64_t i = 0; i < in; ++i) largest = std::max<uint16_t>(largest, w[i] & 0x7fffu);
+  const int top = largest >> 7;  // its biased exponent
+  const int shift = top == 0 || top == 0xff ? 0 : 127 - top;
+  const auto scaled = [shift](uint16_t bits) -> uint32_t {
+    const int exponent = (bits >> 7) & 0xff;
+    if (exponent == 0xff) return bits;
+    if (exponent == 0 || exponent + shift < 127 - 26) return bits & 0x8000u;
+    return static_cast<uint16_t>(bits + shift * 128);
+  };
+  const int64_t full = in / 2;
+  for (int64_t p = 0; p < full; ++p) out[p] = scaled(w[2 * p]) | scaled(w[2 * p + 1]) << 16;
+  if (in % 2 != 0) out[full] = scaled(w[in - 1]);
+  return shift;
+}
+
 PairGemmIsa DetectIsa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
@@ -213,18 +236,27 @@ void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out, ThreadP
 
 void PairGemm(const PairGemmInput& x, const TensorView& w, int64_t ob, int64_t oe, float* y, int64_t y_stride,
               int64_t y_col0) {
-  MTPSPEC_CHECK(w.dtype == DType::kF8E4M3 && w.block_scale != nullptr && w.shape[1] == x.in);
+  const bool bf16 = w.dtype == DType::kBF16;
+  MTPSPEC_CHECK((bf16 || (w.dtype == DType::kF8E4M3 && w.block_scale != nullptr)) && w.shape[1] == x.in);
   const PairGemmIsa isa = IsaInUse();
   const int64_t blocks = (x.pairs + kBlockPairs - 1) / kBlockPairs;
   thread_local std::vector<uint32_t, Eigen::aligned_allocator<uint32_t>> words;  // [kOutChunk, pairs]
   thread_local std::vector<float> scales;                                         // [kOutChunk, blocks] · 2^8
   thread_local std::vector<float, Eigen::aligned_allocator<float>> total;        // [kOutGroup, 64]
+  thread_local std::vector<float> unshift;                                        // [kOutChunk] bf16: 2^-shift
   words.resize(kOutChunk * x.pairs);
   scales.resize(kOutChunk * blocks);
   total.resize(kOutGroup * kPairGemmTileRows);
+  unshift.assign(kOutChunk, 1.0f);
   for (int64_t c0 = ob; c0 < oe; c0 += kOutChunk) {
     const int64_t n = std::min(kOutChunk, oe - c0);
     for (int64_t o = 0; o < n; ++o) {
+      if (bf16) {  // one scale for the row, applied at the end; the blocks add as they are
+        const int shift = WidenBf16RowToPairs(w.as<uint16_t>() + (c0 + o) * w.stride[0], x.in, words.data() + o * x.pairs);
+        unshift[o] = std::ldexp(1.0f, -shift);
+        std::fill_n(scales.data() + o * blocks, blocks, 1.0f);
+        continue;
+      }
       WidenRowToPairs(w.as<uint8_t>() + (c0 + o) * w.stride[0], x.in, words.data() + o * x.pairs);
       const float* row_scales = w.block_scale + ((c0 + o) / kFp8Block) * w.scale_stride;
       for (int64_t b = 0; b < blocks; ++b) scales[o * blocks + b] = row_scales[b] * 256.0f;
@@ -246,7 +278,7 @@ void PairGemm(const PairGemmInput& x, const TensorView& w, int64_t ob, int64_t o
         for (int r = 0; r < rows; ++r) {
           const int64_t row = t * kPairGemmTileRows + r;
           float* out = y + row * y_stride + (c0 + g0 - y_col0);
-          for (int o = 0; o < no; ++o) out[o] = total[o * kPairGemmTileRows + r] * x.unscale[row];
+          for (int o = 0; o < no; ++o) out[o] = total[o * kPairGemmTileRows + r] * x.unscale[row] * unshift[g0 + o];
         }
       }
     }

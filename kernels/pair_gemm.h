@@ -1,8 +1,13 @@
-// The GEMM path of an FP8 matrix whose input rows are reduced to bf16 codes (kernels/fp8_pairs.h:
-// ActivationPrecision kBf16 or kFp8, the numerics DeepSeek-V3.2's reference code serves), for calls
-// of kLinearGemmRows rows or more (prefill). It multiplies the same operands as the pair tiles: each
-// row's codes c = q · 2^e and each weight's bf16 word (its value · 2^-8, exact), products exact in
-// f32, on bf16 pair products.
+// The GEMM path of an FP8 or bf16 matrix whose input rows are reduced to bf16 codes
+// (kernels/fp8_pairs.h: ActivationPrecision kBf16 or kFp8, the numerics DeepSeek-V3.2's reference
+// code serves), for calls of kLinearGemmRows rows or more (prefill). It multiplies the same operands
+// as the pair tiles: each row's codes c = q · 2^e and each weight's bf16 word (an FP8 weight's value
+// · 2^-8, exact), products exact in f32, on bf16 pair products.
+//
+// A bf16 matrix's row o is taken as its words times 2^s_o, s_o putting the row's largest magnitude in
+// [1, 2) (exact), with block scales of 1 and the outputs multiplied by 2^-s_o at the end. Weights
+// below 2^-26 of the row's largest become 0 (each would add under 2^-26 of what the largest adds for
+// the same input): every product then stays a normal f32 value, where the instruction sets agree.
 //
 // For output (r, o), per 128-wide block b of the inputs, a chain over the block's pairs (2p, 2p + 1)
 // in order adds the odd product and rounds, then the even one and rounds (Bf16PairStep,
@@ -45,8 +50,8 @@ struct PairGemmInput {
 // `pool` when given.
 void PreparePairGemmInput(const Fp8PairInput& codes, PairGemmInput* out, ThreadPool* pool = nullptr);
 
-// y[r · y_stride + (o − y_col0)] for r < x.rows and o in [ob, oe): the rows times the F8_E4M3 matrix
-// w (with its block scales) as the header says, on the calling thread.
+// y[r · y_stride + (o − y_col0)] for r < x.rows and o in [ob, oe): the rows times w, an F8_E4M3
+// matrix (with its block scales) or a BF16 one, as the header says, on the calling thread.
 void PairGemm(const PairGemmInput& x, const TensorView& w, int64_t ob, int64_t oe, float* y, int64_t y_stride,
               int64_t y_col0);
 

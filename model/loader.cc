@@ -421,11 +421,13 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelConfig& c, 
     }
   }
   if (options.activations != ActivationPrecision::kF32) {
-    report.fp8_tensors_reduced_activations = SetFp8Activations(*weights, options.activations);
-    if (report.fp8_tensors_reduced_activations == 0) {
+    report.matrices_reduced_activations = SetActivations(*weights, options.activations);
+    if (report.matrices_reduced_activations == 0) {
+      const bool bf16 = options.activations == ActivationPrecision::kBf16;
       report.activations_note = absl::StrCat("activations ", ActivationPrecisionName(options.activations),
-                                             " change nothing: no matrix of ", dir,
-                                             " is FP8 (load it with weights fp8 to quantise them)");
+                                             " change nothing: no matrix of ", dir, " is FP8", bf16 ? " or bf16" : "",
+                                             " (load it with weights fp8 to quantise them",
+                                             bf16 ? "" : ", or take bf16 rows with activations bf16", ")");
     }
   }
   return weights;

@@ -36,10 +36,10 @@ struct LoadOptions {
   // multiply-adds per instruction (an even index_head_dim); fp8 as DeepSeek-V3.2's reference inference
   // code (rotated e4m3 keys and queries with power-of-two scales; index_head_dim a power of two).
   IndexKeyStorage index_keys = IndexKeyStorage::kF32;
-  // The precision the Linear kernels take their input rows in with the FP8 matrices (ActivationPrecision,
-  // core/tensor.h): f32 by default; bf16, or fp8 as DeepSeek-V3.2's reference code quantises
-  // activations (groups of 128, power-of-two scales). Matrices in f32 or bf16, the MoE router and
-  // kv_b_proj take f32 whatever this says.
+  // The precision the Linear kernels take their input rows in (ActivationPrecision, core/tensor.h):
+  // f32 by default; bf16 for the FP8 and bf16 matrices, or fp8 for the FP8 matrices as DeepSeek-V3.2's
+  // reference code quantises activations (groups of 128, power-of-two scales). f32 matrices, the MoE
+  // router and kv_b_proj take f32 whatever this says.
   ActivationPrecision activations = ActivationPrecision::kF32;
 };
 
@@ -48,7 +48,7 @@ struct LoadReport {
   int64_t fp8_tensors_in_place = 0;     // FP8 matrices the kernels read as stored
   int64_t fp8_tensors_dequantised = 0;  // FP8 matrices widened at load (--weights f32/bf16)
   int64_t fp8_tensors_quantised = 0;    // f32/bf16/f16 matrices quantised to FP8 at load (--weights fp8)
-  int64_t fp8_tensors_reduced_activations = 0;  // FP8 matrices whose Linear takes bf16 or fp8 input rows
+  int64_t matrices_reduced_activations = 0;  // FP8 and bf16 matrices whose Linear takes bf16 or fp8 rows
   bool mtp_present = false;  // MTP weights were found in the checkpoint
   std::string mtp_note;      // why MTP is unavailable, when it is
   std::string activations_note;  // why LoadOptions::activations changes nothing, when it does not

@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
 
 int64_t Model::SetActivationPrecision(ActivationPrecision precision) {
   activations_ = precision;
-  return SetFp8Activations(*weights_, precision);
+  return SetActivations(*weights_, precision);
 }
 
 KvCacheShape CacheShapeFor(const ModelConfig& config, LatentStorage storage, IndexKeyStorage index_keys) {

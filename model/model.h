@@ -80,10 +80,10 @@ class Model {
   }
   // How this model's caches keep the indexer keys (LoadOptions::index_keys).
   IndexKeyStorage index_key_storage() const { return index_keys_; }
-  // The precision the FP8 matrices' Linear takes its input rows in (LoadOptions::activations).
+  // The precision the Linear kernels take their input rows in (LoadOptions::activations).
   ActivationPrecision activation_precision() const { return activations_; }
   // Changes it without reloading (the first change to bf16 or fp8 reads each FP8 matrix once for its
-  // line flags). Returns how many FP8 matrices take the new precision. Not while a forward runs.
+  // line flags). Returns SetActivations' count (model/weights.h). Not while a forward runs.
   int64_t SetActivationPrecision(ActivationPrecision precision);
 
   // Runs tokens[i] at positions[i]. Positions must be consecutive and start at or before

@@ -39,12 +39,18 @@ void ForEachLinearMatrix(ModelWeights& weights, const std::function<void(TensorV
   fn(weights.lm_head);
 }
 
-int64_t SetFp8Activations(ModelWeights& weights, ActivationPrecision precision) {
+int64_t SetActivations(ModelWeights& weights, ActivationPrecision precision) {
   // A matrix seen twice (an MTP layer's head that is the model's) counts once and shares its flags.
   std::map<const void*, const TensorView*> seen;
   ForEachLinearMatrix(weights, [&](TensorView& m) {
-    if (m.dtype != DType::kF8E4M3 || m.empty()) return;
-    m.fp8_activations = precision;
+    if (m.empty()) return;
+    if (m.dtype == DType::kBF16) {  // bf16 rows only: e4m3 rows are an FP8 GEMM's numerics
+      m.activations = precision == ActivationPrecision::kBf16 ? precision : ActivationPrecision::kF32;
+      if (m.activations != ActivationPrecision::kF32) seen.emplace(m.data, &m);
+      return;
+    }
+    if (m.dtype != DType::kF8E4M3) return;
+    m.activations = precision;
     const auto [first, inserted] = seen.emplace(m.data, &m);
     if (precision == ActivationPrecision::kF32 || m.fp8_line_flags != nullptr) return;
     if (!inserted && first->second->fp8_line_flags != nullptr) {

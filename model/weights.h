@@ -71,11 +71,12 @@ struct ModelWeights {
 // them too, but their scores pick the experts, and they stay exact.
 void ForEachLinearMatrix(ModelWeights& weights, const std::function<void(TensorView&)>& fn);
 
-// Sets the precision of the input rows of every FP8 matrix ForEachLinearMatrix names
-// (TensorView::fp8_activations), giving each its line flags (kernels/fp8_pairs.h, kept in
-// weights.owned) the first time it takes bf16 or fp8 rows. Returns how many FP8 matrices it set.
+// Sets the precision of the input rows of every FP8 and bf16 matrix ForEachLinearMatrix names
+// (TensorView::activations; a bf16 matrix takes bf16 rows under kBf16 and f32 rows otherwise), giving
+// each FP8 one its line flags (kernels/fp8_pairs.h, kept in weights.owned) the first time it takes
+// bf16 or fp8 rows. Returns how many matrices take reduced rows (f32: how many FP8 matrices it set).
 // Not while a forward reads the weights.
-int64_t SetFp8Activations(ModelWeights& weights, ActivationPrecision precision);
+int64_t SetActivations(ModelWeights& weights, ActivationPrecision precision);
 
 // Whether two weights hold the same values as stored: the same dtype and shape, the same bytes, and
 // for FP8 the same block scales. Tells an MTP layer's own embed_tokens / shared_head.head copies

@@ -55,12 +55,13 @@ class Model:
             (half the bytes and twice the multiply-adds per instruction of f32). fp8: as DeepSeek-V3.2's
             reference inference code, keys and queries Hadamard-rotated and quantised to e4m3 with a
             power-of-two scale each. Both change the top-k selection slightly.
-        activations: "f32", "bf16" or "fp8": the precision in which the FP8 matrices take their
-            input rows. f32 multiplies the rows as given (exact products). bf16 rounds each row to
-            bf16; fp8 quantises it to e4m3 in groups of 128 with power-of-two scales, as DeepSeek-V3.2's
-            reference code does before its FP8 GEMM. Both multiply bf16 pairs, with fewer operations
-            per weight than f32 rows; matrices stored in f32 or bf16, the MoE router and kv_b_proj
-            take f32 rows. Speculative output stays identical to plain output.
+        activations: "f32", "bf16" or "fp8": the precision in which the matrices take their input
+            rows. f32 multiplies the rows as given (exact products). bf16 rounds each row to bf16, for
+            the FP8 and the bf16 matrices; fp8 quantises it to e4m3 in groups of 128 with power-of-two
+            scales for the FP8 matrices, as DeepSeek-V3.2's reference code does before its FP8 GEMM.
+            Both multiply bf16 pairs, with fewer operations per weight than f32 rows (for bf16
+            matrices, in prefill chunks); f32 matrices, the MoE router and kv_b_proj take f32 rows.
+            Speculative output stays identical to plain output.
         """
         if threads is not None:
             _ext.set_threads(int(threads))

@@ -136,7 +136,7 @@ py::dict LoadReportDict(const ModelHandle& h) {
   d["fp8_tensors_in_place"] = r.fp8_tensors_in_place;
   d["fp8_tensors_dequantised"] = r.fp8_tensors_dequantised;
   d["fp8_tensors_quantised"] = r.fp8_tensors_quantised;
-  d["fp8_tensors_reduced_activations"] = r.fp8_tensors_reduced_activations;
+  d["matrices_reduced_activations"] = r.matrices_reduced_activations;
   d["mtp_present"] = r.mtp_present;
   d["mtp_note"] = r.mtp_note;
   d["activations_note"] = r.activations_note;

@@ -221,7 +221,7 @@ TEST(LinearFp8Cuda, TheArenasFormatDecidesWhatStaysFp8) {
   EXPECT_FALSE(for_bf16_kernels->is_fp8());
 
   TensorView for_bf16_rows = fp8.view;  // loaded for bf16 input rows: the device takes f32 rows only
-  for_bf16_rows.fp8_activations = ActivationPrecision::kBf16;
+  for_bf16_rows.activations = ActivationPrecision::kBf16;
   auto refused = keeping.UploadLinearMatrix(for_bf16_rows, "model.layers.3.self_attn.o_proj.weight");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("model.layers.3.self_attn.o_proj.weight"), std::string::npos);

@@ -188,7 +188,7 @@ TEST(Fp8PairsTest, PairProductsByMultiplyAddsEqualTheInstruction) {
 
 // A copy of w marked for `precision`, with its line flags attached when `flags` holds them.
 TensorView WithActivations(TensorView w, ActivationPrecision precision, const Tensor* flags) {
-  w.fp8_activations = precision;
+  w.activations = precision;
   if (flags != nullptr) {
     w.fp8_line_flags = reinterpret_cast<const uint64_t*>(flags->data<int64_t>());
     w.line_flag_stride = flags->dim(1);

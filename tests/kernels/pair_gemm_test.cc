@@ -1,11 +1,14 @@
-// The pair GEMM (kernels/pair_gemm.h), the GEMM path of FP8 matrices whose input rows are bf16 or fp8
-// codes: every instruction set gives the same bits; the result matches a float64 reference of the
-// same rounded operands within the summation bound, and the small-row pair tiles within twice it;
-// the thread split does not change a bit; NaN codes give NaN in their outputs only. Shapes leave
-// partial scale blocks, an odd width, partial row tiles and partial output groups.
+// The pair GEMM (kernels/pair_gemm.h), the GEMM path of FP8 and bf16 matrices whose input rows are
+// bf16 or fp8 codes: every instruction set gives the same bits; the result matches a float64
+// reference of the same rounded operands within the summation bound, and the small-row path (the
+// pair tiles for FP8, f32 on the rounded rows for bf16) within twice it; the thread split does not
+// change a bit; NaN weights give NaN in their outputs only; a bf16 row's scale does not matter, and
+// its weights below 2^-26 of its largest are dropped. Shapes leave partial scale blocks, an odd
+// width, partial row tiles and partial output groups.
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -22,12 +25,22 @@ namespace {
 
 using namespace linear_test;  // NOLINT: the shared test helpers
 
-constexpr ActivationPrecision kReduced[] = {ActivationPrecision::kBf16, ActivationPrecision::kFp8};
+// The weight storages and input precisions that take the pair GEMM.
+struct Case {
+  DType dtype;
+  ActivationPrecision precision;
+};
+constexpr Case kCases[] = {{DType::kF8E4M3, ActivationPrecision::kBf16},
+                           {DType::kF8E4M3, ActivationPrecision::kFp8},
+                           {DType::kBF16, ActivationPrecision::kBf16}};
+std::string Name(const Case& c) {
+  return std::string(DTypeName(c.dtype)) + " weights, " + ActivationPrecisionName(c.precision) + " rows";
+}
 constexpr int64_t kRowCounts[] = {24, 25, 63, 64, 65, 130};
 const std::pair<int64_t, int64_t> kShapes[] = {{7, 300}, {49, 301}, {130, 129}, {6, 1024}, {48, 7}, {1, 128}};
 
 TensorView Reduced(TensorView w, ActivationPrecision precision) {
-  w.fp8_activations = precision;
+  w.activations = precision;
   return w;
 }
 
@@ -50,8 +63,9 @@ std::vector<PairGemmIsa> AvailableIsas() {
 TEST(PairGemmTest, EveryInstructionSetGivesTheSameBits) {
   std::printf("best instruction set here: %s\n", PairGemmIsaName(PairGemmBestIsa()));
   for (const auto& [out, in] : kShapes) {
-    const TestWeight w = MakeWeight(DType::kF8E4M3, out, in, in + 5, static_cast<uint32_t>(out * 31 + in));
-    for (ActivationPrecision precision : kReduced) {
+    for (const Case& c : kCases) {
+      const ActivationPrecision precision = c.precision;
+      const TestWeight w = MakeWeight(c.dtype, out, in, in + 5, static_cast<uint32_t>(out * 31 + in));
       for (int64_t rows : kRowCounts) {
         const std::vector<float> x = Rows(rows, in, static_cast<uint32_t>(rows));
         Fp8PairInput codes;
@@ -69,7 +83,8 @@ TEST(PairGemmTest, EveryInstructionSetGivesTheSameBits) {
           PairGemm(input, w.view, 0, out, y.data(), out, 0);
           for (int64_t i = 0; i < rows * out; ++i) {
             ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(reference[i]))
-                << PairGemmIsaName(isa) << " out " << out << " in " << in << " rows " << rows << " at " << i;
+                << PairGemmIsaName(isa) << ", " << Name(c) << ", out " << out << " in " << in << " rows " << rows
+                << " at " << i;
           }
         }
       }
@@ -85,8 +100,9 @@ TEST(PairGemmTest, EveryInstructionSetGivesTheSameBits) {
 TEST(PairGemmTest, MatchesTheReferenceAndTheSmallRowTiles) {
   ThreadPool one(1), three(3);
   for (const auto& [out, in] : kShapes) {
-    const TestWeight w = MakeWeight(DType::kF8E4M3, out, in, in, static_cast<uint32_t>(out + 17 * in));
-    for (ActivationPrecision precision : kReduced) {
+    for (const Case& c : kCases) {
+      const ActivationPrecision precision = c.precision;
+      const TestWeight w = MakeWeight(c.dtype, out, in, in, static_cast<uint32_t>(out + 17 * in));
       const TensorView view = Reduced(w.view, precision);
       for (int64_t rows : kRowCounts) {
         const std::vector<float> x = Rows(rows, in, static_cast<uint32_t>(3 * rows + 1));
@@ -101,7 +117,8 @@ TEST(PairGemmTest, MatchesTheReferenceAndTheSmallRowTiles) {
           RowInvariantScope small_rows;
           Linear(x.data(), rows, view, tiles.data(), &three);
         }
-        const char* what = ActivationPrecisionName(precision);
+        const std::string name = Name(c);
+        const char* what = name.c_str();
         ExpectNearReference(q, w.values, rows, in, out, y.data(), what);
         for (int64_t i = 0; i < rows * out; ++i) {
           ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(y3[i])) << what << " threads, at " << i;
@@ -146,6 +163,70 @@ TEST(PairGemmTest, NanCodesGiveNanInTheirOutputsOnly) {
       for (int64_t o = 0; o < out; ++o) {
         EXPECT_EQ(std::isnan(y[r * out + o]), o == 3 || o == 11) << PairGemmIsaName(isa) << " row " << r << " out " << o;
       }
+    }
+  }
+}
+
+// A NaN or an infinite bf16 weight makes exactly its output non-finite in every row.
+TEST(PairGemmTest, NonFiniteBf16WeightsGiveNonFiniteOutputsOnly) {
+  const int64_t out = 20, in = 260, rows = 30;
+  TestWeight w = MakeWeight(DType::kBF16, out, in, in, 9);
+  w.bf16[3 * in + 200] = 0x7fc0;   // NaN
+  w.bf16[11 * in + 0] = 0xff80;    // -inf
+  const std::vector<float> x = Rows(rows, in, 4);
+  for (PairGemmIsa isa : AvailableIsas()) {
+    PairGemmIsaScope scope(isa);
+    std::vector<float> y(rows * out);
+    Linear(x.data(), rows, Reduced(w.view, ActivationPrecision::kBf16), y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t o = 0; o < out; ++o) {
+        EXPECT_EQ(!std::isfinite(y[r * out + o]), o == 3 || o == 11) << PairGemmIsaName(isa) << " row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+// A bf16 row times 2^k gives outputs times 2^k, bit for bit, for k from -90 to 100 (the row's own
+// scale absorbs it); and weights below 2^-26 of the row's largest are dropped, on every instruction
+// set.
+TEST(PairGemmTest, Bf16RowScaleIsExactAndTinyWeightsAreDropped) {
+  const int64_t out = 9, in = 300, rows = 40;
+  const TestWeight w = MakeWeight(DType::kBF16, out, in, in, 21);
+  const std::vector<float> x = Rows(rows, in, 5);
+  std::vector<float> base(rows * out);
+  Linear(x.data(), rows, Reduced(w.view, ActivationPrecision::kBf16), base.data());
+  for (int k : {-90, -30, 7, 40, 100}) {
+    std::vector<uint16_t> scaled(w.bf16);
+    for (uint16_t& b : scaled) b = F32ToBf16(std::ldexp(Bf16ToF32(b), k));
+    const TensorView view = Reduced(TensorView::Contiguous(DType::kBF16, scaled.data(), {out, in}),
+                                    ActivationPrecision::kBf16);
+    std::vector<float> y(rows * out);
+    Linear(x.data(), rows, view, y.data());
+    for (int64_t i = 0; i < rows * out; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(std::ldexp(base[i], k))) << "k " << k << " at " << i;
+    }
+  }
+  // Row 2 holds 1 at input 0, which every row leaves at 0, and 2^-27 or 2^-40 elsewhere; row 5 holds
+  // 1 there and subnormals elsewhere: both are dropped, so the outputs are exactly 0.
+  std::vector<uint16_t> tiny(w.bf16);
+  for (int64_t o : {2, 5}) {
+    for (int64_t i = 0; i < in; ++i) {
+      tiny[o * in + i] = i == 0 ? F32ToBf16(1.0f)
+                         : o == 5 ? uint16_t{0x0003}
+                                  : F32ToBf16(std::ldexp(i % 2 == 0 ? 1.0f : -1.0f, i % 3 == 0 ? -40 : -27));
+    }
+  }
+  std::vector<float> x0 = x;
+  for (int64_t r = 0; r < rows; ++r) x0[r * in] = 0.0f;
+  for (PairGemmIsa isa : AvailableIsas()) {
+    PairGemmIsaScope scope(isa);
+    std::vector<float> y(rows * out);
+    Linear(x0.data(), rows, Reduced(TensorView::Contiguous(DType::kBF16, tiny.data(), {out, in}), ActivationPrecision::kBf16),
+           y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(y[r * out + 2], 0.0f) << PairGemmIsaName(isa) << " row " << r;
+      EXPECT_EQ(y[r * out + 5], 0.0f) << PairGemmIsaName(isa) << " row " << r;
+      EXPECT_NE(y[r * out + 3], 0.0f) << PairGemmIsaName(isa) << " row " << r;
     }
   }
 }

@@ -294,7 +294,7 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
   auto base_cache = *(*baseline)->NewCache(T + 2);
   auto base = (*baseline)->Forward(*base_cache, tokens, Range(0, T));
   ASSERT_TRUE(base.ok()) << base.status();
-  EXPECT_EQ((*baseline)->load_report().fp8_tensors_reduced_activations, 0);
+  EXPECT_EQ((*baseline)->load_report().matrices_reduced_activations, 0);
   for (ActivationPrecision precision : {ActivationPrecision::kBf16, ActivationPrecision::kFp8}) {
     const char* name = ActivationPrecisionName(precision);
     LoadOptions options = fp8_weights;
@@ -304,11 +304,11 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
     const Model& model = **loaded;
     EXPECT_EQ(model.activation_precision(), precision);
     EXPECT_GT(model.load_report().fp8_tensors_quantised, 0);
-    EXPECT_EQ(model.load_report().fp8_tensors_reduced_activations, model.load_report().fp8_tensors_quantised) << name;
+    EXPECT_EQ(model.load_report().matrices_reduced_activations, model.load_report().fp8_tensors_quantised) << name;
     for (const DecoderLayerWeights& layer : model.weights().layers) {
-      EXPECT_EQ(layer.attn.q_a_proj.fp8_activations, precision) << name;
+      EXPECT_EQ(layer.attn.q_a_proj.activations, precision) << name;
       EXPECT_NE(layer.attn.q_a_proj.fp8_line_flags, nullptr) << name;
-      EXPECT_EQ(layer.attn.kv_b_proj.fp8_activations, ActivationPrecision::kF32) << name;
+      EXPECT_EQ(layer.attn.kv_b_proj.activations, ActivationPrecision::kF32) << name;
     }
     auto cache = *model.NewCache(T + 2);
     auto out = model.Forward(*cache, tokens, Range(0, T));
@@ -334,12 +334,12 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
               0.0)
         << ActivationPrecisionName(precision);
   }
-  // f32 and bf16 matrices take f32 rows whatever the option says.
+  // f32 matrices take f32 rows whatever the option says.
   LoadOptions as_stored;
   as_stored.activations = ActivationPrecision::kFp8;
   auto stored = Model::Load(TinyModelEnv::Get().dir(), as_stored);
   ASSERT_TRUE(stored.ok()) << stored.status();
-  EXPECT_EQ((*stored)->load_report().fp8_tensors_reduced_activations, 0);
+  EXPECT_EQ((*stored)->load_report().matrices_reduced_activations, 0);
   EXPECT_THAT((*stored)->load_report().activations_note, testing::HasSubstr("activations fp8 change nothing"));
   EXPECT_THAT((*stored)->load_report().activations_note, testing::HasSubstr("weights fp8"));
   EXPECT_EQ((*baseline)->load_report().activations_note, "");
@@ -348,6 +348,51 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
   EXPECT_EQ(RelativeMaxDiff((*stored)->Forward(*stored_cache, tokens, Range(0, T))->logits,
                             RunTiny(*f32_cache, tokens, 0).logits),
             0.0);
+  as_stored.activations = ActivationPrecision::kBf16;
+  auto stored_bf16 = Model::Load(TinyModelEnv::Get().dir(), as_stored);
+  ASSERT_TRUE(stored_bf16.ok()) << stored_bf16.status();
+  EXPECT_THAT((*stored_bf16)->load_report().activations_note, testing::HasSubstr("is FP8 or bf16"));
+}
+
+// bf16 matrices take bf16 rows under activations bf16 (the pair GEMM in a prefill, f32 products of
+// the rounded rows below it) and f32 rows under fp8, which is an FP8 GEMM's numerics: against the
+// same weights with f32 rows, bf16 rows change the logits, fp8 rows change nothing (how far bf16 rows
+// move a trained model's distributions: tests/mtp/reduced_activations_test.cc).
+TEST(ModelForwardTest, Bf16MatricesTakeBf16RowsUnderActivationsBf16) {
+  LoadOptions bf16_weights;
+  bf16_weights.weight_dtype = WeightDType::kBF16;
+  auto baseline = Model::Load(TinyModelEnv::Get().dir(), bf16_weights);
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  const int64_t T = 30, vocab = Tiny().config().vocab_size;
+  const auto tokens = TestTokens(T, vocab, 29);
+  auto base_cache = *(*baseline)->NewCache(T + 2);
+  auto base = (*baseline)->Forward(*base_cache, tokens, Range(0, T));
+  ASSERT_TRUE(base.ok()) << base.status();
+  for (ActivationPrecision precision : {ActivationPrecision::kBf16, ActivationPrecision::kFp8}) {
+    const char* name = ActivationPrecisionName(precision);
+    LoadOptions options = bf16_weights;
+    options.activations = precision;
+    auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const LoadReport& report = (*loaded)->load_report();
+    auto cache = *(*loaded)->NewCache(T + 2);
+    auto out = (*loaded)->Forward(*cache, tokens, Range(0, T));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const double diff = RelativeMaxDiff(out->logits.data<float>(), base->logits.data<float>(), T * vocab);
+    if (precision == ActivationPrecision::kFp8) {
+      EXPECT_EQ(report.matrices_reduced_activations, 0);
+      EXPECT_THAT(report.activations_note, testing::HasSubstr("activations bf16"));
+      EXPECT_EQ(diff, 0.0);
+      continue;
+    }
+    EXPECT_GT(report.matrices_reduced_activations, 0);
+    EXPECT_EQ(report.activations_note, "");
+    for (const DecoderLayerWeights& layer : (*loaded)->weights().layers) {
+      EXPECT_EQ(layer.attn.q_a_proj.activations, ActivationPrecision::kBf16);
+    }
+    EXPECT_GT(diff, 0.0) << name;
+    for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i])) << name;
+  }
 }
 
 }  // namespace

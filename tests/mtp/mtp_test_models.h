@@ -1,9 +1,9 @@
 // The models the tests of mtp/ run on, loaded once per test binary: a golden checkpoint by its
 // directory name under tests/golden ("glm_a", "dsv32_b", ...), or "trained" for the bundled
 // models/glm-tiny-mtp. Suffixes change how it loads, in any order: "+bf16-keys" or "+fp8-keys" keep the
-// indexer keys in bf16 or fp8 (LoadOptions::index_keys), "+fp8-weights" quantises every matrix to FP8
-// at load (WeightDType::kFP8), "+bf16-act" or "+fp8-act" has the FP8 matrices take their input rows in
-// bf16 or fp8 (LoadOptions::activations).
+// indexer keys in bf16 or fp8 (LoadOptions::index_keys), "+fp8-weights" or "+bf16-weights" stores
+// every matrix in FP8 or bf16 at load (WeightDType), "+bf16-act" or "+fp8-act" has the FP8 (and with
+// bf16, the bf16) matrices take their input rows in bf16 or fp8 (LoadOptions::activations).
 #pragma once
 
 #include <map>
@@ -30,6 +30,7 @@ inline std::string ParseTestModelName(const std::string& name, LoadOptions* opti
     if (strip("+bf16-keys")) options->index_keys = IndexKeyStorage::kBf16;
     if (strip("+fp8-keys")) options->index_keys = IndexKeyStorage::kFp8;
     if (strip("+fp8-weights")) options->weight_dtype = WeightDType::kFP8;
+    if (strip("+bf16-weights")) options->weight_dtype = WeightDType::kBF16;
     if (strip("+bf16-act")) options->activations = ActivationPrecision::kBf16;
     if (strip("+fp8-act")) options->activations = ActivationPrecision::kFp8;
   }

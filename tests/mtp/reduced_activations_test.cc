@@ -1,5 +1,5 @@
-// The trained model with its matrices in FP8 and their input rows in bf16 or fp8
-// (LoadOptions::activations): how far the next-token distributions move from those with f32 rows, on
+// The trained model with its matrices in FP8 and their input rows in bf16 or fp8, or in bf16 with bf16
+// rows (LoadOptions::activations): how far the next-token distributions move from those with f32 rows, on
 // a sequence the model itself writes, and MTP speculative output equal to plain output with them.
 #include <algorithm>
 #include <cmath>
@@ -66,17 +66,20 @@ Agreement Compare(const Model& reference, const Model& reduced, const std::vecto
   return agreement;
 }
 
-// bf16 rows move the distributions by a mean KL of about 6e-6 nats, fp8 rows by about 1.2e-3 (the
-// bounds below leave a factor of about 5-8); the most likely token stays the same at nearly every
-// position (all 128 with bf16, 125 with fp8).
+// Against the same weights with f32 rows: FP8 matrices with bf16 rows move the distributions by a
+// mean KL of about 6e-6 nats, with fp8 rows by about 1.2e-3, and bf16 matrices with bf16 rows by about
+// 4.5e-5 (the bounds below leave a factor of about 5-8); the most likely token stays the same at nearly
+// every position (all 128 with bf16 rows, 125 with fp8).
 TEST(ReducedActivationsTest, TrainedModelDistributionsStayClose) {
-  const Model& f32_rows = LoadMtpTestModel("trained+fp8-weights");
-  const std::vector<int32_t> prompt = TestTokens(8, f32_rows.config().vocab_size, 5);
-  const std::vector<int32_t> written = Greedy(f32_rows, nullptr, prompt, 0, 120);
-  std::vector<int32_t> tokens = prompt;
-  tokens.insert(tokens.end(), written.begin(), written.end());
-  for (const auto& [name, max_kl, min_same] : {std::tuple{"trained+fp8-weights+bf16-act", 5e-5, 0.99},
-                                               std::tuple{"trained+fp8-weights+fp8-act", 6e-3, 0.93}}) {
+  for (const auto& [base, name, max_kl, min_same] :
+       {std::tuple{"trained+fp8-weights", "trained+fp8-weights+bf16-act", 5e-5, 0.99},
+        std::tuple{"trained+fp8-weights", "trained+fp8-weights+fp8-act", 6e-3, 0.93},
+        std::tuple{"trained+bf16-weights", "trained+bf16-weights+bf16-act", 3e-4, 0.99}}) {
+    const Model& f32_rows = LoadMtpTestModel(base);
+    const std::vector<int32_t> prompt = TestTokens(8, f32_rows.config().vocab_size, 5);
+    const std::vector<int32_t> written = Greedy(f32_rows, nullptr, prompt, 0, 120);
+    std::vector<int32_t> tokens = prompt;
+    tokens.insert(tokens.end(), written.begin(), written.end());
     const Agreement a = Compare(f32_rows, LoadMtpTestModel(name), tokens);
     std::printf("%s: mean KL %.3g nats, argmax agreement %.4f over %zu positions\n", name, a.mean_kl, a.argmax_same,
                 tokens.size());
@@ -88,7 +91,8 @@ TEST(ReducedActivationsTest, TrainedModelDistributionsStayClose) {
 
 // With reduced rows the verify still gives each row the decode's bits: MTP output equals plain output.
 TEST(ReducedActivationsTest, TrainedModelMtpEqualsPlain) {
-  for (const char* name : {"trained+fp8-weights+bf16-act", "trained+fp8-weights+fp8-act"}) {
+  for (const char* name :
+       {"trained+fp8-weights+bf16-act", "trained+fp8-weights+fp8-act", "trained+bf16-weights+bf16-act"}) {
     const Model& model = LoadMtpTestModel(name);
     const std::vector<int32_t> prompt = TestTokens(10, model.config().vocab_size, 7);
     const std::vector<int32_t> plain = Greedy(model, nullptr, prompt, 0, 48);

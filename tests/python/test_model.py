@@ -149,8 +149,8 @@ def test_reduced_precision_activations(activations: str, cli: Path, tmp_path: Pa
     reduced = mtpspec.Model.load(GLM_A, dtype="fp8", activations=activations)
     assert reduced.activations == activations and fp8.activations == "f32"
     report = reduced.load_report
-    assert report["fp8_tensors_reduced_activations"] == report["fp8_tensors_quantised"] > 0
-    assert fp8.load_report["fp8_tensors_reduced_activations"] == 0
+    assert report["matrices_reduced_activations"] == report["fp8_tensors_quantised"] > 0
+    assert fp8.load_report["matrices_reduced_activations"] == 0
     logits = reduced.logits(IDS)
     assert np.isfinite(logits).all() and not np.array_equal(logits, fp8.logits(IDS))
     plain = reduced.generate(IDS, 16, draft="none", stop_at_eos=False)

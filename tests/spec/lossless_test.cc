@@ -236,12 +236,14 @@ TEST_P(LosslessTest, VariantsOfTheMtpHeadStayLossless) {
 // "+bf16-keys", "+fp8-keys": the same models with their indexer keys in bf16 or fp8 (a different
 // selection, and still speculative output equal to plain output). "+bf16-act", "+fp8-act": the FP8
 // matrices take their input rows in bf16 or fp8 (the pair tiles, whose rows must stay independent
-// for the verify to give the decode's bits); "+fp8-weights" quantises the golden models at load.
+// for the verify to give the decode's bits); "+fp8-weights" quantises the golden models at load, and
+// "+bf16-weights" stores them in bf16, whose matrices then take bf16 rows too.
 INSTANTIATE_TEST_SUITE_P(Models, LosslessTest,
                          ::testing::Values("glm_a", "dsv32_b", "glm47_c", "dsv3_d", "tiny_fp8", "glm_a+bf16-keys",
                                            "dsv32_b+bf16-keys", "glm_a+fp8-keys", "dsv32_b+fp8-keys", "tiny_fp8+fp8-act",
                                            "tiny_fp8+bf16-act", "dsv32_b+fp8-weights+fp8-act",
-                                           "glm_a+fp8-weights+bf16-act+bf16-keys", "dsv3_d+fp8-weights+fp8-act"));
+                                           "glm_a+fp8-weights+bf16-act+bf16-keys", "dsv3_d+fp8-weights+fp8-act",
+                                           "glm47_c+bf16-weights+bf16-act"));
 
 // The fp8 latent cache (DeepSeek-V3.2's served cache, attended in bf16 products): MTP drafts and
 // scripted blocks accepted in full, in part and not at all give the plain decode's tokens with the same
