@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Writes docs/results/batch.md (and batch-data/) from batch_bench runs, one section per run.
 
-  build/pyenv/bin/python bench/report/batch_report.py [--run JSON RATES_LABEL ...] [--out docs/results]
+  build/pyenv/bin/python bench/report/batch_report.py [--run JSON RATES_LABEL ...] [--results build/results] \
+      [--out docs/results]
 
-Without --run: build/results/batch.json (the bench model, the trained head's rates) and
-build/results/batch_glm7.json (a GLM-5.2 cut, the published mlx-lm rates), whichever exist. A run on a
+Without --run: batch.json (the bench model, the trained head's rates) and batch_glm7.json (a GLM-5.2
+cut, the published mlx-lm rates) in --results, whichever exist. A run on a
 checkpoint cut from a release (batch_bench --model, `mtpspec make-checkpoint`) adds each cost at the
 release's expert union and, when it timed its prefix forwards (--prefix-layers), a PROJECTION of the
 full release per batch size.
@@ -511,17 +512,21 @@ def section(data: Dict[str, Any], folder: Path, source: Path, key: str, rates_la
     return "\n".join(demoted(lines))
 
 
-DEFAULT_RUNS = [(REPO / "build" / "results" / "batch.json", "the trained head's conditional rates"),
-                (REPO / "build" / "results" / "batch_glm7.json", "the published GLM-5.2 conditional rates (mlx-lm #1419)")]
+# The runs the page reports unless --run names others: (JSON in --results, where its --rates come from).
+DEFAULT_RUNS = [("batch.json", "the trained head's conditional rates"),
+                ("batch_glm7.json", "the published GLM-5.2 conditional rates (mlx-lm #1419)")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", nargs=2, action="append", metavar=("JSON", "RATES_LABEL"),
                         help="a batch_bench JSON and where its --rates come from (repeatable)")
+    parser.add_argument("--results", type=Path, default=REPO / "build" / "results",
+                        help="where the default runs are (without --run)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results")
     args = parser.parse_args()
-    runs = [(Path(j), label) for j, label in args.run] if args.run else [r for r in DEFAULT_RUNS if r[0].exists()]
+    runs = ([(Path(j), label) for j, label in args.run] if args.run else
+            [(args.results / name, label) for name, label in DEFAULT_RUNS if (args.results / name).exists()])
     if not runs:
         raise SystemExit("batch_report: no batch_bench JSON: run scripts/reproduce_results.sh batch or batch-real")
     folder = args.out / "batch-data"
