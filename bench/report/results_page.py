@@ -1,6 +1,9 @@
 """What the results pages' generators share: their arguments, the loading of a run's JSON (copied
-beside the page), the page's heading lines (machine, date, data folder, commands), the row of an
-accuracy comparison (`numerics_bench --variant`), and the table of a side-by-side decode run."""
+beside the page), the rendering of a page's template (bench/report/templates/), the row of an
+accuracy comparison (`numerics_bench --variant`), and the table of a side-by-side decode run.
+
+A page is a generator that computes its numbers from the JSON and a template that holds its prose
+and table layout; the templates format the numbers with the filters below."""
 
 from __future__ import annotations
 
@@ -11,6 +14,10 @@ import shutil
 from pathlib import Path
 from statistics import median
 from typing import Callable
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def page_arguments(doc: str | None) -> argparse.Namespace:
@@ -47,6 +54,40 @@ def page_run(doc: str | None, data_folder: str, name: str, bench: str) -> tuple[
     if run is None:
         raise SystemExit(f"{args.results}/{name} is missing: run {bench} first")
     return args, run
+
+
+def _fixed(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}"
+
+
+# The number formats of the pages: `x|fixed(2)` is 1.23, `x|sci(1)` 1.2e-03, `x|percent(1)` 12.3%,
+# `x|signed(4)` +0.0012, `x|g` 0.7, `x|commas` 2,304, `xs|fixed_list(1)` "1.0, 2.0".
+FILTERS = {
+    "fixed": _fixed,
+    "sci": lambda value, digits=2: f"{value:.{digits}e}",
+    "percent": lambda value, digits=1: f"{value:.{digits}%}",
+    "signed": lambda value, digits=4: f"{value:+.{digits}f}",
+    "g": lambda value: f"{value:g}",
+    "commas": lambda value: f"{value:,}",
+    "fixed_list": lambda values, digits=2, sep=", ": sep.join(_fixed(v, digits) for v in values),
+}
+
+_ENVIRONMENT = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                                  trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                                  autoescape=False)
+_ENVIRONMENT.filters.update(FILTERS)
+
+
+def render(template: str, **context) -> str:
+    """bench/report/templates/`template` filled in from `context`; a name it uses that the context
+    lacks is an error."""
+    return _ENVIRONMENT.get_template(template).render(**context)
+
+
+def write_page(path: Path, text: str) -> None:
+    """Writes a page's text ending in one newline."""
+    path.write_text(text.rstrip() + "\n")
+    print(f"wrote {path}")
 
 
 def heading_lines(title: str, intro: str, run: dict, data_folder: str, commands: list[str]) -> list[str]:
