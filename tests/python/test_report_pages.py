@@ -76,6 +76,7 @@ def test_page_regenerates_from_its_kept_data(page: str, tmp_path: Path) -> None:
                      "build/results/tree_costs.json", "--out", "docs/results"]
     else:
         arguments = PAGES[page](data, out)
-    subprocess.run([sys.executable, str(REPORT / arguments[0]), *arguments[1:]], cwd=tmp_path, check=True,
-                   capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    run = subprocess.run([sys.executable, str(REPORT / arguments[0]), *arguments[1:]], cwd=tmp_path,
+                         capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert run.returncode == 0, run.stderr
     assert (out / f"{page}.md").read_bytes() == (RESULTS / f"{page}.md").read_bytes()
