@@ -317,6 +317,7 @@ def verify_parts(costs: LayerCosts, layers_json: dict, kinds: list[str], n: int,
     one, three = costs.project(n, 1, kinds)["parts"], costs.project(n, 3, kinds)["parts"]
     traffic = {rows: step_traffic(cfg, n, kinds, rows, costs.experts_full) for rows in (1, 3)}
     parts = [{"part": part, "one": one.get(part, 0.0), "three": three.get(part, 0.0),
+              "ratio": three.get(part, 0.0) / one[part] if one.get(part) else float("nan"),
               "traffic": [traffic[rows].get(part, (0.0, 0.0)) for rows in (1, 3)]}
              for part in ["attn_proj", "indexer", "topk", "attention", "moe_mlp", "norms", "head"]
              if one.get(part, 0.0) or three.get(part, 0.0)]

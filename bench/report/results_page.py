@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 from pathlib import Path
 from statistics import median
@@ -88,12 +87,6 @@ def write_page(path: Path, text: str) -> None:
     """Writes a page's text ending in one newline."""
     path.write_text(text.rstrip() + "\n")
     print(f"wrote {path}")
-
-
-def demoted(lines: list[str]) -> list[str]:
-    """The lines with every Markdown heading one level lower (a page's sections become subsections);
-    a line may hold several, separated by newlines."""
-    return [re.sub(r"(?m)^(#+) ", r"#\1 ", line) for line in lines]
 
 
 def spread(values: list[float]) -> dict[str, float]:
