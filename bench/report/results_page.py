@@ -71,16 +71,16 @@ FILTERS = {
     "fixed_list": lambda values, digits=2, sep=", ": sep.join(_fixed(v, digits) for v in values),
 }
 
-_ENVIRONMENT = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+ENVIRONMENT = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                                   trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                                   autoescape=False)
-_ENVIRONMENT.filters.update(FILTERS)
+ENVIRONMENT.filters.update(FILTERS)
 
 
 def render(template: str, **context) -> str:
     """bench/report/templates/`template` filled in from `context`; a name it uses that the context
     lacks is an error."""
-    return _ENVIRONMENT.get_template(template).render(**context)
+    return ENVIRONMENT.get_template(template).render(**context)
 
 
 def write_page(path: Path, text: str) -> None:
