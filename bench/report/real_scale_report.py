@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import shutil
 from pathlib import Path
 from statistics import median

@@ -54,14 +54,6 @@ from results_page import render, write_page  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
-def nodes_of(branching: Tuple[int, ...]) -> int:
-    total, width = 0, 1
-    for b in branching:
-        width *= b
-        total += width
-    return total
-
-
 def static_shapes(nodes: int, max_depth: int = 6, max_branch: int = 4) -> List[Tuple[int, ...]]:
     """Every branching list (entries <= max_branch, depth <= max_depth) whose tree has exactly
     `nodes` nodes, the chain 1,1,... left out."""
