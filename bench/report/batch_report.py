@@ -120,7 +120,8 @@ def at_union(data: Dict[str, Any]) -> bool:
     return model_info(data).get("union_experts") not in (None, data["model_config"].get("n_routed_experts"))
 
 
-def comparisons(data: Dict[str, Any], measured: List[Dict[str, Any]], predicted: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def comparisons(data: Dict[str, Any], measured: List[Dict[str, Any]],
+                predicted: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Measured / predicted speedup, one entry per prediction the run carries: the ratio per (B, k)
     where the run recorded it, and where the steady state misses by more than 10%, the cycles those
     batches ran against requests finishing together (`tail`)."""
@@ -154,7 +155,8 @@ def point_findings(data: Dict[str, Any], point: Dict[str, Any]) -> Dict[str, Any
     plain = {b: cell(costs, batch=b, rows_per_sequence=1)["seconds"] for b in (1, b_top)}
     out = {"n": point["context"], "best": best_ks(predicted, batches, "speedup"),
            "crossover": crossover(predicted, batches), "bounds": [c["measured_over_bound"] for c in costs],
-           "widest": widest, "widest_at_union": widest.get("experts_at_union", float("nan")), "b_top": b_top, "plain_growth": plain[b_top] / plain[1],
+           "widest": widest, "widest_at_union": widest.get("experts_at_union", float("nan")), "b_top": b_top,
+           "plain_growth": plain[b_top] / plain[1],
            "verify": {b: [(c["rows_per_sequence"], c["seconds"] / plain[b]) for c in costs
                           if c["batch"] == b and c["rows_per_sequence"] > 1] for b in (1, b_top)},
            "best_at_union": best_ks(predicted, batches, "speedup_at_union") if at_union(data) else None}

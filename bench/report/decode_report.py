@@ -65,9 +65,10 @@ def main() -> None:
         shutil.copyfile(p, data_dir / f"baseline_{i + 1}.json")
     ours, theirs = series(args.label, runs), series(args.baseline_label, base)
     speedup = {c: median(ours["tok"][c]) / median(theirs["tok"][c]) for c in CONTEXTS} if theirs else {}
+    machine = runs[0]["context"]
     write_page(args.out / "decode.md", render(
-        "decode.md.j2", machine=runs[0]["context"], weight_mb=runs[0][CONTEXTS[0]]["weight_mb"], command=args.command,
-        contexts=CONTEXTS, ours=ours, base=theirs, speedup=speedup))
+        "decode.md.j2", machine=machine, trunk_gb=float(machine["trunk_weight_GB"]), command=args.command,
+        weight_mb=runs[0][CONTEXTS[0]]["weight_mb"], contexts=CONTEXTS, ours=ours, base=theirs, speedup=speedup))
 
 
 if __name__ == "__main__":

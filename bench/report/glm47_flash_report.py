@@ -164,7 +164,8 @@ def main() -> None:
         **plain_rows(load, rs), e2e=e2e_rows(rs), verify_rows=VERIFY_ROWS,
         verify=[(label, verify_cells(costs[w])) for w, label in WEIGHTS.items()], ks=KS,
         best_k=[best_k(label, costs[w]) for w, label in WEIGHTS.items()],
-        llama_plain=llama_rate(load("llama_decode_bf16.json"), 0, 32, 0), drafts=mtp_drafts(load, args.results, args.out / DATA)))
+        llama_plain=llama_rate(load("llama_decode_bf16.json"), 0, 32, 0),
+        drafts=mtp_drafts(load, args.results, args.out / DATA)))
 
 
 if __name__ == "__main__":

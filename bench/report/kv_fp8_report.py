@@ -74,7 +74,8 @@ def cut_context(name: str, run: dict, core: dict | None) -> dict:
     c = run["config"]
     layers, heads = c["num_hidden_layers"], c["num_attention_heads"]
     return {**table, "name": name, "step_bytes": run["step_weight_bytes"], "verify": verify, "steps": steps,
-            "served_verifies": served_verifies, "layers": layers, "heads": heads, "step_ms": 1e3 * table["rows"][0]["step"]["f32"],
+            "served_verifies": served_verifies, "layers": layers, "heads": heads,
+            "step_ms": 1e3 * table["rows"][0]["step"]["f32"],
             "core_saving_ms": core["saving_ms"] * heads / 128 * layers if core else None}
 
 

@@ -364,7 +364,8 @@ def probe_findings(points: list[dict]) -> list[dict]:
     for p in points:
         for e in p["e2e"]:
             if e["label"] in ("auto", AUTO_CARRIED) and "probe_decisions" in e:
-                steps = {x["label"]: plain_step_ms(x) for x in p["e2e"] if x["label"] in ("plain", PLAIN_CONTROL, e["label"])}
+                steps = {x["label"]: plain_step_ms(x) for x in p["e2e"]
+                         if x["label"] in ("plain", PLAIN_CONTROL, e["label"])}
                 complete = all(v is not None for v in steps.values()) and len(steps) == 3
                 out.append({"n": p["context"], "entry": e, "steps": steps if complete else None})
     return out

@@ -98,9 +98,12 @@ def e2e_section(points: List[Dict[str, Any]], costs: List[Dict[str, Any]], proje
                         best[kind] = e
                 cells.append((e, p if e is not None else None))
             rows.append((L, cells))
-        speed = lambda L, chain: max((e["speedup"] for e in entries if e["rows"] == L and (e["kind"] == "chain") == chain),  # noqa: E731
-                                     default=None)
-        faster = [L for L in sorted({e["rows"] for e in entries}) if speed(L, False) is not None and speed(L, False) > speed(L, True)]
+        def speed(L: int, chain: bool) -> float | None:  # the fastest chain's or tree's speedup at L
+            return max((e["speedup"] for e in entries if e["rows"] == L and (e["kind"] == "chain") == chain),
+                       default=None)
+
+        faster = [L for L in sorted({e["rows"] for e in entries})
+                  if speed(L, False) is not None and speed(L, False) > speed(L, True)]
         tables.append({"point": point, "rows": rows})
         if faster:
             notes.append({"context": point["context"], "faster": faster})
