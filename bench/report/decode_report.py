@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 from pathlib import Path
+from statistics import median
+
+from results_page import render, write_page
 
 CONTEXTS = (1024, 8192)
 
@@ -34,8 +36,13 @@ def load(path: Path) -> dict:
     return out
 
 
-def fmt(values: list[float], digits: int) -> str:
-    return ", ".join(f"{v:.{digits}f}" for v in values)
+def series(label: str, runs: list[dict]) -> dict | None:
+    """One build's runs: tok/s and bw_ratio per context (a value per run), and each run's read bandwidth."""
+    if not runs:
+        return None
+    return {"label": label, "read": [r["read"] for r in runs],
+            "tok": {c: [r[c]["tok"] for r in runs] for c in CONTEXTS},
+            "ratio": {c: [r[c]["ratio"] for r in runs] for c in CONTEXTS}}
 
 
 def main() -> None:
@@ -56,37 +63,12 @@ def main() -> None:
         shutil.copyfile(p, data_dir / f"decode_{i + 1}.json")
     for i, p in enumerate(args.baseline):
         shutil.copyfile(p, data_dir / f"baseline_{i + 1}.json")
-    ctx = runs[0]["context"]
-    date = ctx["date"][:10]
-    weight_mb = runs[0][CONTEXTS[0]]["weight_mb"]
-    md = [f"# Plain decode against the read bandwidth (run of {date})", "",
-          f"- Machine: {ctx['num_cpus']} CPUs at {ctx['mhz_per_cpu']} MHz, {ctx['pool_threads']} mtpspec threads; "
-          f"load average at the start {fmt(ctx['load_avg'], 2)}",
-          f"- Model: the bench model (`bench/bench_model.cc`: hidden 1024, 10 layers, 32 experts top-4 plus one "
-          f"shared, bf16, {float(ctx['trunk_weight_GB']):.3f} GB of trunk weights); one decode step reads "
-          f"{weight_mb:.1f} MB of them",
-          f"- Runs: {len(runs)}" + (f", alternating with {len(base)} runs of {args.baseline_label}" if base else ""),
-          "", "Command (each run):", "", "```", args.command, "```", "",
-          "`bw_ratio` is the weight bytes a step streams per second over the read bandwidth "
-          "(`BM_StreamRead/1024`) measured in the same run.", ""]
-    header = "| | " + " | ".join(f"context {c}" for c in CONTEXTS) + " |"
-    md += [header, "|---|" + "---|" * len(CONTEXTS)]
-    for label, rs in ((args.label, runs), (args.baseline_label, base)):
-        if not rs:
-            continue
-        md.append(f"| tok/s, {label} | " + " | ".join(fmt([r[c]["tok"] for r in rs], 1) for c in CONTEXTS) + " |")
-        md.append(f"| ÷ read bandwidth, {label} | " + " | ".join(fmt([r[c]["ratio"] for r in rs], 2) for c in CONTEXTS)
-                  + " |")
-    md += ["", f"Read bandwidth: {fmt([r['read'] for r in runs], 1)} GB/s"
-           + (f" ({args.baseline_label}'s runs: {fmt([r['read'] for r in base], 1)})" if base else "") + "."]
-    if base:
-        md += ["", f"Median tok/s, {args.label} ÷ {args.baseline_label}: " + ", ".join(
-            f"{statistics.median([r[c]['tok'] for r in runs]) / statistics.median([r[c]['tok'] for r in base]):.3f} "
-            f"at context {c}" for c in CONTEXTS) + "."]
-    md.append("")
-    out = args.out / "decode.md"
-    out.write_text("\n".join(md))
-    print(f"wrote {out}")
+    ours, theirs = series(args.label, runs), series(args.baseline_label, base)
+    speedup = {c: median(ours["tok"][c]) / median(theirs["tok"][c]) for c in CONTEXTS} if theirs else {}
+    machine = runs[0]["context"]
+    write_page(args.out / "decode.md", render(
+        "decode.md.j2", machine=machine, trunk_gb=float(machine["trunk_weight_GB"]), command=args.command,
+        weight_mb=runs[0][CONTEXTS[0]]["weight_mb"], contexts=CONTEXTS, ours=ours, base=theirs, speedup=speedup))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import shutil
 from statistics import median
 
 from real_scale_report import PUBLISHED_RATES, LayerCosts, conditional_rates, expected_length
-from results_page import heading_lines, json_loader, page_arguments
+from results_page import json_loader, page_arguments, render, write_page
 
 DATA = "glm-4.7-flash-data"
 CONTEXT = 1024
@@ -24,6 +24,8 @@ RATES = {"GLM-4.7-Flash, vLLM k = 1 (0.6 at every position, conditional)": [0.6]
 RATES.update({f"{name}, {form}": conditional_rates(form, rates) for name, (form, rates) in PUBLISHED_RATES.items()})
 WEIGHTS = {"stored": "bf16 (as shipped)", "fp8": "`--weights fp8`"}
 LLAMA = {"bf16": "bf16 GGUF", "q8_0": "Q8_0 GGUF"}
+VERIFY_ROWS = range(2, 6)  # the verify costs' row counts L
+KS = [1, 2, 3, 4]  # the draft lengths priced
 
 
 def benchmark(run: dict, prefix: str) -> dict:
@@ -60,120 +62,73 @@ def paired_ratio(run: dict) -> float:
     return median(ratios)
 
 
-def plain_lines(load, rs: dict[str, dict]) -> list[str]:
-    """Plain decoding and prefill of each engine and format."""
+def plain_rows(load, rs: dict[str, dict]) -> dict:
+    """Plain decoding and prefill of each engine and format, and the read bandwidth they are held against."""
     params = step_weight_bytes(rs["stored"]) / 2  # bf16: two bytes per weight a token reads
     samples = bandwidth_samples(load, rs)
     typical = median(samples)
-    lines = ["## Plain decoding and prefill", "",
-             f"One token reads {params / 1e9:.2f} G weights ({step_weight_bytes(rs['stored']) / 1e9:.2f} GB in bf16; "
-             f"the head is {rs['stored']['head_bytes'] / step_weight_bytes(rs['stored']):.1%} of them). "
-             f"Decode at context {CONTEXT} and prefill of 256 tokens from an empty cache (decode_bench, llama-bench). "
-             f"The read bandwidth moved between {min(samples) / 1e9:.0f} and {max(samples) / 1e9:.0f} GB/s during the "
-             f"run (median {typical / 1e9:.0f}; {len(samples)} StreamSum measurements), so weight bytes per second are "
-             "held against it two ways: for mtpspec, each real_scale_bench repetition's one-row forward against "
-             "the bandwidth measured just before it (median); for llama.cpp, its decode rate against the run's "
-             "median, with its bytes per token from the same weight count at 2 bytes (bf16) or 34/32 bytes (Q8_0).", "",
-             "| engine | weights | decode tok/s | weight GB/token | ÷ read bandwidth | prefill tok/s |",
-             "|---|---|---|---|---|---|"]
+    engines = []
     for w, label in WEIGHTS.items():
         run = load(f"decode_{w}.json")
-        decode, prefill = benchmark(run, f"BM_Decode/ctx:{CONTEXT}"), benchmark(run, "BM_Prefill/ctx:0")
-        lines.append(f"| mtpspec | {label} | {decode['tok/s']:.2f} | {decode['weight_MB/step'] / 1e3:.2f} | "
-                     f"{paired_ratio(rs[w]):.2f} | {prefill['tok/s']:.1f} |")
+        decode = benchmark(run, f"BM_Decode/ctx:{CONTEXT}")
+        engines.append({"engine": "mtpspec", "label": label, "decode": decode["tok/s"],
+                        "bytes": decode["weight_MB/step"] * 1e6, "ratio": paired_ratio(rs[w]),
+                        "prefill": benchmark(run, "BM_Prefill/ctx:0")["tok/s"]})
     for t, label in LLAMA.items():
-        decode, prefill = load(f"llama_decode_{t}.json"), load(f"llama_prefill_{t}.json")
-        tok_s = llama_rate(decode, 0, 32, CONTEXT)
+        tok_s = llama_rate(load(f"llama_decode_{t}.json"), 0, 32, CONTEXT)
         per_token = params * (2 if t == "bf16" else 34 / 32)
-        lines.append(f"| llama.cpp | {label} | {tok_s:.2f} | {per_token / 1e9:.2f} | {tok_s * per_token / typical:.2f} | "
-                     f"{llama_rate(prefill, 256, 0, 0):.1f} |")
-    lines += [""]
-    for w, t in (("stored", "bf16"), ("fp8", "q8_0")):
-        run, decode, prefill = load(f"decode_{w}.json"), load(f"llama_decode_{t}.json"), load(f"llama_prefill_{t}.json")
-        ours_d = benchmark(run, f"BM_Decode/ctx:{CONTEXT}")["tok/s"]
-        ours_p = benchmark(run, "BM_Prefill/ctx:0")["tok/s"]
-        lines.append(f"- mtpspec {WEIGHTS[w]} against the {LLAMA[t]}: decode {ours_d / llama_rate(decode, 0, 32, CONTEXT):.2f}×, "
-                     f"prefill {ours_p / llama_rate(prefill, 256, 0, 0):.2f}×.")
-    commit = load("llama_decode_bf16.json")[0].get("build_commit", "?")
-    return lines + [f"- llama.cpp build {commit}, 2 threads, llama-bench `-r 2`; mtpspec's prefill takes its rows in f32 "
-                    "(the exact path).", ""]
+        engines.append({"engine": "llama.cpp", "label": label, "decode": tok_s, "bytes": per_token,
+                        "ratio": tok_s * per_token / typical,
+                        "prefill": llama_rate(load(f"llama_prefill_{t}.json"), 256, 0, 0)})
+    return {"params": params, "step_bytes": step_weight_bytes(rs["stored"]),
+            "head_share": rs["stored"]["head_bytes"] / step_weight_bytes(rs["stored"]), "samples": samples,
+            "typical": typical, "engines": engines, "pairs": [(engines[0], engines[2]), (engines[1], engines[3])],
+            "llama_commit": load("llama_decode_bf16.json")[0].get("build_commit", "?")}
 
 
-def e2e_lines(rs: dict[str, dict]) -> list[str]:
-    lines = ["## MTP end to end, SYNTHETIC acceptance", "",
-             "Generate from a 1024-token random prefix, 32 new tokens, plain and k = 1..4, with SYNTHETIC acceptance "
-             "at a conditional 0.6 per position (the published k = 1 rate, carried to later positions as an "
-             "assumption). Each repetition runs plain and k = 1..4 in turn; the numbers are the runs' totals, over "
-             "short runs on a host whose memory speed moved (above), so the speedups are indicative; the next "
-             "section's expected speedups come from the parts' medians.", "",
-             "| weights | k | tok/s | speedup | acceptance length | verify ms/step | draft ms/step | draft ÷ verify |",
-             "|---|---|---|---|---|---|---|---|"]
+def e2e_rows(rs: dict[str, dict]) -> list[dict]:
+    """Each end-to-end run: tok/s, speedup over plain, acceptance length, verify and draft seconds per step."""
+    rows = []
     for w, label in WEIGHTS.items():
         runs = rs[w]["e2e"][0]["runs"]
-        plain = runs[0]["tokens_per_second"]
         for k, r in enumerate(runs):
             steps = r["verify_steps"]
-            verify = r["verify_seconds"] / steps
-            draft = r["draft_seconds"] / steps if k else 0.0
-            al = r["mean_acceptance_length"] if k else 1.0
-            lines.append(f"| {label} | {k} | {r['tokens_per_second']:.2f} | {r['tokens_per_second'] / plain:.2f}× | {al:.2f} | "
-                         f"{1e3 * verify:.0f} | {1e3 * draft:.1f} | {draft / verify:.3f} |")
-    return lines + [""]
+            rows.append({"label": label, "k": k, "tok_s": r["tokens_per_second"],
+                         "speedup": r["tokens_per_second"] / runs[0]["tokens_per_second"],
+                         "length": r["mean_acceptance_length"] if k else 1.0, "verify": r["verify_seconds"] / steps,
+                         "draft": r["draft_seconds"] / steps if k else 0.0})
+    return rows
 
 
-def verify_lines(costs: dict[str, LayerCosts]) -> list[str]:
-    lines = ["## Verify cost per row count", "",
-             f"One forward of L rows at context {CONTEXT} over one of a row (r_L), measured on the cut (16 experts: "
-             "the rows' expert union is what they read) and priced for the release's 64 experts (each MoE layer's "
-             "time per expert read, times the expected union of L rows routing 4 of 64).", "",
-             "| weights | " + " | ".join(f"r_{L}, measured | r_{L}, 64 experts" for L in range(2, 6)) + " |",
-             "|---|" + "---|" * 8]
-    for w, label in WEIGHTS.items():
-        c = costs[w]
-        kinds = [layer["kind"] for layer in c.data["layers"]]
-        one = c.project(CONTEXT, 1, kinds, scaled=False)["seconds"]
-        one_full = c.project(CONTEXT, 1, kinds, scaled=True)["seconds"]
-        cells = []
-        for L in range(2, 6):
-            cells.append(f"{c.project(CONTEXT, L, kinds, scaled=False)['seconds'] / one:.2f}")
-            cells.append(f"{c.project(CONTEXT, L, kinds, scaled=True)['seconds'] / one_full:.2f}")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return lines + [""]
+def verify_cells(c: LayerCosts) -> list[float]:
+    """r_L for L = 2..5 at CONTEXT, measured on the cut and priced at the release's experts, in turn."""
+    kinds = [layer["kind"] for layer in c.data["layers"]]
+    cells = []
+    for L in VERIFY_ROWS:
+        for scaled in (False, True):
+            cells.append(c.project(CONTEXT, L, kinds, scaled=scaled)["seconds"] /
+                         c.project(CONTEXT, 1, kinds, scaled=scaled)["seconds"])
+    return cells
 
 
-def best_k_lines(costs: dict[str, LayerCosts]) -> list[str]:
+def best_k(label: str, c: LayerCosts) -> dict:
     """The expected speedup per k from the measured parts, priced at 64 experts, with the head's cost
-    in the drafts and without it."""
-    lines = ["## The head's share and the best k", "",
-             "A draft step runs the MTP layer and the head (154,880 × 2,048). Here the head is about 10% of a "
-             "token's weights, against about 2% in GLM-5.2, so it dominates the draft. The expected speedup "
-             "E[L] / (r_{k+1} + drafts + MTP extend), in plain steps, from the measured parts priced at 64 experts; "
-             "the second number of each cell takes the head out of the drafts (a draft as cheap as its MTP layer).", ""]
-    for w, label in WEIGHTS.items():
-        c = costs[w]
-        kinds = [layer["kind"] for layer in c.data["layers"]]
-        t1 = c.project(CONTEXT, 1, kinds)["seconds"]
-        head, step = c.head_row(CONTEXT), c.mtp_step(CONTEXT)
-        lines += [f"### {label}", "",
-                  f"Plain step {1e3 * t1:.0f} ms (64 experts); head over one row {1e3 * head:.1f} ms; MTP step with the head "
-                  f"{1e3 * step:.1f} ms, so the head is {head / step:.0%} of a draft step.", "",
-                  "| rates | " + " | ".join(f"k = {k}" for k in range(1, 5)) + " | best k (with head, without) |",
-                  "|---|---|---|---|---|---|"]
-        for name, rates in RATES.items():
-            cells, with_head, without = [], [], []
-            for k in range(1, 5):
-                rk = c.project(CONTEXT, k + 1, kinds)["seconds"] / t1
-                el = expected_length(rates, k)
-                s = c.speedup(CONTEXT, t1, rk, k, rates)
-                drafts = (head + (k - 1) * step) / t1
-                s_free = el / (rk + (drafts - k * head / t1) + c.mtp_extend(CONTEXT, el) / t1)
-                with_head.append(s)
-                without.append(s_free)
-                cells.append(f"{s:.2f} / {s_free:.2f}")
-            best = (max(range(4), key=lambda i: with_head[i]) + 1, max(range(4), key=lambda i: without[i]) + 1)
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {best[0]}, {best[1]} |")
-        lines.append("")
-    return lines
+    in the drafts and without it, for each list of rates."""
+    kinds = [layer["kind"] for layer in c.data["layers"]]
+    t1 = c.project(CONTEXT, 1, kinds)["seconds"]
+    head, step = c.head_row(CONTEXT), c.mtp_step(CONTEXT)
+    rows = []
+    for name, rates in RATES.items():
+        cells = []
+        for k in KS:
+            rk = c.project(CONTEXT, k + 1, kinds)["seconds"] / t1
+            el = expected_length(rates, k)
+            drafts = (head + (k - 1) * step) / t1
+            cells.append((c.speedup(CONTEXT, t1, rk, k, rates),
+                          el / (rk + (drafts - k * head / t1) + c.mtp_extend(CONTEXT, el) / t1)))
+        rows.append({"rates": name, "cells": cells, "best": KS[max(range(len(KS)), key=lambda i: cells[i][0])],
+                     "best_free": KS[max(range(len(KS)), key=lambda i: cells[i][1])]})
+    return {"label": label, "plain": t1, "head": head, "step": step, "rows": rows}
 
 
 def llama_spec(path) -> dict:
@@ -184,24 +139,14 @@ def llama_spec(path) -> dict:
             "tok_s": float(decoded.group(3))}
 
 
-def mtp_draft_lines(load, results, out_dir) -> list[str]:
-    lines = ["## Each engine's own MTP drafts on the same weights", "",
-             "Greedy, 32 new tokens from a short prompt, the bf16 weights (llama.cpp: `llama-speculative-simple "
-             "--spec-type draft-mtp --spec-draft-n-max k`; mtpspec: `generate --k k`). The weights are random, so "
-             "the acceptance says nothing about the trained head: these rows show what drafting costs each engine "
-             "at the acceptance it reached.", "",
-             "| k | llama.cpp tok/s | llama.cpp accepted / drafted | mtpspec tok/s | mtpspec accepted / drafted |",
-             "|---|---|---|---|---|"]
-    plain = load("mtpspec_spec_k0.json")
-    llama_plain = llama_rate(load("llama_decode_bf16.json"), 0, 32, 0)
-    lines.append(f"| 0 | {llama_plain:.2f} (llama-bench) | — | {plain['tokens_per_second']:.2f} | — |")
+def mtp_drafts(load, results, out_dir) -> list[dict]:
+    """Each engine's own MTP drafts on the bf16 weights, k = 0..3 (llama.cpp's logs copied beside the page)."""
+    drafts = [{"k": 0, "ours": load("mtpspec_spec_k0.json")}]
     for k in (1, 2, 3):
         log = results / f"llama_spec_bf16_k{k}.log"
         shutil.copyfile(log, out_dir / log.name)
-        theirs, ours = llama_spec(log), load(f"mtpspec_spec_k{k}.json")
-        lines.append(f"| {k} | {theirs['tok_s']:.2f} | {theirs['accepted']} / {theirs['drafted']} | "
-                     f"{ours['tokens_per_second']:.2f} | {ours['num_accepted_tokens']} / {ours['num_draft_tokens']} |")
-    return lines + [""]
+        drafts.append({"k": k, "theirs": llama_spec(log), "ours": load(f"mtpspec_spec_k{k}.json")})
+    return drafts
 
 
 def main() -> None:
@@ -212,20 +157,15 @@ def main() -> None:
     if missing:
         raise SystemExit(f"{args.results}: no real_scale run for {missing}: run scripts/compare_glm47_flash.sh first")
     costs = {w: LayerCosts(run) for w, run in rs.items()}
-    run = rs["stored"]["run"]
-    cfg = rs["stored"]["config"]
-    intro = (f"GLM-4.7-Flash at full depth: all {cfg['num_hidden_layers']} layers and the MTP layer at the release's "
-             f"real dimensions, with {cfg['n_routed_experts']} of its "
-             f"{cfg.get('mtpspec_cut_from', {}).get('n_routed_experts', '?')} routed experts, so every token still reads "
-             "the release's active weights (4 routed experts and the shared one). The weights are random "
-             "(`mtpspec make-checkpoint --like glm-4.7-flash --experts 16`): the page measures speed, and acceptance is "
-             "SYNTHETIC at published rates, each list stated with its form. Rates, their sources and forms: "
-             "`bench/report/real_scale_report.py`, `docs/models.md`.")
-    lines = heading_lines("GLM-4.7-Flash at full depth", intro, run, DATA, args.command or [run["command"]])
-    lines += plain_lines(load, rs) + e2e_lines(rs) + verify_lines(costs) + best_k_lines(costs)
-    lines += mtp_draft_lines(load, args.results, args.out / DATA)
-    (args.out / "glm-4.7-flash.md").write_text("\n".join(lines).rstrip() + "\n")
-    print(f"wrote {args.out / 'glm-4.7-flash.md'}")
+    run, cfg = rs["stored"]["run"], rs["stored"]["config"]
+    write_page(args.out / "glm-4.7-flash.md", render(
+        "glm-4.7-flash.md.j2", run=run, commands=args.command or [run["command"]], config=cfg,
+        release_experts=cfg.get("mtpspec_cut_from", {}).get("n_routed_experts", "?"), context=CONTEXT,
+        **plain_rows(load, rs), e2e=e2e_rows(rs), verify_rows=VERIFY_ROWS,
+        verify=[(label, verify_cells(costs[w])) for w, label in WEIGHTS.items()], ks=KS,
+        best_k=[best_k(label, costs[w]) for w, label in WEIGHTS.items()],
+        llama_plain=llama_rate(load("llama_decode_bf16.json"), 0, 32, 0),
+        drafts=mtp_drafts(load, args.results, args.out / DATA)))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ JSON (Google Benchmark) and llama-bench JSON of the same rounds → docs/results
 
 Each cell is the median over rounds of each engine's tok/s; the ratio column is mtpspec ÷ llama.cpp, and
 the last column the ratio of each round (the two engines alternate within a round, so a round's ratio is
-the side-by-side measurement).
+the side-by-side measurement). The page's text is templates/llama-cpp.md.j2.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import sys
 from datetime import date
 from pathlib import Path
 
+from results_page import render, write_page
+
 TESTS = [("decode", 1024), ("decode", 8192), ("prefill", 0), ("prefill", 1024), ("prompt", 4096)]
-SHORT = {"bench": "bench model", "glm4": "GLM-5.2 cut as shipped", "glm4rows": "GLM-5.2 cut, --activations fp8",
-         "glm4fp8": "GLM-5.2 cut, --weights fp8"}
 
 
 def quantised_at_load(name: str, info: dict) -> bool:
@@ -117,6 +117,46 @@ def theirs(paths: list[Path]) -> tuple[dict[tuple[str, int], float], dict]:
     return result, meta
 
 
+def model_context(directory: Path, key: str, their_key: str, model_dir: Path, gguf: Path, fp8_at_load: bool,
+                  llama_dir: Path | None) -> tuple[dict | None, dict | None]:
+    """One model's rows (templates/llama-cpp.md.j2 names it by `key`): its bytes per weight in each
+    engine, each test's median tok/s of both engines and their ratio per round, and its bytes per
+    decode step against the read bandwidth. None when mtpspec has no round of it; also llama.cpp's
+    build facts from its last round's JSON (None without rounds)."""
+    our_runs = [ours(p) for p in sorted(directory.glob(f"mtpspec_{key}_*.json"))]
+    rounds = sorted(int(p.stem.rsplit("_", 1)[1]) for p in directory.glob(f"mtpspec_{key}_*.json"))
+    their_runs, llama_meta = [], None
+    for r in rounds:
+        t, llama_meta = theirs([p for p in (directory / f"llama_decode_{their_key}_{r}.json",
+                                            directory / f"llama_prefill_{their_key}_{r}.json",
+                                            directory / f"llama_prompt_{their_key}_{r}.json") if p.exists()])
+        their_runs.append(t)
+    if not our_runs:
+        return None, llama_meta
+    elements, stored = weight_elements(model_dir, fp8_at_load)
+    tests = []
+    for kind, n in TESTS:
+        a = [r[(kind, n)] for r in our_runs if (kind, n) in r]
+        b = [r[(kind, n)] for r in their_runs if (kind, n) in r]
+        if a and b:
+            tests.append({"kind": kind, "n": n, "ours": statistics.median(a), "theirs": statistics.median(b),
+                          "ratio": statistics.median(a) / statistics.median(b),
+                          "per_round": [x / y for x, y in zip(a, b)]})
+    # Bytes per decode step: what each engine must stream, and how fast it streamed them.
+    config = json.loads((model_dir / "config.json").read_text())
+    theirs_bytes = llama_step_bytes(gguf, config, llama_dir)
+    counters = [our_decode_counters(p) for p in sorted(directory.glob(f"mtpspec_{key}_*.json"))]
+    steps = []
+    if theirs_bytes is not None and counters and counters[0]:
+        for n in sorted(counters[0]):
+            c = counters[0][n]
+            their_ts = statistics.median([r[("decode", n)] for r in their_runs if ("decode", n) in r])
+            steps.append({"n": n, "ours": c["weight_MB/step"] * 1e6, "ours_rate": c["weight_GB/s"],
+                          "theirs_rate": their_ts * theirs_bytes / 1e9, "bw": c["read_GB/s"]})
+    return {"key": key, "elements": elements, "stored": stored, "gguf_bytes": gguf.stat().st_size,
+            "rounds": len(rounds), "tests": tests, "steps": steps, "theirs_bytes": theirs_bytes}, llama_meta
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, required=True)
@@ -128,105 +168,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--llama-dir", type=Path, default=None, help="the llama.cpp tree, for its gguf-py reader")
     args = parser.parse_args()
-
-    # (our key, llama.cpp's key, title, checkpoint, GGUF, our format, theirs, whether --weights fp8)
-    models = [("bench", "bench", "bench model (hidden 1024, 10 layers, 32 experts top-4)", args.bench_model,
-               args.bench_gguf, "bf16", "bf16", False),
-              ("glm4", "glm4", "GLM-5.2 cut at its real dimensions (3 dense + 1 MoE layer of 32 experts, MTP layer, "
-               "head), as the release ships", args.cut, args.cut_gguf,
-               "FP8 E4M3 + 128x128 f32 scales (bf16 head, embedding, router, eh_proj as in the release)", "Q8_0", False),
-              ("glm4rows", "glm4", "GLM-5.2 cut at its real dimensions, with --activations fp8 (the FP8 matrices' "
-               "input rows quantised as DeepSeek-V3.2's reference code serves them; prefill on the pair GEMM)",
-               args.cut, args.cut_gguf,
-               "FP8 E4M3 + 128x128 f32 scales as the release ships, input rows in fp8 (groups of 128, power-of-two "
-               "scales)", "Q8_0 (8-bit activations)", False),
-              ("glm4fp8", "glm4", "GLM-5.2 cut at its real dimensions, with --weights fp8", args.cut, args.cut_gguf,
-               "FP8 E4M3 + 128x128 f32 scales for every matrix but the router (the release's bf16 head and eh_proj "
-               "quantised at load; bf16 embedding and router)", "Q8_0", True)]
-    lines = ["# mtpspec and llama.cpp on the CPU, side by side", "",
-             f"Measured {date.today().isoformat()} with `{args.command}` (LLAMA_CPP_DIR: a llama.cpp source tree; "
-             "the converter wrapper is scripts/llama_cpp_convert.py). Same weights for both engines, 2 threads "
-             "each, plain decoding (no drafts): mtpspec's `decode_bench` (BM_Decode: one token at position N; "
-             "BM_Prefill: a 256-token chunk after N tokens; BM_PrefillPrompt: a 4096-token prompt from an empty "
-             "cache, in prefill passes) and `llama-bench -t 2 -p 0 -n 32 -d 1024,8192` / `-p 256 -n 0 -d 0,1024` / "
-             "`-p 4096 -n 0` with its default settings, alternating within each round. mtpspec's rows take their "
-             "input rows in f32 (the exact path) unless they say otherwise. Data: "
-             "`llama-cpp-data/` (each engine's JSON of each round).", ""]
-    decode_rows, prefill_rows = [], []
-    byte_notes = []
-    llama_meta = {}
-    for key, their_key, title, model_dir, gguf, our_format, their_format, fp8_at_load in models:
-        our_runs = [ours(p) for p in sorted(args.dir.glob(f"mtpspec_{key}_*.json"))]
-        rounds = sorted(int(p.stem.rsplit("_", 1)[1]) for p in args.dir.glob(f"mtpspec_{key}_*.json"))
-        their_runs = []
-        for r in rounds:
-            t, llama_meta = theirs([p for p in (args.dir / f"llama_decode_{their_key}_{r}.json",
-                                                args.dir / f"llama_prefill_{their_key}_{r}.json",
-                                                args.dir / f"llama_prompt_{their_key}_{r}.json") if p.exists()])
-            their_runs.append(t)
-        if not our_runs:
-            continue
-        elements, stored = weight_elements(model_dir, fp8_at_load)
-        gguf_bytes = gguf.stat().st_size
-        lines += [f"## {title}", "",
-                  f"- mtpspec: {our_format}: {stored / 1e9:.2f} GB for {elements / 1e9:.2f} G weights, "
-                  f"{stored / elements:.3f} bytes per weight.",
-                  f"- llama.cpp: {their_format}: {gguf_bytes / 1e9:.2f} GB GGUF, {gguf_bytes / elements:.3f} bytes per "
-                  "weight (all matrices, embedding included).",
-                  f"- {len(rounds)} round(s).", "",
-                  "| test | mtpspec tok/s | llama.cpp tok/s | mtpspec ÷ llama.cpp | per round |", "|---|---|---|---|---|"]
-        for kind, n in TESTS:
-            a = [r[(kind, n)] for r in our_runs if (kind, n) in r]
-            b = [r[(kind, n)] for r in their_runs if (kind, n) in r]
-            if not a or not b:
-                continue
-            per_round = [x / y for x, y in zip(a, b)]
-            ratio = statistics.median(a) / statistics.median(b)
-            label = {"decode": f"decode at N = {n}", "prefill": f"prefill 256 at N = {n}",
-                     "prompt": f"prompt of {n} tokens"}[kind]
-            lines.append(f"| {label} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | {ratio:.2f}× | "
-                         + ", ".join(f"{x:.2f}" for x in per_round) + " |")
-            (decode_rows if kind == "decode" else prefill_rows).append((SHORT[key], label, ratio))
-        lines.append("")
-        # Bytes per decode step: what each engine must stream, and how fast it streamed them.
-        config = json.loads((model_dir / "config.json").read_text())
-        theirs_bytes = llama_step_bytes(gguf, config, args.llama_dir)
-        counters = [our_decode_counters(p) for p in sorted(args.dir.glob(f"mtpspec_{key}_*.json"))]
-        if theirs_bytes is not None and counters and counters[0]:
-            lines += ["| decode at N | mtpspec GB per step | its GB/s (÷ read bandwidth) | llama.cpp GB per step | "
-                      "its GB/s (÷ read bandwidth) |", "|---|---|---|---|---|"]
-            for n in sorted(counters[0]):
-                c = counters[0][n]
-                ours_gb = c["weight_MB/step"] / 1e3
-                bw = c["read_GB/s"]
-                their_ts = statistics.median([r[("decode", n)] for r in their_runs if ("decode", n) in r])
-                their_gbs = their_ts * theirs_bytes / 1e9
-                lines.append(f"| {n} | {ours_gb:.2f} | {c['weight_GB/s']:.1f} ({c['weight_GB/s'] / bw:.2f}) | "
-                             f"{theirs_bytes / 1e9:.2f} | {their_gbs:.1f} ({their_gbs / bw:.2f}) |")
-                byte_notes.append((SHORT[key], n, ours_gb * 1e9 / theirs_bytes, c["weight_GB/s"] / bw,
-                                   their_gbs / bw))
-            lines += ["", f"Weight bytes only (the caches are small beside them); read bandwidth {bw:.1f} GB/s, "
-                      "measured by decode_bench in the same round. llama.cpp's bytes are its GGUF's tensors less the "
-                      "embedding (one row per step) and the MTP layer, with the routed experts' share of k_e / E.", ""]
-    if llama_meta:
-        lines += ["llama.cpp build: commit " + str(llama_meta.get("build_commit")) + f", CPU {llama_meta.get('cpu_info')}, "
-                  f"{llama_meta.get('n_threads')} threads, cache {llama_meta.get('type_k')}/{llama_meta.get('type_v')}, "
-                  f"flash attention {llama_meta.get('flash_attn')}.", ""]
-    lines += ["## Decode against llama.cpp, every row", "",
-              "mtpspec's decode tok/s over llama.cpp's: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in decode_rows) + ".", "",
-              "## Prefill against llama.cpp, every row", "",
-              "mtpspec's prefill tok/s over llama.cpp's: " + "; ".join(f"{m}, {l}: {r:.2f}×" for m, l, r in prefill_rows)
-              + ". llama.cpp's Q8_0 quantises its activations to 8 bits; the `--activations fp8` row is mtpspec with "
-              "the release's served numerics, the others its exact f32 rows.", ""]
-    if byte_notes:
-        lines += ["Per decode step, mtpspec streams " + "; ".join(
-            f"{m} at N = {n}: {ratio:.2f}× llama.cpp's weight bytes at {ours_frac:.2f} of the read bandwidth "
-            f"(llama.cpp {theirs_frac:.2f})" for m, n, ratio, ours_frac, theirs_frac in byte_notes)
-            + ". As the release ships, the head, eh_proj and the routers are bf16, which mtpspec keeps, while "
-            "llama.cpp's Q8_0 requantises them to about one byte per weight; `--weights fp8` quantises them "
-            "(all but the router) to FP8 at load, the same bytes per weight for both engines.", ""]
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    # (our key, llama.cpp's key, checkpoint, GGUF, whether --weights fp8)
+    models = [("bench", "bench", args.bench_model, args.bench_gguf, False),
+              ("glm4", "glm4", args.cut, args.cut_gguf, False),
+              ("glm4rows", "glm4", args.cut, args.cut_gguf, False),
+              ("glm4fp8", "glm4", args.cut, args.cut_gguf, True)]
+    shown, llama_meta = [], {}
+    for key, their_key, model_dir, gguf, fp8_at_load in models:
+        model, meta = model_context(args.dir, key, their_key, model_dir, gguf, fp8_at_load, args.llama_dir)
+        llama_meta = llama_meta if meta is None else meta
+        if model is not None:
+            shown.append(model)
+    write_page(args.out, render(
+        "llama-cpp.md.j2", date=date.today().isoformat(), command=args.command, models=shown, llama=llama_meta,
+        decode=[(m, t) for m in shown for t in m["tests"] if t["kind"] == "decode"],
+        prefill=[(m, t) for m in shown for t in m["tests"] if t["kind"] != "decode"],
+        steps=[(m, s) for m in shown for s in m["steps"]]))
 
 
 if __name__ == "__main__":

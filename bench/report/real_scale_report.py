@@ -16,16 +16,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import shutil
 from pathlib import Path
+from statistics import median
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from real_scale_bandwidth import bandwidth_lines, moe_stream_line  # noqa: E402  (bench/report/)
+from real_scale_bandwidth import bandwidth, moe_stream  # noqa: E402  (bench/report/)
+from results_page import render, spread, write_page  # noqa: E402
 
 # Published acceptance per draft position for GLM-5.2's MTP head, in the form each source gives it:
 # conditional (position i accepted given positions 0..i-1 were) or unconditional (the fraction of
@@ -60,12 +61,6 @@ def expected_length(rates: list[float], k: int) -> float:
         run *= rates[min(i, len(rates) - 1)]
         total += run
     return total
-
-
-def median(values: list[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else 0.5 * (v[mid - 1] + v[mid])
 
 
 def union(experts: int, per_token: int, rows: int) -> float:
@@ -291,155 +286,67 @@ def bytes_plot(out: Path, parts_real: dict, release: str) -> None:
     plt.close(fig)
 
 
-def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str]:
-    costs = LayerCosts(layers_json)
-    cfg = costs.cfg
-    kinds = full_schedule(cfg)
-    counts = {k: kinds.count(k) for k in KINDS if kinds.count(k)}
-    # The run's read bandwidth: the median of the measurements before each repetition (the memory's
-    # speed moves from minute to minute), or the one at the start of a run without them.
-    by_rep = [b for p in layers_json["contexts"] for b in p.get("read_bandwidth_by_rep", [])]
-    bw = median(by_rep) if by_rep else layers_json["read_bandwidth_start"]["bytes_per_second"]
-    contexts, ks = costs.contexts, [k for k in range(1, min(5, costs.max_rows))]
-    k_top = cfg["index_topk"]
+def projection(costs: LayerCosts, kinds: list[str], release: str, data_dir: Path) -> tuple[dict, list[int]]:
+    """Per context the projected plain step t1, h and c in plain steps, r_k and the speedup per k for
+    each list of rates (written to the CSV beside the page, and plotted); and the k priced."""
+    ks = [k for k in range(1, min(5, costs.max_rows))]
     table, rows_csv = {}, []
-    for n in contexts:
+    for n in costs.contexts:
         t = {r: costs.project(n, r, kinds) for r in range(1, costs.max_rows + 1)}
         t1 = t[1]["seconds"]
-        c = costs.mtp_step(n) / t1
-        entry = {"t1": t1, "c": c, "h": costs.head_row(n) / t1, "r": {k: t[k + 1]["seconds"] / t1 for k in ks},
-                 "parts": t[1]["parts"],
-                 "speedup": {}}
-        for name, rates in RATE_SETS.items():
-            entry["speedup"][name] = {k: costs.speedup(n, t1, entry["r"][k], k, rates) for k in ks}
+        entry = {"t1": t1, "c": costs.mtp_step(n) / t1, "h": costs.head_row(n) / t1,
+                 "r": {k: t[k + 1]["seconds"] / t1 for k in ks}, "parts": t[1]["parts"]}
+        entry["speedup"] = {name: {k: costs.speedup(n, t1, entry["r"][k], k, rates) for k in ks}
+                            for name, rates in RATE_SETS.items()}
         table[n] = entry
         for k in ks:
-            rows_csv.append([n, k, t1, entry["r"][k], c, entry["h"]] + [entry["speedup"][name][k] for name in RATE_SETS])
+            rows_csv.append([n, k, t1, entry["r"][k], entry["c"], entry["h"]] +
+                            [entry["speedup"][name][k] for name in RATE_SETS])
     write_csv(data_dir / f"{release}-projection.csv", ["context", "k", "t_plain_s", "r_k", "c", "h"] + list(RATE_SETS),
               rows_csv)
-    plots(data_dir, release, table, contexts, ks)
+    plots(data_dir, release, table, costs.contexts, ks)
+    return table, ks
 
-    # Weight bytes of one decode step, by part, for the full release.
-    layer_bytes = {l["kind"]: l["row_weight_bytes"] for l in layers_json["layers"]}
-    row_bytes = sum(layer_bytes.get(k, layer_bytes.get(k.replace("shared", "full"), 0)) for k in kinds)
-    step_bytes = row_bytes + layers_json["head_bytes"]
-    lines = [f"## {release} (PROJECTION from a cut checkpoint)", ""]
-    cut = cfg.get("mtpspec_cut_from", {})
-    lines += [f"- Measured on `mtpspec make-checkpoint --like {release} --layers {cfg['num_hidden_layers']} "
-              f"--experts {cfg['n_routed_experts']}` (random FP8 weights at the real dimensions, used as stored): "
-              f"layer kinds {', '.join(sorted({l['kind'] for l in layers_json['layers']}))}, its MTP layer and head.",
-              f"- Projected to the full release: {len(kinds)} layers ({', '.join(f'{v} {k}' for k, v in counts.items())}) "
-              f"with {cut.get('n_routed_experts', costs.experts_full)} routed experts, top-{costs.per_token}. The MoE time "
-              f"is scaled from the {costs.experts_cut} experts measured to {costs.experts_full}: time per touched expert "
-              f"× (the expected union of L rows routing independently + the shared expert), "
-              f"{' / '.join(f'{union(costs.experts_full, costs.per_token, r):.1f}' for r in (1, 2, 3, 5, 9))} experts "
-              f"for L = 1 / 2 / 3 / 5 / 9 (trained routers pick correlated experts, so real unions are smaller).",
-              f"- Read bandwidth {bw / 1e9:.1f} GB/s (StreamSum, the median of {len(by_rep) or 1} measurements in the "
-              f"same run, {min(by_rep or [bw]) / 1e9:.1f}-{max(by_rep or [bw]) / 1e9:.1f}); one decode step of the full model reads "
-              f"{step_bytes / 1e9:.1f} GB of weights (FP8, bf16 head and router); at the projected plain step that is "
-              f"{step_bytes / table[contexts[0]]['t1'] / bw:.2f} of the read bandwidth at N = {contexts[0]}.",
-              moe_stream_line(layers_json, costs, contexts[0], bw),
-              "- A cycle of k drafts costs, in plain steps: r_k (the verify of k + 1 rows), the drafts and e (the MTP "
-              "layer's extend over the E[L] rows the cycle commits). The extend runs the MTP layer over the newest "
-              "committed row, so the first draft is only the head over its output (h); each later draft is one MTP "
-              "step with the head (c). The speedup is E[L] / (r_k + h + (k − 1) c + e). c and e are measured on the "
-              "cut model's MTP layer (its experts, not scaled).",
-              "- Acceptance: the published per-position rates, each in the form its source gives: "
-              + "; ".join(f"{n}: {', '.join(str(a) for a in r)} ({form}"
-                          + (f", i.e. conditional {', '.join(f'{c:.3f}' for c in RATE_SETS[n])}"
-                             if form == "unconditional" else "") + ")"
-                          for n, (form, r) in PUBLISHED_RATES.items())
-              + ". Positions past a list reuse its last conditional rate.", ""]
-    lines += [f"![r_k](real-scale-data/{release}-rk_vs_n.png)", "", f"![speedup](real-scale-data/{release}-speedup.png)",
-              "", f"![bytes](real-scale-data/{release}-bytes_by_part.png)", ""]
-    header = "| N | T_plain (s) | h | c | " + " | ".join(f"r_{k}" for k in ks) + " | " + " | ".join(
-        f"speedup k={k}" for k in ks) + " |"
-    lines += [f"### Projected costs and speedups ({list(RATE_SETS)[0]})", "", header,
-              "|---|---|---|---|" + "---|" * (2 * len(ks))]
-    for n in contexts:
-        e = table[n]
-        sp = e["speedup"][list(RATE_SETS)[0]]
-        lines.append(f"| {n} | {e['t1']:.2f} | {e['h']:.3f} | {e['c']:.3f} | "
-                     + " | ".join(f"{e['r'][k]:.2f}" for k in ks) + " | "
-                     + " | ".join(f"{sp[k]:.2f}" for k in ks) + " |")
-    name2 = list(RATE_SETS)[1]
-    lines += ["", f"With {name2}: " + "; ".join(
-        f"N={n}: " + ", ".join(f"k={k} {table[n]['speedup'][name2][k]:.2f}" for k in ks) for n in contexts) + ".", ""]
 
-    # MTP k = 2 at N = 8 x index_topk, and why.
-    n_mid = min(contexts, key=lambda n: abs(n - 8 * k_top))
-    s2 = table[n_mid]["speedup"][list(RATE_SETS)[0]][2]
-    lines += [f"**MTP k = 2 at N = 8 × index_topk = {8 * k_top}:** projected {s2:.2f}× plain at N = {n_mid} "
-              f"(r_2 = {table[n_mid]['r'][2]:.2f}, c = {table[n_mid]['c']:.3f}, "
-              f"E[L] = {expected_length(RATE_SETS[list(RATE_SETS)[0]], 2):.2f}).", ""]
-
-    # Why: the parts of a verify of 3 rows against one row, with their bytes and multiply-adds.
-    n = n_mid
+def verify_parts(costs: LayerCosts, layers_json: dict, kinds: list[str], n: int, table: dict) -> dict:
+    """Where a verify of 3 rows spends its time at context n against a plain step (PROJECTION): each
+    part's seconds and its bytes and multiply-adds for 1 and 3 rows, and the bound the bytes alone set
+    on k = 2 with the measured drafts and extend."""
+    cfg = costs.cfg
     one, three = costs.project(n, 1, kinds)["parts"], costs.project(n, 3, kinds)["parts"]
     traffic = {rows: step_traffic(cfg, n, kinds, rows, costs.experts_full) for rows in (1, 3)}
-    lines += [f"#### Where a verify of 3 rows spends its time at N = {n}, against a plain step (PROJECTION)", "",
-              "Seconds projected from the measured parts; bytes read and multiply-adds counted from the release's "
-              "dimensions (FP8 weights at 1 byte, the bf16 head at 2, the f32 cache rows the attention and the indexer "
-              f"read, and the MoE's expected expert union for {costs.experts_full} experts).", "",
-              "| part | seconds, 1 row | seconds, 3 rows | ratio | GB read, 1 row | GB read, 3 rows | "
-              "multiply-adds, 1 row | multiply-adds, 3 rows |", "|---|---|---|---|---|---|---|---|"]
-    for part in ["attn_proj", "indexer", "topk", "attention", "moe_mlp", "norms", "head"]:
-        a, b = one.get(part, 0.0), three.get(part, 0.0)
-        if a == 0 and b == 0:
-            continue
-        t1p, t3p = traffic[1].get(part, (0.0, 0.0)), traffic[3].get(part, (0.0, 0.0))
-        lines.append(f"| {part} | {a:.3f} | {b:.3f} | {b / a if a else float('nan'):.2f} | {t1p[0] / 1e9:.2f} | "
-                     f"{t3p[0] / 1e9:.2f} | {t1p[1] / 1e9:.1f} G | {t3p[1] / 1e9:.1f} G |")
+    parts = [{"part": part, "one": one.get(part, 0.0), "three": three.get(part, 0.0),
+              "ratio": three.get(part, 0.0) / one[part] if one.get(part) else float("nan"),
+              "traffic": [traffic[rows].get(part, (0.0, 0.0)) for rows in (1, 3)]}
+             for part in ["attn_proj", "indexer", "topk", "attention", "moe_mlp", "norms", "head"]
+             if one.get(part, 0.0) or three.get(part, 0.0)]
     bytes1 = sum(v[0] for v in traffic[1].values())
     bytes3 = sum(v[0] for v in traffic[3].values())
-    e = table[n]
     el2 = expected_length(RATE_SETS[list(RATE_SETS)[0]], 2)
-    drafts = (costs.draft_cost(n, 2) + costs.mtp_extend(n, el2)) / e["t1"]
-    bound = el2 / (bytes3 / bytes1 + drafts)
-    attn_rate = traffic[3]["attention"][1] / three["attention"] if three.get("attention") else 0.0
-    lines += ["", f"A verify of 3 rows reads {bytes3 / 1e9:.1f} GB against one row's {bytes1 / 1e9:.1f} GB "
-              f"({bytes3 / bytes1:.2f}x): the MoE's expert union grows from "
-              f"{union(costs.experts_full, costs.per_token, 1):.1f} to {union(costs.experts_full, costs.per_token, 3):.1f} "
-              "routed experts per layer. If every part cost only its bytes at the read bandwidth, r_2 would be "
-              f"{bytes3 / bytes1:.2f} and k = 2 would give at most {bound:.2f}x with the measured drafts and extend "
-              f"({drafts:.3f} plain steps); the projected r_2 is {e['r'][2]:.2f}. The attention over the selected "
-              f"keys is compute: {traffic[1]['attention'][1] / 1e9:.1f} G multiply-adds per row over the model, at "
-              f"{attn_rate / 1e9:.0f} G/s on this machine's {layers_json['run'].get('threads', 2)} threads, so it grows "
-              "with every row verified."
-              + (f" The projections (attn_proj) read the same {traffic[3]['attn_proj'][0] / 1e9:.1f} GB for 3 rows as for one "
-                 f"and take {three['attn_proj'] / one['attn_proj']:.2f}x the time: with each FP8 weight widened in registers "
-                 f"and multiplied in f32 for every row, 3 rows run at {traffic[3]['attn_proj'][1] / three['attn_proj'] / 1e9:.0f} G "
-                 "multiply-adds/s, bound by the cores rather than the memory; the MoE's experts, each read for about one "
-                 "row, grow with the union."
-                 if one.get("attn_proj") and three.get("attn_proj") else ""), ""]
+    drafts = (costs.draft_cost(n, 2) + costs.mtp_extend(n, el2)) / table[n]["t1"]
+    projections = None
+    if one.get("attn_proj") and three.get("attn_proj"):
+        projections = {"bytes": traffic[3]["attn_proj"][0], "ratio": three["attn_proj"] / one["attn_proj"],
+                       "rate": traffic[3]["attn_proj"][1] / three["attn_proj"]}
+    return {"n": n, "parts": parts, "bytes1": bytes1, "bytes3": bytes3, "drafts": drafts,
+            "bound": el2 / (bytes3 / bytes1 + drafts), "r2": table[n]["r"][2],
+            "union": [union(costs.experts_full, costs.per_token, rows) for rows in (1, 3)],
+            "attention_macs": traffic[1]["attention"][1],
+            "attention_rate": traffic[3]["attention"][1] / three["attention"] if three.get("attention") else 0.0,
+            "threads": layers_json["run"].get("threads", 2), "projections": projections}
 
-    def cache_macs(n: int) -> float:  # one row's attention and indexer multiply-adds through the cut model
-        return sum(m["attention"] + m["indexer"] for m in (macs_per_row(cfg, n, l["kind"]) for l in layers_json["layers"]))
 
-    lines += bandwidth_lines(layers_json, costs, contexts, cache_macs)
-
-    # The projection against forwards of the cut model truncated to 2, 3, 4 layers and of all of it,
-    # measured in the same run: each repetition times the parts and the forwards on the same tokens.
-    checked = any("check" in costs.row(n, rows) for n in contexts for rows in (1, 3, 5) if rows <= costs.max_rows)
-    how = ("Each of the check's repetitions (`--check-reps`) runs the parts, the forwards, the forwards again and "
-           "the parts again on the same random tokens, so both sides route the same experts, and takes the mean of "
-           "each side's two passes, so a drift of the machine's speed within the repetition cancels to first order"
-           if checked else
-           "Each repetition runs the parts and the forwards on the same random tokens, so both route the same "
-           "experts, and which of the two runs first alternates between repetitions")
-    lines += ["### The projection against truncated forwards (measured Model::Forward, same run)", "",
-              "The per-layer sums (each layer timed on its own, plus the head) against one Model::Forward of the "
-              "cut model's first n layers and the head (`ForwardOptions::trunk_layers`), and of all its layers. "
-              + how + "; measured / sum is the median over the repetitions of that repetition's forward over its sum "
-              "of the parts (the seconds columns are medians).", "",
-              "| N | L | layers | measured (s) | sum of the parts (s) | measured / sum |", "|---|---|---|---|---|---|"]
-    worst, deviations = 0.0, []
-    n_cut = cfg["num_hidden_layers"]
-    for n in contexts:
-        for rows in (1, 3, 5):
-            if rows > costs.max_rows:
+def truncation_check(costs: LayerCosts) -> dict:
+    """The projection against forwards of the cut model truncated to 2, 3, 4 layers and of all of it,
+    measured in the same run (each repetition times the parts and the forwards on the same tokens):
+    per context, row count and layers the measured and summed seconds and their ratio."""
+    rows, deviations = [], []
+    n_cut = costs.cfg["num_hidden_layers"]
+    for n in costs.contexts:
+        for count in (1, 3, 5):
+            if count > costs.max_rows:
                 continue
-            r = costs.row(n, rows)
+            r = costs.row(n, count)
             paired = r.get("check", r.get("paired", []))
             checks = [(p["layers"], i) for i, p in enumerate(r.get("prefix_seconds", []))] + [(n_cut, -1)]
             for layers, i in checks:
@@ -452,64 +359,65 @@ def release_section(release: str, layers_json: dict, data_dir: Path) -> list[str
                     seconds, parts = median(measured), median(sums)
                 else:
                     ratio = seconds / parts
-                worst = max(worst, abs(ratio - 1))
                 deviations.append(abs(ratio - 1))
-                lines.append(f"| {n} | {rows} | {layers} | {seconds:.3f} | {parts:.3f} | {ratio:.3f} |")
-    deviations.sort()
-    within = sum(d <= 0.05 for d in deviations)
-    lines += ["", f"Deviation: median {100 * deviations[len(deviations) // 2]:.1f}%, worst {100 * worst:.1f}%; "
-              f"{within} of {len(deviations)} within 5%.", ""]
+                rows.append((n, count, layers, seconds, parts, ratio))
+    checked = any("check" in costs.row(n, r) for n in costs.contexts for r in (1, 3, 5) if r <= costs.max_rows)
+    return {"rows": rows, "checked": checked, "median": sorted(deviations)[len(deviations) // 2],
+            "worst": max(deviations), "within": sum(d <= 0.05 for d in deviations), "count": len(deviations)}
+
+
+def e2e_points(layers_json: dict, costs: LayerCosts) -> list[dict]:
+    """Each end-to-end run on the cut model with the speedup the cut model's own parts predict (its
+    own experts' unions, not the release's), at the measured context nearest the run's."""
     e2e = layers_json.get("e2e")
     if isinstance(e2e, dict):
         e2e = [e2e]
     cut_kinds = [l["kind"] for l in layers_json["layers"]]
+    points = []
     for point in e2e or []:
-        runs = point["runs"]
-        plain = runs[0]["tokens_per_second"]
-        lines += [f"### Measured end to end on the cut model ({cfg['num_hidden_layers']} layers, N = {point['context']}, "
-                  f"SYNTHETIC acceptance at {point['rates']})", "",
-                  "| | tok/s | speedup | mean acceptance length | predicted for this cut model | measured / predicted |",
-                  "|---|---|---|---|---|---|"]
-        n = min(contexts, key=lambda x: abs(x - point["context"]))
-        # The cut model itself: its own experts' unions, not the release's.
+        n = min(costs.contexts, key=lambda x: abs(x - point["context"]))
         t1_cut = costs.project(n, 1, cut_kinds, scaled=False)["seconds"]
-        for k, r in enumerate(runs):
-            pred, ratio = "", ""
-            if k > 0:
-                rk = costs.project(n, k + 1, cut_kinds, scaled=False)["seconds"] / t1_cut
-                predicted = costs.speedup(n, t1_cut, rk, k, point["rates"])
-                pred, ratio = f"{predicted:.2f}", f"{r['tokens_per_second'] / plain / predicted:.2f}"
-            lines.append(f"| {r['label']} | {r['tokens_per_second']:.3f} | {r['tokens_per_second'] / plain:.2f} | "
-                         f"{r.get('mean_acceptance_length', 1.0):.2f} | {pred} | {ratio} |")
-        spread = [f"{r['label']} {min(r['run_tokens_per_second']):.2f}-{max(r['run_tokens_per_second']):.2f}"
-                  for r in runs if r.get("run_tokens_per_second")]
-        lines += ["", f"tok/s is over all {len(runs[0].get('run_tokens_per_second', [1]))} interleaved repetitions; "
-                  "the range of single runs: " + ", ".join(spread) + ". The prediction uses the per-layer parts "
-                  f"measured at N = {n} with this cut model's {costs.experts_cut} experts. The cut model's MTP layer "
-                  "and head are a large share of its few layers, so its speedups are far below the full model's "
-                  "projection; they check the loop and the cost model at real dimensions.", ""]
+        predicted = [None] + [costs.speedup(n, t1_cut, costs.project(n, k + 1, cut_kinds, scaled=False)["seconds"] / t1_cut,
+                                            k, point["rates"]) for k in range(1, len(point["runs"]))]
+        points.append({**point, "n": n, "predicted": predicted})
+    return points
+
+
+def release_section(release: str, layers_json: dict, data_dir: Path) -> str:
+    costs = LayerCosts(layers_json)
+    cfg = costs.cfg
+    kinds = full_schedule(cfg)
+    # The run's read bandwidth: the median of the measurements before each repetition (the memory's
+    # speed moves from minute to minute), or the one at the start of a run without them.
+    by_rep = [b for p in layers_json["contexts"] for b in p.get("read_bandwidth_by_rep", [])]
+    bw = median(by_rep) if by_rep else layers_json["read_bandwidth_start"]["bytes_per_second"]
+    table, ks = projection(costs, kinds, release, data_dir)
+    contexts = costs.contexts
+    # Weight bytes of one decode step, by part, for the full release.
+    layer_bytes = {l["kind"]: l["row_weight_bytes"] for l in layers_json["layers"]}
+    kind_bytes = [layer_bytes.get(k, layer_bytes.get(k.replace("shared", "full"), 0)) for k in kinds]
+    step_bytes = sum(kind_bytes) + layers_json["head_bytes"]
+    n_mid = min(contexts, key=lambda n: abs(n - 8 * cfg["index_topk"]))
+
+    def cache_macs(n: int) -> float:  # one row's attention and indexer multiply-adds through the cut model
+        return sum(m["attention"] + m["indexer"] for m in (macs_per_row(cfg, n, l["kind"]) for l in layers_json["layers"]))
 
     parts_real = {"head": layers_json["head_bytes"] / 1e6}
-    for kind in kinds:
-        b = layer_bytes.get(kind, layer_bytes.get(kind.replace("shared", "full"), 0)) / 1e6
+    for kind, b in zip(kinds, kind_bytes):
         key = "dense MLP" if kind.startswith("dense") else "MoE"
-        parts_real[key] = parts_real.get(key, 0.0) + b
+        parts_real[key] = parts_real.get(key, 0.0) + b / 1e6
     bytes_plot(data_dir, parts_real, release)
-    return lines
-
-
-def memory_section(memory: list[dict]) -> list[str]:
-    lines = ["## Memory: loading and decoding FP8 as stored", "",
-             "| checkpoint | file memory | weights | files (GB) | peak RSS over start (GB) | cache (GB) | "
-             "(peak − start − cache) / files |", "|---|---|---|---|---|---|---|"]
-    for m in memory:
-        lines.append(f"| `{m['model']}` | {m['file_memory']} | {m['weights']} | {m['file_bytes'] / 1e9:.2f} | "
-                     f"{(m['peak_rss_bytes'] - m['rss_start_bytes']) / 1e9:.2f} | {m['cache_bytes'] / 1e9:.3f} | "
-                     f"{m['peak_over_file_bytes']:.3f} |")
-    lines += ["", "Goal: at most 1.1 × the file bytes plus the caches for an FP8 checkpoint. With the files mapped, "
-              "only the pages a step touches become resident (here: the routed experts the random tokens chose), so a "
-              "checkpoint larger than memory loads and decodes from the page cache.", ""]
-    return lines
+    return render("real-scale-release.md.j2", release=release, cfg=cfg, costs=costs, kinds=kinds,
+                  counts={k: kinds.count(k) for k in KINDS if kinds.count(k)},
+                  cut_kinds=sorted({l["kind"] for l in layers_json["layers"]}),
+                  unions=[union(costs.experts_full, costs.per_token, r) for r in (1, 2, 3, 5, 9)],
+                  bw=spread(by_rep or [bw]), step_bytes=step_bytes,
+                  moe=moe_stream(layers_json, costs, contexts[0], bw), published=PUBLISHED_RATES, rate_sets=RATE_SETS,
+                  names=list(RATE_SETS), contexts=contexts, ks=ks, table=table, n_mid=n_mid,
+                  el2=expected_length(RATE_SETS[list(RATE_SETS)[0]], 2),
+                  verify=verify_parts(costs, layers_json, kinds, n_mid, table),
+                  bandwidth=bandwidth(layers_json, costs, contexts, cache_macs), check=truncation_check(costs),
+                  e2e=e2e_points(layers_json, costs))
 
 
 def main() -> None:
@@ -529,22 +437,12 @@ def main() -> None:
         if p.resolve() != (data_dir / p.name).resolve():
             shutil.copyfile(p, data_dir / p.name)
     main_run = json.loads(args.layers.read_text())
-    run = main_run["run"]
-    md = [f"# Real dimensions: what MTP buys on GLM-5.2 and DeepSeek-V3.2 (run of {run['date_utc'][:10]})", "",
-          "Every number below is a **PROJECTION** of the full model from per-layer costs measured on checkpoints cut "
-          "from the releases (the real FP8 format, hidden size, heads, latent, indexer and expert shapes; fewer layers "
-          "and experts), except where a table says measured.", "",
-          f"- Machine: {run.get('cpu_model', '?')}, {run.get('logical_cpus', '?')} logical CPUs, "
-          f"{run.get('threads', '?')} mtpspec threads; date (UTC) {run['date_utc']}",
-          f"- Data: `real-scale-data/` (the JSON of every run, the projection as CSV).", "", "Commands:", "", "```"]
-    md += args.command + ["```", ""]
-    md += release_section(args.release, main_run, data_dir)
+    sections = [release_section(args.release, main_run, data_dir)]
     if args.release_2 and args.layers_2:
-        md += release_section(args.release_2, json.loads(args.layers_2.read_text()), data_dir)
-    if args.memory:
-        md += memory_section([json.loads(p.read_text()) for p in args.memory])
-    (args.out / "real-scale.md").write_text("\n".join(md))
-    print(f"wrote {args.out / 'real-scale.md'}")
+        sections.append(release_section(args.release_2, json.loads(args.layers_2.read_text()), data_dir))
+    write_page(args.out / "real-scale.md", render(
+        "real-scale.md.j2", run=main_run["run"], commands=args.command, sections=sections,
+        memory=[json.loads(p.read_text()) for p in args.memory]))
 
 
 if __name__ == "__main__":

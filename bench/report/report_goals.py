@@ -1,4 +1,6 @@
-"""Trade-off report for bench/report/report.py: tables, plots and the findings, from tradeoff_bench JSON.
+"""Trade-off report for bench/report/report.py: the numbers of its tables and findings, and its plots,
+from tradeoff_bench JSON. The page's text is templates/tradeoff.md.j2; the findings' wording that
+the tests read is in templates/tradeoff-parts.md.j2.
 
 Findings (each with its numbers):
   - the gather-path attention time against N beyond index_topk (its max/min); top-k and indexer
@@ -21,6 +23,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from results_page import render
+
 COMPONENTS = ["embed", "attn_proj", "indexer", "topk", "attention", "moe_mlp", "norms", "head"]
 PATHS = ["gather", "mask", "dense"]
 # The end-to-end A/A control (bench/tradeoff_point.h kPlainControlLabel).
@@ -28,13 +32,6 @@ PLAIN_CONTROL = "plain (A/A)"
 AUTO_CARRIED = "auto (carried)"  # one adaptive-k controller carried across a context's runs
 # spec/adaptive_k.h kExplorationBudget: the share of a request's decode time adaptive k may spend on probes.
 EXPLORATION_BUDGET = 0.01
-
-
-def timing_note(trained: dict) -> str:
-    """The trained model's run length (absent from older JSON)."""
-    if "new_tokens" not in trained:
-        return ""
-    return f" End-to-end runs of {trained['new_tokens']} tokens from N, {trained['e2e_reps']} per window."
 
 
 def paired_auto_runs(points: list, trained: dict | None, label: str = "auto") -> list:
@@ -56,50 +53,42 @@ def paired_auto_runs(points: list, trained: dict | None, label: str = "auto") ->
     return out
 
 
-def paired_reading(paired: list) -> str:
-    """The per-N text over paired_auto_runs' output: the median ratio, the median A/A deviation (the
-    noise) and the range."""
-    rows = []
-    for n, ratios, aa in paired:
-        noise = float(np.median(np.abs(np.asarray(aa) - 1.0)))
-        rows.append(f"N={n}: {float(np.median(ratios)):.3f}x (A/A noise {100 * noise:.1f}%, {len(ratios)} runs, "
-                    f"range {min(ratios):.3f}-{max(ratios):.3f})")
-    return "; ".join(rows)
+def paired_summary(paired: list) -> list[dict]:
+    """Per N of paired_auto_runs' output: the median ratio, the median A/A deviation (the noise), the
+    number of repetitions and the range."""
+    return [{"n": n, "median": float(np.median(ratios)), "noise": float(np.median(np.abs(np.asarray(aa) - 1.0))),
+             "count": len(ratios), "low": min(ratios), "high": max(ratios)} for n, ratios, aa in paired]
 
 
-def compute_floor_lines(data: dict, sparse: list[dict]) -> list[str]:
+def compute_floor(data: dict, sparse: list[dict]) -> dict | None:
     """The verify cost's floor on this machine: the arithmetic of an extra verify row that the bytes bound does
     not see (it counts the keys' reads, shared by the rows, not the work on them): the absorbed
     attention over its K keys (scores and values, H·K·(2 r_kv + d_r) per layer) and the indexer's
     scoring of all N keys on the full layers, at the measured MAC rate. Even if every weight product
     of the extra rows hid under the memory stream, (L - 1) times that is added to the bytes bound; the
-    points where it exceeds 0.1 · r_k^bound · T1 cannot come within 1.1x of the bytes bound here."""
+    points where it exceeds 0.1 · r_k^bound · T1 (`over`) cannot come within 1.1x of the bytes bound here."""
     config = data.get("bench_model", {}).get("config")
     rate = data.get("mac_rate", {}).get("macs_per_second")
     if not config or not rate or not sparse:
-        return []
+        return None
     heads, k_top, layers = config["num_attention_heads"], config["index_topk"], config["num_hidden_layers"]
     attention = heads * k_top * (2 * config["kv_lora_rank"] + config["qk_rope_head_dim"]) * layers
     full = sum(1 for t in config.get("indexer_types", ["full"] * layers) if t == "full")
-    out, floors, checked = [], [], 0
+    over, floors, checked = [], [], 0
     for p in sparse:
         per_row = (attention + full * p["context"] * config["index_n_heads"] * config["index_head_dim"]) / rate
-        floors.append(f"N={p['context']}: {1e3 * per_row:.2f} ms")
+        floors.append((p["context"], per_row))
         for k in range(1, 8):
             e = by_rows(p, default_path(p, k + 1)).get(k + 1)
             if e is None:
                 continue
             checked += 1
             if k * per_row > 0.1 * e["r_bound"] * p["t1_seconds"]:
-                out.append(f"N={p['context']} k={k}")
-    return [f"  - floor on this machine: an extra row's attention and indexer multiply-adds (the bytes bound counts "
-            f"the keys they read, not this arithmetic) at the measured {rate / 1e9:.1f} GMAC/s cost "
-            + ", ".join(floors) + " per row. Even with every weight product of the extra rows hidden under the "
-            f"memory stream, k of them exceed 0.1 r_k^bound T1 at {len(out)} of {checked} points"
-            + (": " + ", ".join(out) if out else "") + "."]
+                over.append((p["context"], k))
+    return {"rate": rate, "floors": floors, "over": over, "checked": checked}
 
 
-def bench_model_k2_lines(points: list[dict], k_top: int) -> list[str]:
+def bench_model_k2(points: list[dict], k_top: int) -> dict | None:
     """The k = 2 reading on the bench model (SYNTHETIC acceptance at the rates) at the measured contexts nearest
     8 x K: the measured k = 2 speedup, and the most k = 2 could give if its verify cost only the
     bytes it touches, E[L] / (r_2^bound + draft). The bound is a ratio of bytes, so it holds on any
@@ -108,9 +97,9 @@ def bench_model_k2_lines(points: list[dict], k_top: int) -> list[str]:
     distance = lambda q: round(abs(np.log2(q["context"] / target)), 6)  # noqa: E731
     cands = [p for p in points if p["context"] > k_top and any(e["k"] == 2 for e in p["predicted"])]
     if not cands:
-        return []
+        return None
     nearest = min(distance(p) for p in cands)
-    lines, ceilings = [], []
+    rows = []
     for p in (q for q in cands if distance(q) == nearest):
         pred = next(e for e in p["predicted"] if e["k"] == 2)
         bound = by_rows(p, default_path(p, 3)).get(3)
@@ -118,17 +107,10 @@ def bench_model_k2_lines(points: list[dict], k_top: int) -> list[str]:
         if bound is None or measured is None:
             continue
         draft = pred.get("draft_cost", 2 * pred["c"])
-        ceiling = pred["expected_length"] / (bound["r_bound"] + draft)
-        ceilings.append(ceiling)
-        lines.append(f"N={p['context']}: k=2 measured {measured:.2f}x; at the bytes bound E[L] / (r_2^bound + draft) "
-                     f"= {pred['expected_length']:.2f} / ({bound['r_bound']:.2f} + {draft:.2f}) = {ceiling:.2f}x")
-    if not lines:
-        return []
-    return [f"  - read on the bench model instead (SYNTHETIC acceptance at the rates, nearest contexts to 8 x K = "
-            f"{target}): " + "; ".join(lines) + "."
-            + (f" Even a verify that cost only its bytes (its 3 rows route to more experts than 1 row) gives at most "
-               f"{max(ceilings):.2f}x: past that, k = 2 needs a cheaper draft than one MTP layer plus the head."
-               if max(ceilings) < 1.2 else "")]
+        rows.append({"n": p["context"], "measured": measured, "length": pred["expected_length"],
+                     "r_bound": bound["r_bound"], "draft": draft,
+                     "ceiling": pred["expected_length"] / (bound["r_bound"] + draft)})
+    return {"target": target, "rows": rows} if rows else None
 
 
 def speedup_ceiling(mean_acceptance_length: float, k: int, c: float, r_k: float = 1.0) -> float:
@@ -137,13 +119,21 @@ def speedup_ceiling(mean_acceptance_length: float, k: int, c: float, r_k: float 
     return mean_acceptance_length / (r_k + k * c)
 
 
-def bandwidth_warning(start: float, end: float) -> str:
-    """A warning for the report header when the host's read bandwidth moved by more than 10% during the
-    run: the bytes bound (and so r_k against it) and every absolute time are then suspect."""
+def bandwidth_change(start: float, end: float) -> float | None:
+    """How far the host's read bandwidth moved during the run (end / start - 1) when that is more than
+    10%: the bytes bound (and so r_k against it) and every absolute time are then suspect."""
     if start <= 0 or abs(end / start - 1) <= 0.10:
-        return ""
-    return (f" **Warning: the bandwidth moved by {100 * (end / start - 1):+.0f}% during the run: the host was "
-            "contended, so the bytes bound and the cost comparisons of this run are unreliable.**")
+        return None
+    return end / start - 1
+
+
+def memory(points: list[dict]) -> dict | None:
+    """The process's memory while every context's caches were alive (absent from older JSON)."""
+    memory = points[0].get("memory_after_cost_rounds") if points else None
+    if not memory or "rss_mib" not in memory:
+        return None
+    huge = memory.get("anon_huge_mib", 0.0)
+    return {"rss": memory["rss_mib"], "huge": huge, "share": huge / max(memory["rss_mib"], 1e-9)}
 
 
 def by_rows(point: dict, path: str) -> dict:
@@ -240,12 +230,10 @@ def predicted_for(point: dict, label: str) -> float | None:
     return None
 
 
-def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: str, machine_lines, write_csv) -> str:
+def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: str, write_csv) -> str:
+    """The trade-off page's text (templates/tradeoff.md.j2), its CSV tables and its plots."""
     points = data["points"]
-    bw = data["read_bandwidth_start"]["bytes_per_second"]
-    bw_end = data["read_bandwidth_end"]["bytes_per_second"]
-    cfg = data["bench_model"]["config"]
-    k_top = cfg["index_topk"]
+    k_top = data["bench_model"]["config"]["index_topk"]
     rows = []
     for p in points:
         for path in PATHS:
@@ -259,135 +247,58 @@ def tradeoff_report(data: dict, out: Path, data_dir: Path, date: str, command: s
               [[p["context"], e["label"], e["tokens_per_second"], e["speedup"], predicted_for(p, e["label"]),
                 e["mean_acceptance_length"], e["steady_tokens"]] for p in points for e in p["e2e"]])
     plots(points, data_dir)
-
-    rel = data_dir.relative_to(out)
-    md = [f"# Verify cost, draft cost and speedup vs context (run of {date})", ""]
-    md += machine_lines(data["run"], [
-        f"- Load average at end: {', '.join(f'{x:.2f}' for x in data.get('loadavg_end', []))} (per-context load: "
-        + ", ".join(f"N={p['context']}: {p['loadavg_start'][0]:.2f}-{p['loadavg_end'][0]:.2f}" for p in data["points"])
-        + "). Absolute times move with the machine's load; the cost repetitions are "
-        "interleaved over every (N, path, L) and reported as medians, so ratios are measured side by side.",
-        f"- Read bandwidth (StreamSum over {data['read_bandwidth_start']['buffer_mib']} MiB, "
-        f"{data['read_bandwidth_start']['threads']} threads): {bw / 1e9:.2f} GB/s at start, {bw_end / 1e9:.2f} GB/s "
-        "at end; the bound uses the start value." + bandwidth_warning(bw, bw_end),
-        f"- Bench model: `bench/bench_model.cc`'s checkpoint (written to build/bench_model), run through a view "
-        f"with max_position_embeddings raised to {cfg['max_position_embeddings']}: hidden "
-        f"{cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, {cfg['n_routed_experts']} experts top-"
-        f"{cfg['num_experts_per_tok']}, index_topk K={k_top}, vocab {cfg['vocab_size']}, bf16; f32 cache "
-        f"{data['bench_model']['cache_bytes_per_token']} B/token ({data['bench_model']['cache_bytes_per_token'] * 32784 / 2**20:.0f} MiB at 32K+16).",
-        f"- Acceptance for predictions and the SYNTHETIC end-to-end runs: {data['acceptance_source']}",
-        *memory_lines(data["points"]),
-        f"- Timing: {data['points'][0].get('timing', 'the extend and head of the draft after an eviction of the caches')}.",
-        f"- Elapsed {data['elapsed_seconds']:.0f} s."])
-    md += ["", "Command:", "", "```", command or data["run"]["command"], "```", "",
-           f"![r_k]({rel}/rk_vs_n.png)", "", f"![speedup]({rel}/speedup_heatmap.png)", "",
-           f"![components]({rel}/components.png)", ""]
-
-    md += ["## Plain step T1(N) and its components (ms, medians)", "",
-           "| N | path | T1 | bytes bound | T1/bound | " + " | ".join(COMPONENTS) + " | MTP step | c |",
-           "|---|---|---|---|---|" + "---|" * len(COMPONENTS) + "---|---|"]
-    for p in points:
-        e = by_rows(p, p["t1_path"])[1]
-        md.append(f"| {p['context']} | {p['t1_path']} | {1e3 * p['t1_seconds']:.1f} | {1e3 * p['t1_bound_seconds']:.1f} "
-                  f"| {p['t1_seconds'] / p['t1_bound_seconds']:.2f} | "
-                  + " | ".join(f"{1e3 * e['components'][c]:.2f}" for c in COMPONENTS)
-                  + f" | {1e3 * p['mtp_step']['seconds']:.1f} | {p['mtp_step']['c']:.3f} |")
-    dense_at = ", ".join(str(p["context"]) for p in points if p["paths"].get("dense"))
-    md += ["", f"Dense is valid only while N + L <= K = {k_top}, so it is measured only at N = {dense_at} (rows up to "
-           "K - N)." if dense_at else f"Dense is valid only while N + L <= K = {k_top}: not measured in this run "
-           "(every N > K).", ""]
-
-    md += ["## r_k = Tv(k+1, N) / T1(N) per path, with the bytes-touched bound ratio", ""]
+    bw, bw_end = (data[k]["bytes_per_second"] for k in ("read_bandwidth_start", "read_bandwidth_end"))
     max_rows = max(e["rows"] for p in points for e in p["paths"]["gather"])
-    md += ["| N | path | " + " | ".join(f"k={k}" for k in range(1, max_rows)) + " |", "|---|---|" + "---|" * (max_rows - 1)]
-    for p in points:
-        for path in PATHS:
-            m = by_rows(p, path)
-            if len(m) < 2:
-                continue
-            md.append(f"| {p['context']} | {path} | " + " | ".join(
-                (f"{m[k + 1]['r']:.2f} ({m[k + 1]['r_bound']:.2f}" +
-                 (f"; {m[k + 1]['r_bound_with_compute']:.2f}" if "r_bound_with_compute" in m[k + 1] else "") + ")")
-                if k + 1 in m else "" for k in range(1, max_rows)) + " |")
-    md += ["", "Parenthesised: r_k^bound = bytes(k+1 rows) / bytes(1 row) with the routed experts actually touched "
-           "(routing probe); weights + attended latent rows (union of the rows' selections) + indexer keys. "
-           "After the semicolon (where measured): r_k^bound+compute, the same bytes plus the k extra rows' "
-           "multiply-adds at the measured Linear rate (bytes(L)/BW + (L-1) x MACs per row / MAC rate, over "
-           "bytes(1)/BW)" + (f"; MAC rate {data['mac_rate']['macs_per_second'] / 1e9:.1f} GMAC/s"
-                             if data.get("mac_rate") else "") + ".", ""]
-
-    md += findings_section(data, points, k_top)
-    return "\n".join(md)
+    return render("tradeoff.md.j2", data=data, date=date, command=command or data["run"]["command"],
+                  folder=data_dir.relative_to(out), cfg=data["bench_model"]["config"], k_top=k_top, bw=bw, bw_end=bw_end,
+                  bw_change=bandwidth_change(bw, bw_end), memory=memory(points), components=COMPONENTS, paths=PATHS,
+                  t1=[(p, by_rows(p, p["t1_path"])[1]["components"]) for p in points],
+                  dense_at=[p["context"] for p in points if p["paths"].get("dense")], max_rows=max_rows,
+                  rk=[(p["context"], path, by_rows(p, path)) for p in points for path in PATHS
+                      if len(by_rows(p, path)) >= 2],
+                  verify=verify_findings(data, points, k_top), predictions=prediction_findings(points),
+                  trained=trained_findings(data, points, k_top), auto=auto_findings(points, data.get("trained")),
+                  e2e=[(p["context"], [(e, predicted_for(p, e["label"])) for e in p["e2e"]]) for p in points],
+                  probes=probe_findings(points), budget=EXPLORATION_BUDGET)
 
 
-def memory_lines(points: list[dict]) -> list[str]:
-    """The process's memory while every context's caches were alive (absent from older JSON)."""
-    memory = points[0].get("memory_after_cost_rounds") if points else None
-    if not memory or "rss_mib" not in memory:
-        return []
-    huge = memory.get("anon_huge_mib", 0.0)
-    return [f"- Memory after the cost rounds (weights and every context's caches): {memory['rss_mib']:.0f} MiB "
-            f"resident, {huge:.0f} MiB of it ({100 * huge / max(memory['rss_mib'], 1e-9):.0f}%) on transparent "
-            "huge pages (the gather path reads scattered cache rows: on 4 KiB pages each costs a page walk)."]
-
-
-def findings_section(data: dict, points: list[dict], k_top: int) -> list[str]:
-    md = ["## Findings", ""]
+def verify_findings(data: dict, points: list[dict], k_top: int) -> dict:
+    """The verify's findings: the gather path's attention against N beyond K, r_k against its bytes
+    bound (and with the extra rows' multiply-adds) on the default path, the compute floor, and the cost
+    of each extra verify row by component at the largest L."""
     sparse = [p for p in points if p["context"] > k_top]
     att = {p["context"]: by_rows(p, "gather")[1]["components"] for p in sparse}
-    if att:
-        a = [v["attention"] for v in att.values()]
-        ratio = max(a) / min(a)
-        md.append("- Gather-path attention against N beyond K (L=1): attention ms " + ", ".join(f"N={n}: {1e3 * v['attention']:.2f}" for n, v in att.items())
-                  + f" (max/min {ratio:.2f}).")
-        for L in (3, 5):
-            aL = {p["context"]: by_rows(p, "gather")[L]["components"]["attention"] for p in sparse
-                  if L in by_rows(p, "gather")}
-            if aL:
-                md.append(f"  - at L={L}: " + ", ".join(f"N={n}: {1e3 * v:.2f}" for n, v in aL.items())
-                          + f" ms (max/min {max(aL.values()) / min(aL.values()):.2f}).")
-        md.append("  - top-k selection ms: " + ", ".join(f"N={n}: {1e3 * v['topk']:.2f}" for n, v in att.items())
-                  + "; indexer scoring ms (O(N) by design): "
-                  + ", ".join(f"N={n}: {1e3 * v['indexer']:.2f}" for n, v in att.items()) + ".")
-    worst, checked, fails = 0.0, 0, []
+    by_L = [(L, {p["context"]: by_rows(p, "gather")[L]["components"]["attention"] for p in sparse
+                 if L in by_rows(p, "gather")}) for L in (3, 5)]
+    checked, fails = [], []
     for p in sparse:
         for k in range(1, 8):
             e = by_rows(p, default_path(p, k + 1)).get(k + 1)
-            if e is None:
-                continue
-            q = e["r"] / e["r_bound"]
-            checked += 1
-            worst = max(worst, q)
-            if q > 1.1:
-                fails.append(f"N={p['context']} k={k}: {e['r']:.2f} vs {e['r_bound']:.2f}")
-    md.append(f"- r_k against the bytes bound r_k^bound (default path, N > K, {checked} points): worst "
-              f"r_k / r_k^bound = {worst:.2f}; {checked - len(fails)} of {checked} within 1.1x"
-              + (f"; above it: {'; '.join(fails[:8])}" if fails else "") + ".")
-    md += compute_floor_lines(data, sparse)
+            if e is not None:
+                checked.append(e["r"] / e["r_bound"])
+                if e["r"] / e["r_bound"] > 1.1:
+                    fails.append((p["context"], k, e))
     with_compute = [by_rows(p, default_path(p, k + 1)).get(k + 1) for p in sparse for k in range(1, 8)]
-    with_compute = [e for e in with_compute if e is not None and "r_bound_with_compute" in e]
-    if with_compute:
-        q = [e["r"] / e["r_bound_with_compute"] for e in with_compute]
-        md.append(f"  - against bytes plus the extra rows' multiply-adds (r_k^bound+compute, to "
-                  f"show where the rest goes): r_k / r_k^bound+compute in [{min(q):.2f}, {max(q):.2f}], "
-                  f"{sum(1 for x in q if x <= 1.1)}/{len(q)} points within 1.1x. On this CPU an extra verify row "
-                  "costs its multiply-adds (weights, absorbed attention over K keys, indexer scoring) on top of "
-                  "the bytes: a bf16 GEMV turns compute-bound after a few rows.")
-    md += ["", "  Cost of each extra verify row, (Tv(L) - T1) / (L - 1) at the largest L on the default path, by "
-           "component (ms), next to what the bytes bound allows per extra row:", "",
-           "  | N | L | total | bytes bound | " + " | ".join(COMPONENTS) + " |",
-           "  |---|---|---|---|" + "---|" * len(COMPONENTS)]
+    per_row = []
     for p in points:
         m = by_rows(p, "gather" if p["context"] >= k_top else "dense")
         L = max(m)
-        if L < 2:
-            continue
-        one = by_rows(p, p["t1_path"])[1]
-        per = lambda a, b: 1e3 * (a - b) / (L - 1)  # noqa: E731
-        md.append(f"  | {p['context']} | {L} | {per(m[L]['seconds'], one['seconds']):.2f} | "
-                  f"{per(m[L]['bound_seconds'], one['bound_seconds']):.2f} | "
-                  + " | ".join(f"{per(m[L]['components'][c], one['components'][c]):.2f}" for c in COMPONENTS) + " |")
-    md.append("")
+        if L >= 2:
+            one = by_rows(p, p["t1_path"])[1]
+            per = lambda a, b: 1e3 * (a - b) / (L - 1)  # noqa: E731
+            per_row.append((p["context"], L, per(m[L]["seconds"], one["seconds"]),
+                            per(m[L]["bound_seconds"], one["bound_seconds"]),
+                            [per(m[L]["components"][c], one["components"][c]) for c in COMPONENTS]))
+    return {"attention": att, "by_L": [(L, a) for L, a in by_L if a], "checked": len(checked),
+            "worst": max(checked, default=0.0), "fails": fails, "floor": compute_floor(data, sparse),
+            "with_compute": [e["r"] / e["r_bound_with_compute"] for e in with_compute
+                             if e is not None and "r_bound_with_compute" in e], "per_row": per_row}
+
+
+def prediction_findings(points: list[dict]) -> dict:
+    """Measured against predicted speedup (SYNTHETIC acceptance) for every fixed k: against the
+    prediction from the rates, against the cost model with the acceptance length the run realised, and
+    against the simpler E[L] / (r_k + k c) where the run recorded it."""
     ratios = []
     for p in points:
         # The cycle cost the prediction charges: r_k plus the draft as the engine runs it (extend of
@@ -398,57 +309,40 @@ def findings_section(data: dict, points: list[dict], k_top: int) -> list[str]:
             pred = predicted_for(p, e["label"])
             if e["label"].startswith("k=") and pred:
                 k = int(e["label"][2:])
-                realised = e["mean_acceptance_length"] / cost[k]
-                ratios.append((p["context"], e["label"], e["speedup"], pred, e["speedup"] / pred,
-                               e["speedup"] / realised, simple.get(k)))
-    bad = [r for r in ratios if r[4] < 0.9]
-    bad_cost = [r for r in ratios if r[5] < 0.9]
-    md.append(f"- Measured / predicted speedup (SYNTHETIC acceptance, {len(ratios)} points): with E[L] from the rates "
-              f"{len(ratios) - len(bad)}/{len(ratios)} at >= 0.9, worst "
-              f"{min(r[4] for r in ratios):.2f}; for the cost model alone, i.e. with the "
-              f"acceptance length each run realised, {len(ratios) - len(bad_cost)}/{len(ratios)} at >= 0.9, worst "
-              f"{min(r[5] for r in ratios):.2f}. Measured/predicted (rates; realised): "
-              + "; ".join(f"N={n} {lab}: {m:.2f}/{pr:.2f} = {q:.2f}; {q2:.2f}" for n, lab, m, pr, q, q2, _ in ratios) + ".")
-    with_simple = [r for r in ratios if r[6]]
-    if with_simple:
-        bad_simple = [r for r in with_simple if r[2] / r[6] < 0.9]
-        md.append(f"  - against the simpler formula E[L] / (r_k + k c) (one MTP step per draft): "
-                  f"{len(with_simple) - len(bad_simple)}/{len(with_simple)} at >= 0.9, worst "
-                  f"{min(r[2] / r[6] for r in with_simple):.2f}.")
+                ratios.append({"n": p["context"], "label": e["label"], "measured": e["speedup"], "predicted": pred,
+                               "rates": e["speedup"] / pred,
+                               "realised": e["speedup"] / (e["mean_acceptance_length"] / cost[k]),
+                               "simple": e["speedup"] / simple[k] if simple.get(k) else None})
+    return {"ratios": ratios, "simple": [r["simple"] for r in ratios if r["simple"] is not None]}
+
+
+def trained_findings(data: dict, points: list[dict], k_top: int) -> dict | None:
+    """The trained model's end-to-end runs (REAL acceptance) with its median costs over windows: MTP
+    k = 2 against plain and the most k = 2 could give with a free verify and one at its bytes bound;
+    each k's speedup as E[L] / (r_k + k c) predicts it; and the bench model's k = 2 reading."""
     trained = data.get("trained")
-    if trained:
-        merged = {e["label"]: e for e in trained["e2e_merged"]}
-        k2 = merged.get("k=2")
-        tp = trained["points"]
-        c = np.median([p["mtp_step"]["c"] for p in tp])
-        ks = [k for k in range(1, 6) if all(k + 1 in by_rows(p, "gather") for p in tp)]
-        rk = {k: float(np.median([by_rows(p, "gather")[k + 1]["r"] for p in tp])) for k in ks}
-        rb = {k: float(np.median([by_rows(p, "gather")[k + 1]["r_bound"] for p in tp])) for k in ks}
-        if k2:
-            el = k2["mean_acceptance_length"]
-            md.append(f"- Trained model `{trained['dir']}`, N={trained['context']} (8 x K), REAL acceptance "
-                      f"(sampler-equality, T=0), {trained['windows']} windows: MTP k=2 "
-                      f"{k2['tokens_per_second']:.1f} tok/s vs plain {merged['plain']['tokens_per_second']:.1f} tok/s "
-                      f"= {k2['speedup']:.2f}x; mean acceptance "
-                      f"length {el:.2f}. Even a free verify (r_2 = 1) would give at most "
-                      f"E[L] / (1 + 2c) = {speedup_ceiling(el, 2, c):.2f}x at this "
-                      f"acceptance and draft cost (c = {c:.3f})"
-                      + (f"; a verify at its bytes bound (r_2 = {rb[2]:.2f}) would give "
-                         f"{speedup_ceiling(el, 2, c, rb[2]):.2f}x" if 2 in rb else "") + ".")
-        md += bench_model_k2_lines(points, k_top)
-        t1 = np.median([p["t1_seconds"] for p in tp])
-        md += ["", f"  Trained model costs (medians over windows): T1 = {1e3 * t1:.2f} ms, c = {c:.3f}, r_k (bound) = "
-               + ", ".join(f"k={k}: {rk[k]:.2f} ({rb[k]:.2f})" for k in rk) + "." + timing_note(trained), "",
-               "  | trained, N=%d | tok/s | speedup | mean acc. length | predicted E[L]/(r_k+k c) |" % trained["context"],
-               "  |---|---|---|---|---|"]
-        for e in trained["e2e_merged"]:
-            pred = ""
-            if e["label"].startswith("k=") and int(e["label"][2:]) in rk:
-                k = int(e["label"][2:])
-                pred = f"{e['mean_acceptance_length'] / (rk[k] + k * c):.2f}"
-            md.append(f"  | {e['label']} | {e['tokens_per_second']:.1f} | {e['speedup']:.2f} | "
-                      f"{e['mean_acceptance_length']:.2f} | {pred} |")
-        md.append("")
+    if not trained:
+        return None
+    tp = trained["points"]
+    c = float(np.median([p["mtp_step"]["c"] for p in tp]))
+    ks = [k for k in range(1, 6) if all(k + 1 in by_rows(p, "gather") for p in tp)]
+    rk = {k: float(np.median([by_rows(p, "gather")[k + 1]["r"] for p in tp])) for k in ks}
+    rb = {k: float(np.median([by_rows(p, "gather")[k + 1]["r_bound"] for p in tp])) for k in ks}
+    merged = {e["label"]: e for e in trained["e2e_merged"]}
+    k2 = merged.get("k=2")
+    rows = []
+    for e in trained["e2e_merged"]:
+        k = int(e["label"][2:]) if e["label"].startswith("k=") else None
+        rows.append((e, e["mean_acceptance_length"] / (rk[k] + k * c) if k in rk else None))
+    return {"run": trained, "k2": k2, "plain": merged.get("plain"), "c": c, "rk": rk, "rb": rb, "rows": rows,
+            "free": speedup_ceiling(k2["mean_acceptance_length"], 2, c) if k2 else None,
+            "at_bound": speedup_ceiling(k2["mean_acceptance_length"], 2, c, rb[2]) if k2 and 2 in rb else None,
+            "t1": float(np.median([p["t1_seconds"] for p in tp])), "bench_k2": bench_model_k2(points, k_top)}
+
+
+def auto_findings(points: list[dict], trained: dict | None) -> dict:
+    """--k auto against plain: per N (and the trained model) the totals with the A/A control, and where
+    the runs are paired, the paired reading of a fresh and of a carried controller."""
     def speedup_of(entries: list, label: str) -> float | None:
         return next((e["speedup"] for e in entries if e["label"] == label), None)
 
@@ -458,59 +352,23 @@ def findings_section(data: dict, points: list[dict], k_top: int) -> list[str]:
         autos.append((f"trained {trained['context']}", speedup_of(trained["e2e_merged"], "auto"),
                       speedup_of(trained["e2e_merged"], PLAIN_CONTROL)))
     controls = [c for _, _, c in autos if c is not None]
-    paired = paired_auto_runs(points, trained)
-    if paired:
-        # Paired repetitions: each one ran plain, auto and the A/A control back to back (rotated), so
-        # auto is read against the mean of that repetition's two plain runs, and the typical A/A
-        # deviation |A/A / plain - 1| (median over repetitions, capped at 2%) is the noise it may lie
-        # below 1. The medians keep one disturbed repetition from deciding.
-        md.append("- --k auto against plain (a fresh controller per request; paired repetitions: median of auto / mean "
-                  "of the repetition's plain and A/A runs, next to the median A/A deviation): " + paired_reading(paired)
-                  + ".")
-        carried = paired_auto_runs(points, trained, AUTO_CARRIED)
-        if carried:
-            md.append("  - with one controller carried across each context's runs (`auto (carried)`, as a server keeps "
-                      "it; read the same way): " + paired_reading(carried) + ".")
-        md.append("  - totals over the runs of the table below: " + ", ".join(
-            f"N={n}: {s:.3f}x (A/A {c:.3f}x)" for n, s, c in autos) + f". The controller may spend "
-            f"{100 * EXPLORATION_BUDGET:.0f}% of a request's decode time on probes (spec/adaptive_k.h).")
-    elif controls:
-        # The A/A control (plain run twice, interleaved) measures the noise: auto passes when it is no
-        # further below plain than plain's own second run strays from the first, and at most 2% below.
-        noise = max(abs(c - 1.0) for c in controls)
-        md.append(f"- --k auto against plain (the A/A noise, the largest |plain (A/A) / plain - 1| in this run, is "
-                  f"{100 * noise:.1f}%): " + ", ".join(f"N={n}: {s:.3f}x (A/A {c:.3f}x)" for n, s, c in autos) + ".")
-        md.append(f"  - the controller may spend {100 * EXPLORATION_BUDGET:.0f}% of a request's decode time on probes "
-                  "(spec/adaptive_k.h): where no draft length pays, auto is by design up to that budget slower "
-                  "than plain.")
-    else:
-        md.append("- --k auto against plain: " + ", ".join(f"N={n}: {s:.2f}x" for n, s, _ in autos) + ".")
-    md += ["", "### End-to-end (bench model, SYNTHETIC acceptance): tokens/s and speedup", "",
-           "| N | " + " | ".join(e["label"] for e in points[0]["e2e"]) + " |", "|---|" + "---|" * len(points[0]["e2e"])]
-    for p in points:
-        md.append(f"| {p['context']} | " + " | ".join(
-            f"{e['tokens_per_second']:.2f} ({e['speedup']:.2f}x" +
-            (f", pred {predicted_for(p, e['label']):.2f}" if predicted_for(p, e['label']) else "") + ")"
-            for e in p["e2e"]) + " |")
-    md += ["", "Every drafting column uses the MtpDrafter as Generate gets it: it extends its cache over the prompt "
-           "at the prefill's Observe (outside the steady-state window) and over each cycle's committed rows at "
-           "Observe; `pred` is E[L] / (r_k + draft), with the draft charged as the drafter runs it (extend of m + 1 "
-           "rows, head, k - 1 chained steps).", ""]
-    probe_lines = []
+    return {"totals": autos, "noise": max((abs(c - 1.0) for c in controls), default=None),
+            "paired": paired_summary(paired_auto_runs(points, trained)),
+            "carried": paired_summary(paired_auto_runs(points, trained, AUTO_CARRIED))}
+
+
+def probe_findings(points: list[dict]) -> list[dict]:
+    """Adaptive k's decisions per N and controller, with its plain steps' verify time against plain's
+    and the A/A control's where the run recorded them."""
+    out = []
     for p in points:
         for e in p["e2e"]:
             if e["label"] in ("auto", AUTO_CARRIED) and "probe_decisions" in e:
-                label = e["label"]
-                line = f"N={p['context']} {label}: k used {e['k_decisions']}, probes {e['probe_decisions']}"
-                steps = {x["label"]: plain_step_ms(x) for x in p["e2e"] if x["label"] in ("plain", PLAIN_CONTROL, label)}
-                if all(v is not None for v in steps.values()) and len(steps) == 3:
-                    line += (f"; a plain step's verify took {steps[label]:.2f} ms in {label} against "
-                             f"{steps['plain']:.2f} ms in plain ({steps[PLAIN_CONTROL]:.2f} ms in the A/A control)")
-                probe_lines.append(line)
-    if probe_lines:
-        md += ["Adaptive-k decisions (verify steps by k, summed over repetitions; probes by k): "
-               + "; ".join(probe_lines) + ".", ""]
-    return md
+                steps = {x["label"]: plain_step_ms(x) for x in p["e2e"]
+                         if x["label"] in ("plain", PLAIN_CONTROL, e["label"])}
+                complete = all(v is not None for v in steps.values()) and len(steps) == 3
+                out.append({"n": p["context"], "entry": e, "steps": steps if complete else None})
+    return out
 
 
 def plain_step_ms(entry: dict) -> float | None:

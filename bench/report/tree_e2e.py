@@ -4,15 +4,19 @@
   rank, the table that SYNTHETIC tree acceptance (AcceptTreeSynthetic) draws with;
 * e2e_section: the bench model decoding with those rates imposed (bench/tree_bench --e2e-from),
   measured speedup against the one the cost model predicts from the same run's costs;
+* trees_against_chains: the best tree against the chain at equal L, in acceptance and speed;
 * plots: accepted length against L, and predicted and measured speedup on the bench model.
+
+The page's text is templates/tree.md.j2.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
+
+from results_page import spread
 
 # One cycle's widths per depth and the projected speedup (tree_report's own, passed in to keep
 # one definition of each).
@@ -69,72 +73,49 @@ def predicted(entry: Dict[str, Any], cost: Dict[str, Any], project: Projection) 
                     "mean_acceptance_length": entry["mean_acceptance_length"]}, cost)
 
 
-def e2e_section(points: List[Dict[str, Any]], costs: List[Dict[str, Any]], source: Dict[str, Any],
-                command: str, project: Projection) -> List[str]:
-    """The report's section on the bench model's measured speedups."""
+def e2e_section(points: List[Dict[str, Any]], costs: List[Dict[str, Any]], project: Projection) -> Dict[str, Any] | None:
+    """The bench model's measured speedups: per context each L's chain and tree with the predicted
+    speedup, where trees are the faster and the fastest of each; and measured / predicted over all."""
     if not points:
-        return []
+        return None
     by_context = {c["context"]: c for c in costs}
-    lines = ["\n## Measured on the bench model, SYNTHETIC acceptance at the trained model's rates\n",
-             f"Made by `{command}` in the same run as the costs below. The bench model's random weights accept "
-             "nothing, so every cycle accepts by SYNTHETIC acceptance (benchmarks only): at a node reached at depth "
-             "d, its child of sibling rank r is accepted with the conditional rate the trained model showed for the "
-             f"same shape at that depth and rank (mode \"{source.get('mode', '?')}\" of the runs above). The drafter, "
-             "the tree verify, the kept path and the drafter's extend are the real ones. For each L the chain and "
-             "the static tree of highest trained AL run, interleaved with plain decoding and its repeat (A/A), "
-             "each for the same new tokens after a prompt of N tokens. AL here is measured in this run (trained AL "
-             "in brackets); predicted is AL / (r(L) + Σ d(w)) with this run's r and d; measured is tokens/s over "
-             "plain's.\n"]
     ratios: List[float] = []
-    best_lines: List[str] = []
+    tables, notes = [], []  # notes: where trees are the faster, and the fastest chain and tree, per context
     for point in points:
         cost = by_context.get(point["context"])
         if cost is None:
             continue
-        lines.append(f"\n### N = {point['context']} (plain {point['plain_tokens_per_second']:.1f} tokens/s, "
-                     f"A/A {point['plain_control_ratio']:.3f})\n")
-        lines.append("| L | chain AL | predicted | measured | tree | its AL | predicted | measured |")
-        lines.append("|---|---|---|---|---|---|---|---|")
         entries = point["configs"]
-        best: Dict[str, Any] = {}
+        rows, best = [], {}
         for L in sorted({e["rows"] for e in entries}):
-            chain = next((e for e in entries if e["rows"] == L and e["kind"] == "chain"), None)
-            tree = next((e for e in entries if e["rows"] == L and e["kind"] != "chain"), None)
             cells = []
-            for e in (chain, tree):
-                if e is None:
-                    cells.append(("-", "-", "-", "-"))
-                    continue
-                p = predicted(e, cost, project)
-                ratios.append(e["speedup"] / p)
-                kind = "chain" if e["kind"] == "chain" else "tree"
-                if e["speedup"] > best.get(kind, {}).get("speedup", 0.0):
-                    best[kind] = e
-                cells.append((e["shape"], f"{e['mean_acceptance_length']:.3f} ({e['source_acceptance_length']:.3f})",
-                              f"{p:.3f}", f"{e['speedup']:.3f}"))
-            (_, c_al, c_p, c_m), (t_shape, t_al, t_p, t_m) = cells
-            lines.append(f"| {L} | {c_al} | {c_p} | {c_m} | {t_shape} | {t_al} | {t_p} | {t_m} |")
+            for kind in ("chain", "tree"):
+                e = next((e for e in entries if e["rows"] == L and (e["kind"] == "chain") == (kind == "chain")), None)
+                if e is not None:
+                    p = predicted(e, cost, project)
+                    ratios.append(e["speedup"] / p)
+                    if e["speedup"] > best.get(kind, {}).get("speedup", 0.0):
+                        best[kind] = e
+                cells.append((e, p if e is not None else None))
+            rows.append((L, cells))
+        def speed(L: int, chain: bool) -> float | None:  # the fastest chain's or tree's speedup at L
+            return max((e["speedup"] for e in entries if e["rows"] == L and (e["kind"] == "chain") == chain),
+                       default=None)
+
         faster = [L for L in sorted({e["rows"] for e in entries})
-                  if any(e["rows"] == L and e["kind"] != "chain" for e in entries)
-                  and max(e["speedup"] for e in entries if e["rows"] == L and e["kind"] != "chain")
-                  > max(e["speedup"] for e in entries if e["rows"] == L and e["kind"] == "chain")]
+                  if speed(L, False) is not None and speed(L, False) > speed(L, True)]
+        tables.append({"point": point, "rows": rows})
         if faster:
-            best_lines.append(f"N = {point['context']}: at equal L the tree is the faster at L = "
-                              f"{', '.join(map(str, faster))}")
+            notes.append({"context": point["context"], "faster": faster})
         if "chain" in best and "tree" in best:
-            bc, bt = best["chain"], best["tree"]
-            best_lines.append(f"N = {point['context']}: the fastest chain {bc['shape']} {bc['speedup']:.3f}, the fastest "
-                              f"tree {bt['shape']} (L = {bt['rows']}) {bt['speedup']:.3f}")
-    if ratios:
-        lines.insert(2, f"Measured / predicted over every chain and tree: median {statistics.median(ratios):.3f}, "
-                        f"from {min(ratios):.3f} to {max(ratios):.3f} ({len(ratios)} runs). "
-                        + "; ".join(best_lines) + ".\n")
-    return lines
+            notes.append({"context": point["context"], "chain": best["chain"], "tree": best["tree"]})
+    return {"tables": tables, "ratios": spread(ratios) if ratios else None, "notes": notes}
 
 
 def plots(out: Path, results: List[Dict[str, Any]], points: List[Dict[str, Any]], costs: List[Dict[str, Any]],
-          modes: List[str], mode_of: Callable[[Dict[str, Any]], str], project: Projection) -> List[str]:
-    """Writes the figures into out/tree-data and returns the report's lines that show them."""
+          modes: List[str], mode_of: Callable[[Dict[str, Any]], str], project: Projection) -> List[Tuple[str, str]]:
+    """Writes the figures into out/tree-data and returns each one's (caption, file); none without
+    matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -142,7 +123,7 @@ def plots(out: Path, results: List[Dict[str, Any]], points: List[Dict[str, Any]]
     except ImportError:
         return []
     data = out / "tree-data"
-    lines = ["\n## Plots\n"]
+    figures = []
     fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.8), squeeze=False)
     for ax, mode in zip(axes[0], modes):
         at = [r for r in results if mode_of(r) == mode and r["rows"] > 1]
@@ -164,7 +145,7 @@ def plots(out: Path, results: List[Dict[str, Any]], points: List[Dict[str, Any]]
     fig.tight_layout()
     fig.savefig(data / "al_vs_rows.png", dpi=110)
     plt.close(fig)
-    lines.append("![Accepted length against verify rows](tree-data/al_vs_rows.png)\n")
+    figures.append(("Accepted length against verify rows", "al_vs_rows.png"))
     by_context = {c["context"]: c for c in costs}
     shown = [p for p in points if p["context"] in by_context]
     if shown:
@@ -189,8 +170,8 @@ def plots(out: Path, results: List[Dict[str, Any]], points: List[Dict[str, Any]]
         fig.tight_layout()
         fig.savefig(data / "speedup_bench_model.png", dpi=110)
         plt.close(fig)
-        lines.append("![Predicted and measured speedup on the bench model](tree-data/speedup_bench_model.png)\n")
-    return lines
+        figures.append(("Predicted and measured speedup on the bench model", "speedup_bench_model.png"))
+    return figures
 
 
 def branches(run: Dict[str, Any]) -> bool:
@@ -202,61 +183,48 @@ def branches(run: Dict[str, Any]) -> bool:
     return run["kind"] == "dynamic" and int(run["shape"].split("=")[1]) > 1
 
 
-def tree_chain_lines(results: List[Dict[str, Any]], points: List[Dict[str, Any]], costs: List[Dict[str, Any]],
-               modes: List[str], mode_of: Callable[[Dict[str, Any]], str], project: Projection) -> List[str]:
+def trees_against_chains(results: List[Dict[str, Any]], points: List[Dict[str, Any]], costs: List[Dict[str, Any]],
+                         modes: List[str], mode_of: Callable[[Dict[str, Any]], str], project: Projection) -> Dict[str, Any]:
     """Trees against chains: at each equal verify budget L >= 4 the best tree's AL over the chain's on
-    the trained model, and the fastest tree's measured end-to-end speedup against the fastest chain's
-    (only trees that can branch count, `branches`)."""
-    lines = ["\n## Trees against chains\n"]
+    the trained model, and the fastest tree's measured speedup against the fastest chain's on the
+    trained model and end to end on the bench model, with the cycle's cost in plain steps where the
+    tree is not the faster (only trees that can branch count, `branches`)."""
+    gains = []
     for mode in modes:
         at = [r for r in results if mode_of(r) == mode and r["rows"] >= 4]
-        gains = []
+        by_L = []
         for L in sorted({r["rows"] for r in at}):
             chain = next((r for r in at if r["rows"] == L and r["kind"] == "chain"), None)
             trees = [r for r in at if r["rows"] == L and r["kind"] != "chain"]
             if chain and trees:
                 best = max(trees, key=lambda r: r["mean_acceptance_length"])
-                gains.append((best["mean_acceptance_length"] / chain["mean_acceptance_length"], L, best))
-        if not gains:
-            continue
-        top = max(gains, key=lambda g: g[0])
-        lines.append(f"- Accepted length, {mode}: the best tree over the chain at the same L: "
-                     + ", ".join(f"L = {g[1]} {g[0]:.3f}x" for g in gains)
-                     + f" (largest {top[0]:.3f}x, {top[2]['shape']} at L = {top[1]}).")
+                by_L.append((best["mean_acceptance_length"] / chain["mean_acceptance_length"], L, best))
+        if by_L:
+            gains.append((mode, by_L, max(by_L, key=lambda g: g[0])))
+    trained = []
     for mode in modes:
         runs = [r for r in results if mode_of(r) == mode and r["rows"] > 1]
         temperature = runs[0]["temperature"] if runs else None
         plain = next((r for r in results if r["kind"] == "plain" and r["temperature"] == temperature), None)
         chains = [r for r in runs if r["kind"] == "chain"]
         trees = [r for r in runs if r["kind"] != "chain" and branches(r)]
-        if plain is None or not chains or not trees:
-            continue
-        speed = lambda r: plain["seconds_per_token"] / r["seconds_per_token"]  # noqa: E731
-        bc, bt = max(chains, key=speed), max(trees, key=speed)
-        close = abs(speed(bt) / speed(bc) - 1) < 0.02  # one run on a shared machine does not separate them
-        lines.append(f"- Measured speedup on the trained model, {mode}: "
-                     f"the fastest tree {bt['shape']} (L = {bt['rows']}) {speed(bt):.3f}x against the fastest chain "
-                     f"{bc['shape']} {speed(bc):.3f}x plain"
-                     + (" (both slower than plain decoding)" if max(speed(bt), speed(bc)) < 1 else "")
-                     + ("; the two are within 2% of each other, which one run on a shared machine does not "
-                        "separate." if close else "."))
+        if plain is not None and chains and trees:
+            speed = lambda r: plain["seconds_per_token"] / r["seconds_per_token"]  # noqa: E731
+            bc, bt = max(chains, key=speed), max(trees, key=speed)
+            trained.append({"mode": mode, "chain": bc, "tree": bt, "chain_speed": speed(bc), "tree_speed": speed(bt),
+                            # one run on a shared machine does not separate two within 2%
+                            "close": abs(speed(bt) / speed(bc) - 1) < 0.02})
+    bench = []
     for point in points:
         chains = [e for e in point["configs"] if e["kind"] == "chain"]
         trees = [e for e in point["configs"] if e["kind"] != "chain" and branches(e)]
         if not chains or not trees:
             continue
-        bc = max(chains, key=lambda e: e["speedup"])
-        bt = max(trees, key=lambda e: e["speedup"])
-        lines.append(f"- Measured speedup on the bench model at N = {point['context']} (SYNTHETIC acceptance at the "
-                     f"trained rates): the fastest tree {bt['shape']} (L = {bt['rows']}) "
-                     f"{bt['speedup']:.3f}x against the fastest chain {bc['shape']} {bc['speedup']:.3f}x plain.")
+        bc, bt = max(chains, key=lambda e: e["speedup"]), max(trees, key=lambda e: e["speedup"])
         cost = next((c for c in costs if c["context"] == point["context"]), None)
-        if bt["speedup"] <= bc["speedup"] and cost is not None:
-            def spent(e: Dict[str, Any]) -> float:  # plain steps per cycle: r(L) + the draft depths
-                return e["mean_acceptance_length"] / predicted(e, cost, project)
-            lines.append(f"  Why, in this run's measured parts: the tree accepts {bt['mean_acceptance_length']:.3f} "
-                         f"tokens per cycle ({bt['mean_acceptance_length'] / bc['mean_acceptance_length']:.2f}x the chain's "
-                         f"{bc['mean_acceptance_length']:.3f}) and its cycle costs "
-                         f"{spent(bt):.2f} plain steps (verify r({bt['rows']}) and its draft depths) against "
-                         f"{spent(bc):.2f} ({spent(bt) / spent(bc):.2f}x).")
-    return lines
+        # Where the tree is not the faster: each one's plain steps per cycle, r(L) and the draft depths.
+        spent = ({id(e): e["mean_acceptance_length"] / predicted(e, cost, project) for e in (bc, bt)}
+                 if bt["speedup"] <= bc["speedup"] and cost is not None else None)
+        bench.append({"context": point["context"], "chain": bc, "tree": bt,
+                      "spent": (spent[id(bt)], spent[id(bc)]) if spent else None})
+    return {"gains": gains, "trained": trained, "bench": bench}

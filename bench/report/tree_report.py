@@ -30,6 +30,8 @@ SYNTHETIC acceptance to measure real cycles at its costs. The whole page, in ord
   build/pyenv/bin/python bench/report/tree_report.py --json build/results/tree.json
   build/release/bench/tree_bench --e2e-from build/results/tree.json --json build/results/tree_costs.json
   build/pyenv/bin/python bench/report/tree_report.py --from-json build/results/tree.json --out docs/results
+
+The page's text and tables are templates/tree.md.j2.
 """
 
 from __future__ import annotations
@@ -47,16 +49,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tree_e2e  # noqa: E402
+from results_page import render, write_page  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def nodes_of(branching: Tuple[int, ...]) -> int:
-    total, width = 0, 1
-    for b in branching:
-        width *= b
-        total += width
-    return total
 
 
 def static_shapes(nodes: int, max_depth: int = 6, max_branch: int = 4) -> List[Tuple[int, ...]]:
@@ -296,101 +291,101 @@ def modes_of(results: List[Dict[str, Any]]) -> List[str]:
     return seen
 
 
-def findings(results: List[Dict[str, Any]], costs: List[Dict[str, Any]]) -> List[str]:
-    """The page's summary, computed from the tables below it."""
-    lines = ["\n## Findings\n"]
+def al(r: Dict[str, Any]) -> float:
+    return r["mean_acceptance_length"]
+
+
+def chain_findings(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Per mode: where the chain's AL stops growing, the best tree at the largest L against the chain,
+    and the L from which every best tree beats the chain by more than 1% (None if none)."""
+    out = []
     for mode in modes_of(results):
         rows = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
         by_L: Dict[int, Tuple[float, Dict[str, Any]]] = {}
         for L in sorted({r["rows"] for r in rows}):
             at = [r for r in rows if r["rows"] == L]
-            chain = next(r for r in at if r["kind"] == "chain")
             trees = [r for r in at if r["kind"] != "chain"]
-            if not trees:  # L = 2 with sampled drafts: only the chain (the one-node tree is the chain)
-                continue
-            best = max(trees, key=lambda r: r["mean_acceptance_length"])
-            by_L[L] = (chain["mean_acceptance_length"], best)
+            if trees:  # L = 2 with sampled drafts has only the chain (the one-node tree is the chain)
+                by_L[L] = (al(next(r for r in at if r["kind"] == "chain")), max(trees, key=al))
         top_L = max(by_L)
-        chain_top, best_top = by_L[top_L]
         chain_peak = max(v[0] for v in by_L.values())
-        saturates = min(L for L, v in by_L.items() if v[0] >= chain_peak - 1e-9)
-        crossover = next((L for L, v in by_L.items() if v[1]["mean_acceptance_length"] > 1.01 * v[0]
-                          and all(w[1]["mean_acceptance_length"] > 1.01 * w[0] for M, w in by_L.items() if M >= L)),
-                         None)
-        label = best_top["shape"] if best_top["kind"] == "dynamic" else f"tree {best_top['shape']}"
-        lines.append(f"- {mode}: the chain's AL stops growing at {chain_peak:.3f} from L = {saturates}; "
-                     f"at L = {top_L} the best tree ({label}) reaches {best_top['mean_acceptance_length']:.3f}, "
-                     f"{best_top['mean_acceptance_length'] / chain_top:.2f} times the chain"
-                     + (f"; trees beat the chain by more than 1% from L = {crossover} on." if crossover else "."))
+        crossover = next((L for L, v in by_L.items() if al(v[1]) > 1.01 * v[0]
+                          and all(al(w[1]) > 1.01 * w[0] for M, w in by_L.items() if M >= L)), None)
+        out.append({"mode": mode, "chain_peak": chain_peak, "top_L": top_L, "best": by_L[top_L][1],
+                    "saturates": min(L for L, v in by_L.items() if v[0] >= chain_peak - 1e-9),
+                    "ratio": al(by_L[top_L][1]) / by_L[top_L][0], "crossover": crossover})
+    return out
+
+
+def sampled_findings(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Sampled drafts under rejection against the head's top tokens at the same temperature: the
+    chains' best AL and the best trees at the largest L."""
+    out = []
     for mode in modes_of(results):
         sampled = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
-        if not sampled or "sampled" not in mode:
-            continue
-        argmax_mode = mode_label(sampled[0]["temperature"], False)
-        argmax = [r for r in results if result_mode(r) == argmax_mode and r["rows"] > 1]
-        if not argmax:
+        argmax = [r for r in results if sampled and result_mode(r) == mode_label(sampled[0]["temperature"], False)
+                  and r["rows"] > 1]
+        if "sampled" not in mode or not sampled or not argmax:
             continue
         top_L = max(r["rows"] for r in sampled)
+        peak = lambda rows: max((al(r) for r in rows if r["kind"] == "chain"), default=0.0)  # noqa: E731
+        best_at = lambda rows: max((r for r in rows if r["rows"] == top_L and r["kind"] != "chain"), key=al)  # noqa: E731
+        out.append({"temperature": sampled[0]["temperature"], "chain": peak(sampled), "argmax_chain": peak(argmax),
+                    "top_L": top_L, "best": best_at(sampled), "argmax_best": best_at(argmax)})
+    return out
 
-        def peak(rows: List[Dict[str, Any]], kind: str) -> float:
-            return max(r["mean_acceptance_length"] for r in rows if r["kind"] == kind) if any(
-                r["kind"] == kind for r in rows) else 0.0
 
-        def best_at(rows: List[Dict[str, Any]], L: int) -> Dict[str, Any]:
-            return max((r for r in rows if r["rows"] == L and r["kind"] != "chain"),
-                       key=lambda r: r["mean_acceptance_length"])
-
-        b_s, b_a = best_at(sampled, top_L), best_at(argmax, top_L)
-        lines.append(f"- Sampled drafts against the head's top tokens at T = {sampled[0]['temperature']}: the chain's "
-                     f"best AL {peak(sampled, 'chain'):.3f} against {peak(argmax, 'chain'):.3f}; at L = {top_L} the "
-                     f"best tree {b_s['shape']} {b_s['mean_acceptance_length']:.3f} against {b_a['shape']} "
-                     f"{b_a['mean_acceptance_length']:.3f} ({b_s['mean_acceptance_length'] / b_a['mean_acceptance_length']:.2f} "
-                     "times): a draft drawn from q is accepted with probability sum_x min(p, q), an argmax draft "
-                     "with p(argmax q), and at T > 0 the first is the larger when q is close to p.")
-    if costs:
-        best_projection, best_run = 0.0, None
-        for r in results:
-            for c in costs:
-                if r["rows"] > 1 and r["rows"] in c["r_tree"]:
-                    projected = projected_speedup(r, c)
-                    if projected > best_projection:
-                        best_projection, best_run = projected, (r, c["context"])
-        d1 = [c["d"][1] for c in costs]
-        verdict = ("so neither trees nor chains pay there; the tables show how much of the gap trees close at each L"
-                   if best_projection < 1 else "the tables show which shapes pay at each L")
-        lines.append(f"- With the bench model's measured costs (one draft depth of one node d(1) = {min(d1):.2f} to "
-                     f"{max(d1):.2f} plain steps) the best projected speedup of any chain or tree is "
-                     f"{best_projection:.3f} ({best_run[0]['kind']} {best_run[0]['shape']}, {result_mode(best_run[0])}, "
-                     f"N = {best_run[1]}): {verdict}.")
-        for mode in modes_of(results):
-            at = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
-            best_of = {}
-            for kind in ("chain", "tree"):
-                runs = [(projected_speedup(r, c), r, c["context"]) for r in at for c in costs
-                        if (r["kind"] == "chain") == (kind == "chain") and r["rows"] in c["r_tree"]]
-                best_of[kind] = max(runs, key=lambda x: x[0]) if runs else None
-            if best_of["chain"] and best_of["tree"]:
-                (sc, rc, nc), (st, rt, nt) = best_of["chain"], best_of["tree"]
-                lines.append(f"- {mode}, projected: the best chain {sc:.3f} ({rc['shape']}, N = {nc}) against the best "
-                             f"tree {st:.3f} ({rt['shape']}, L = {rt['rows']}, N = {nt})"
-                             + ("; a tree pays more than any chain." if st > sc else
-                                "; no tree beats the best chain, since the extra rows and draft depths cost more "
-                                "than the extra accepted tokens bring."))
-        top = max(max(c["r_tree"]) for c in costs)
+def projection_findings(results: List[Dict[str, Any]], costs: List[Dict[str, Any]]) -> Dict[str, Any] | None:
+    """With the bench model's costs: the best projected speedup of any run, per mode the best chain's
+    and the best tree's, and at the largest L measured the verify's and the draft depths' costs."""
+    if not costs:
+        return None
+    best, best_run = 0.0, None
+    for r in results:
         for c in costs:
-            if top in c["r_tree"]:
-                lines.append(f"- At N = {c['context']} a verify of {top} rows costs {c['r_chain'][top]:.2f} plain steps as "
-                             f"a chain and {c['r_tree'][top]:.2f} as a tree; a draft depth over 4 nodes "
-                             f"{depth_cost(c['d'], 4):.2f} against {c['d'][1]:.2f} over one.")
-    plain_time = {r["temperature"]: r["seconds_per_token"] for r in results if r["kind"] == "plain"}
-    fastest = min((r for r in results if r["kind"] != "plain"),
-                  key=lambda r: r["seconds_per_token"] / plain_time[r["temperature"]])
-    ratio = fastest["seconds_per_token"] / plain_time[fastest["temperature"]]
-    lines.append(f"- Measured wall time per token on the trained model, relative to plain decoding: the fastest run "
-                 f"is {fastest['kind']} {fastest['shape']} at {result_mode(fastest)}, {ratio:.3f}"
-                 + (" (every chain and tree is slower than plain: this model's MTP layer and head are a large share "
-                    "of its decode step, so each draft depth costs nearly a plain step)." if ratio > 1 else "."))
-    return lines
+            if r["rows"] > 1 and r["rows"] in c["r_tree"] and projected_speedup(r, c) > best:
+                best, best_run = projected_speedup(r, c), (r, c["context"])
+    modes = []
+    for mode in modes_of(results):
+        at = [r for r in results if result_mode(r) == mode and r["rows"] > 1]
+        best_of = {}
+        for kind in ("chain", "tree"):
+            runs = [(projected_speedup(r, c), r, c["context"]) for r in at for c in costs
+                    if (r["kind"] == "chain") == (kind == "chain") and r["rows"] in c["r_tree"]]
+            best_of[kind] = max(runs, key=lambda x: x[0]) if runs else None
+        if best_of["chain"] and best_of["tree"]:
+            modes.append({"mode": mode, "chain": best_of["chain"], "tree": best_of["tree"]})
+    top = max(max(c["r_tree"]) for c in costs)
+    return {"d1": [c["d"][1] for c in costs], "best": best, "run": best_run[0], "mode": result_mode(best_run[0]),
+            "context": best_run[1], "modes": modes,
+            "top": top, "verify": [(c, depth_cost(c["d"], 4)) for c in costs if top in c["r_tree"]]}
+
+
+def mode_table(results: List[Dict[str, Any]], mode: str, costs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One mode's table per L: the chain's AL, the best static tree and the dynamic tree, the best
+    tree's AL over the chain's and the times per token relative to plain; and, with the bench model's
+    costs, the chain's and the best tree's projected speedup per context."""
+    rows = [r for r in results if result_mode(r) == mode]
+    plain = next(r for r in results if r["kind"] == "plain" and r["temperature"] == rows[0]["temperature"])
+    relative = lambda r: r["seconds_per_token"] / plain["seconds_per_token"]  # noqa: E731
+    measured, projected = [], []
+    for L in sorted({r["rows"] for r in rows if r["rows"] > 1}):
+        at = [r for r in rows if r["rows"] == L]
+        chain = next(r for r in at if r["kind"] == "chain")
+        static = [r for r in at if r["kind"] == "static"]
+        dynamic = next((r for r in at if r["kind"] == "dynamic"), None)
+        trees = static + ([dynamic] if dynamic else [])
+        best = max(trees, key=al) if trees else chain
+        measured.append({"L": L, "chain": chain, "static": max(static, key=al) if static else None, "dynamic": dynamic,
+                         "ratio": al(best) / al(chain), "time_chain": relative(chain), "time_best": relative(best)})
+        if costs and all(L in c["r_tree"] for c in costs):
+            others = [r for r in at if r["kind"] != "chain"]
+            cells = []
+            for c in costs:
+                best = max(others, key=lambda r: projected_speedup(r, c)) if others else None
+                cells.append((projected_speedup(chain, c), best, projected_speedup(best, c) if best else None))
+            projected.append((L, cells))
+    return {"mode": mode, "rows": measured, "projected": projected}
 
 
 def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
@@ -398,96 +393,18 @@ def write_report(out: Path, meta: Dict[str, Any], results: List[Dict[str, Any]],
     data = out / "tree-data"
     data.mkdir(parents=True, exist_ok=True)
     (data / "tree.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    lines = [f"# Trees against chains at an equal verify budget\n",
-             f"Made by `build/pyenv/bin/python {meta['command']}` on {meta['date']} "
-             f"({meta['machine']}). Data: `tree-data/tree.json`."
-             + (f" Page written by `build/pyenv/bin/python {meta['page_command']}`." if meta.get("page_command") else "")
-             + "\n",
-             f"Model `{meta['model']}` on {meta['windows']} windows of its held-out prose ({meta['heldout']}), "
-             f"{meta['context']} tokens of context, {meta['new_tokens']} new tokens each. L is the verify's rows "
-             "(the pending token and L - 1 drafts): the chain k = L - 1 against every static tree of L - 1 nodes with "
-             "at most 4 children per node and depth at most 6, and the dynamic tree of L - 1 nodes (expand width 4). AL is the mean "
-             "acceptance length (tokens per verify with drafts, the bonus token included). Every run with the head's "
-             "top tokens as drafts gives plain decoding's tokens; runs with sampled drafts under rejection are "
-             "lossless in distribution, not token for token (dynamic trees take argmax drafts and are not run "
-             "there). Time is wall time per generated token measured in this run, relative to plain "
-             "decoding of the same windows.\n"]
-    lines += findings(results, costs)
-    lines += tree_e2e.tree_chain_lines(results, e2e, costs, modes_of(results), result_mode, projected_speedup)
-    lines += tree_e2e.plots(out, results, e2e, costs, modes_of(results), result_mode, projected_speedup)
-    for mode in modes_of(results):
-        rows = [r for r in results if result_mode(r) == mode]
-        temperature = rows[0]["temperature"]
-        plain = next(r for r in results if r["kind"] == "plain" and r["temperature"] == temperature)
-        lines.append(f"\n## {mode}\n")
-        lines.append("| L | chain AL | best static tree | its AL | dynamic tree AL | best tree AL / chain AL | "
-                     "time per token: chain | best tree |")
-        lines.append("|---|---|---|---|---|---|---|---|")
-        for L in sorted({r["rows"] for r in rows if r["rows"] > 1}):
-            at = [r for r in rows if r["rows"] == L]
-            chain = next(r for r in at if r["kind"] == "chain")
-            static = [r for r in at if r["kind"] == "static"]
-            dynamic = next((r for r in at if r["kind"] == "dynamic"), None)
-            best_static = max(static, key=lambda r: r["mean_acceptance_length"]) if static else None
-            trees = static + ([dynamic] if dynamic else [])
-            best = max(trees, key=lambda r: r["mean_acceptance_length"]) if trees else chain
-            relative = lambda r: r["seconds_per_token"] / plain["seconds_per_token"]  # noqa: E731
-            static_cells = (f"{best_static['shape']} | {best_static['mean_acceptance_length']:.3f}" if best_static
-                            else "- | -")
-            dynamic_cell = f"{dynamic['mean_acceptance_length']:.3f}" if dynamic else "-"
-            lines.append(f"| {L} | {chain['mean_acceptance_length']:.3f} | {static_cells} | {dynamic_cell} | "
-                         f"{best['mean_acceptance_length'] / chain['mean_acceptance_length']:.3f} | "
-                         f"{relative(chain):.3f} | {relative(best):.3f} |")
-        lines.append("")
-        lines.append("Times are relative to plain decoding (1.000) in the same run.")
-        if costs:
-            lines.append("")
-            lines.append("Projected speedup over plain decoding with the bench model's measured costs "
-                         "(see the cost table below): AL / (r(L) + Σ d(w)), AL from this model, r(L) the verify of L "
-                         "rows relative to a plain step, measured as a chain for the chain and as a tree for the "
-                         "trees, and d(w) one MTP draft depth over w nodes (the first depth over one, each later "
-                         "depth over the nodes of the depth above; a dynamic tree over 4 per depth after the first, "
-                         "for its mean depth). The best tree is the one of highest projected speedup.")
-            lines.append("")
-            header = "| L |" + "".join(f" chain, N = {c['context']} | best tree, N = {c['context']} |" for c in costs)
-            lines.append(header)
-            lines.append("|---|" + "---|---|" * len(costs))
-            for L in sorted({r["rows"] for r in rows if r["rows"] > 1}):
-                if any(L not in c["r_tree"] for c in costs):
-                    continue
-                at = [r for r in rows if r["rows"] == L]
-                cells = []
-                for c in costs:
-                    chain = next(r for r in at if r["kind"] == "chain")
-                    trees = [r for r in at if r["kind"] != "chain"]
-                    if not trees:
-                        cells.append(f" {projected_speedup(chain, c):.3f} | - |")
-                        continue
-                    best = max(trees, key=lambda r: projected_speedup(r, c))
-                    label = best["shape"] if best["kind"] == "dynamic" else f"tree {best['shape']}"
-                    cells.append(f" {projected_speedup(chain, c):.3f} | {projected_speedup(best, c):.3f} ({label}) |")
-                lines.append(f"| {L} |" + "".join(cells))
-    lines += tree_e2e.e2e_section(e2e, costs, meta.get("e2e_source", {}), meta.get("tree_costs_command", ""),
-                                  projected_speedup)
-    if costs:
-        lines.append("\n## Verify and drafting costs on the bench model\n")
-        command = meta.get("tree_costs_command", "")
-        lines.append(f"Made by `{command}` on the bench model (`bench/bench_model.cc`) "
-                     "with its cache filled to N with random rows. r(L): one forward of L rows relative to the plain "
-                     "step, as a chain (positions N … N + L − 1) and as a tree of the same rows (each node up to 4 "
-                     "children, breadth-first, under its tree mask). d(w): the MTP module's step over w nodes under a "
-                     "tree mask plus the head over them, relative to the plain step. Data: `tree-data/costs.json`.")
-        lines.append("")
-        lines.append("| L |" + "".join(f" r chain, N = {c['context']} | r tree, N = {c['context']} |" for c in costs))
-        lines.append("|---|" + "---|---|" * len(costs))
-        for L in sorted(costs[0]["r_tree"]):
-            lines.append(f"| {L} |" + "".join(f" {c['r_chain'][L]:.2f} | {c['r_tree'][L]:.2f} |" for c in costs))
-        lines.append("")
-        lines.append("| w |" + "".join(f" d(w), N = {c['context']} |" for c in costs))
-        lines.append("|---|" + "---|" * len(costs))
-        for w in sorted(costs[0]["d"]):
-            lines.append(f"| {w} |" + "".join(f" {c['d'][w]:.2f} |" for c in costs))
-    (out / "tree.md").write_text("\n".join(lines) + "\n")
+    plain_time = {r["temperature"]: r["seconds_per_token"] for r in results if r["kind"] == "plain"}
+    fastest = min((r for r in results if r["kind"] != "plain"),
+                  key=lambda r: r["seconds_per_token"] / plain_time[r["temperature"]])
+    modes = modes_of(results)
+    write_page(out / "tree.md", render(
+        "tree.md.j2", meta=meta, chains=chain_findings(results), sampled=sampled_findings(results),
+        projection=projection_findings(results, costs), fastest=fastest, fastest_mode=result_mode(fastest),
+        fastest_ratio=fastest["seconds_per_token"] / plain_time[fastest["temperature"]],
+        trees_chains=tree_e2e.trees_against_chains(results, e2e, costs, modes, result_mode, projected_speedup),
+        plots=tree_e2e.plots(out, results, e2e, costs, modes, result_mode, projected_speedup),
+        tables=[mode_table(results, mode, costs) for mode in modes], costs=costs,
+        e2e=tree_e2e.e2e_section(e2e, costs, projected_speedup)))
 
 
 if __name__ == "__main__":
