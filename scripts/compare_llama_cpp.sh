@@ -2,7 +2,8 @@
 # mtpspec and llama.cpp side by side on the CPU, on the same weights, in one run, alternating:
 # plain decode tok/s at 1K and 8K context, 256-token prefill tok/s at context 0 and 1K, and a
 # 4096-token prompt, with 2 threads each, on
-#   - the bench model (bf16, 1.15 GB; build/bench_model): bf16 for both engines;
+#   - the bench model (bf16, 1.15 GB; build/bench_model): bf16 for both engines, and mtpspec once
+#     more with --activations bf16 (its input rows rounded to bf16, as llama.cpp's bf16 path does);
 #   - a checkpoint cut from GLM-5.2 at its real dimensions (3 dense layers + 1 MoE layer with 32 of
 #     its experts, the MTP layer and the head; build/rs/glm4): FP8 E4M3 with 128 x 128 block scales
 #     for mtpspec, Q8_0 for llama.cpp (the nearest format it has; its converter dequantises the FP8
@@ -62,6 +63,7 @@ theirs() {  # NAME GGUF ROUND REPETITIONS
 for round in $(seq 1 "$rounds"); do
   ours bench build/bench_model "$round" stored
   theirs bench build/gguf/bench-bf16.gguf "$round" 3
+  ours benchrows build/bench_model "$round" stored bf16
   if [ "$round" -le "$real_rounds" ]; then
     ours glm4 build/rs/glm4 "$round" stored
     ours glm4rows build/rs/glm4 "$round" stored fp8

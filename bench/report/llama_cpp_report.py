@@ -170,6 +170,7 @@ def main() -> None:
     args = parser.parse_args()
     # (our key, llama.cpp's key, checkpoint, GGUF, whether --weights fp8)
     models = [("bench", "bench", args.bench_model, args.bench_gguf, False),
+              ("benchrows", "bench", args.bench_model, args.bench_gguf, False),
               ("glm4", "glm4", args.cut, args.cut_gguf, False),
               ("glm4rows", "glm4", args.cut, args.cut_gguf, False),
               ("glm4fp8", "glm4", args.cut, args.cut_gguf, True)]
