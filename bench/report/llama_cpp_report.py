@@ -6,6 +6,9 @@ JSON (Google Benchmark) and llama-bench JSON of the same rounds → docs/results
         --cut build/rs/glm4 --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
         --command "..." --out docs/results/llama-cpp.md
 
+The checkpoints and GGUFs give each model's bytes, which the generator keeps in DIR/models.json; without
+them it reads that file, so the page regenerates from its data folder alone.
+
 Each cell is the median over rounds of each engine's tok/s; the ratio column is mtpspec ÷ llama.cpp, and
 the last column the ratio of each round (the two engines alternate within a round, so a round's ratio is
 the side-by-side measurement). The page's text is templates/llama-cpp.md.j2.
@@ -18,7 +21,6 @@ import re
 import statistics
 import struct
 import sys
-from datetime import date
 from pathlib import Path
 
 from results_page import render, write_page
@@ -117,8 +119,22 @@ def theirs(paths: list[Path]) -> tuple[dict[tuple[str, int], float], dict]:
     return result, meta
 
 
-def model_context(directory: Path, key: str, their_key: str, model_dir: Path, gguf: Path, fp8_at_load: bool,
-                  llama_dir: Path | None) -> tuple[dict | None, dict | None]:
+def model_facts(key: str, model_dir: Path | None, gguf: Path | None, fp8_at_load: bool, llama_dir: Path | None,
+                kept: dict) -> dict:
+    """What the page says of a model besides the timings: its weight elements, mtpspec's bytes for them,
+    the GGUF's bytes and llama.cpp's bytes per decode step. Read from the checkpoint and the GGUF when
+    both are there, else from the facts kept beside the data (models.json)."""
+    if model_dir is not None and gguf is not None and model_dir.is_dir() and gguf.is_file():
+        elements, stored = weight_elements(model_dir, fp8_at_load)
+        config = json.loads((model_dir / "config.json").read_text())
+        return {"elements": elements, "stored": stored, "gguf_bytes": gguf.stat().st_size,
+                "theirs_bytes": llama_step_bytes(gguf, config, llama_dir)}
+    if key not in kept:
+        raise SystemExit(f"llama_cpp_report: no checkpoint and GGUF for {key}, and no models.json entry")
+    return kept[key]
+
+
+def model_context(directory: Path, key: str, their_key: str, facts: dict) -> tuple[dict | None, dict | None]:
     """One model's rows (templates/llama-cpp.md.j2 names it by `key`): its bytes per weight in each
     engine, each test's median tok/s of both engines and their ratio per round, and its bytes per
     decode step against the read bandwidth. None when mtpspec has no round of it; also llama.cpp's
@@ -133,7 +149,6 @@ def model_context(directory: Path, key: str, their_key: str, model_dir: Path, gg
         their_runs.append(t)
     if not our_runs:
         return None, llama_meta
-    elements, stored = weight_elements(model_dir, fp8_at_load)
     tests = []
     for kind, n in TESTS:
         a = [r[(kind, n)] for r in our_runs if (kind, n) in r]
@@ -143,8 +158,7 @@ def model_context(directory: Path, key: str, their_key: str, model_dir: Path, gg
                           "ratio": statistics.median(a) / statistics.median(b),
                           "per_round": [x / y for x, y in zip(a, b)]})
     # Bytes per decode step: what each engine must stream, and how fast it streamed them.
-    config = json.loads((model_dir / "config.json").read_text())
-    theirs_bytes = llama_step_bytes(gguf, config, llama_dir)
+    theirs_bytes = facts["theirs_bytes"]
     counters = [our_decode_counters(p) for p in sorted(directory.glob(f"mtpspec_{key}_*.json"))]
     steps = []
     if theirs_bytes is not None and counters and counters[0]:
@@ -153,17 +167,15 @@ def model_context(directory: Path, key: str, their_key: str, model_dir: Path, gg
             their_ts = statistics.median([r[("decode", n)] for r in their_runs if ("decode", n) in r])
             steps.append({"n": n, "ours": c["weight_MB/step"] * 1e6, "ours_rate": c["weight_GB/s"],
                           "theirs_rate": their_ts * theirs_bytes / 1e9, "bw": c["read_GB/s"]})
-    return {"key": key, "elements": elements, "stored": stored, "gguf_bytes": gguf.stat().st_size,
+    return {"key": key, "elements": facts["elements"], "stored": facts["stored"], "gguf_bytes": facts["gguf_bytes"],
             "rounds": len(rounds), "tests": tests, "steps": steps, "theirs_bytes": theirs_bytes}, llama_meta
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, required=True)
-    parser.add_argument("--bench-model", type=Path, required=True)
-    parser.add_argument("--cut", type=Path, required=True)
-    parser.add_argument("--bench-gguf", type=Path, required=True)
-    parser.add_argument("--cut-gguf", type=Path, required=True)
+    for flag in ("--bench-model", "--cut", "--bench-gguf", "--cut-gguf"):
+        parser.add_argument(flag, type=Path, default=None, help="absent: the facts kept in DIR/models.json")
     parser.add_argument("--command", required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--llama-dir", type=Path, default=None, help="the llama.cpp tree, for its gguf-py reader")
@@ -174,14 +186,23 @@ def main() -> None:
               ("glm4", "glm4", args.cut, args.cut_gguf, False),
               ("glm4rows", "glm4", args.cut, args.cut_gguf, False),
               ("glm4fp8", "glm4", args.cut, args.cut_gguf, True)]
-    shown, llama_meta = [], {}
+    kept_path = args.dir / "models.json"
+    kept = json.loads(kept_path.read_text()) if kept_path.exists() else {}
+    shown, llama_meta, facts_of = [], {}, {}
     for key, their_key, model_dir, gguf, fp8_at_load in models:
-        model, meta = model_context(args.dir, key, their_key, model_dir, gguf, fp8_at_load, args.llama_dir)
+        if not any(args.dir.glob(f"mtpspec_{key}_*.json")):
+            continue
+        facts_of[key] = model_facts(key, model_dir, gguf, fp8_at_load, args.llama_dir, kept)
+        model, meta = model_context(args.dir, key, their_key, facts_of[key])
         llama_meta = llama_meta if meta is None else meta
         if model is not None:
             shown.append(model)
+    kept_path.write_text(json.dumps(facts_of, indent=1) + "\n")
+    # The date of the runs: mtpspec's first JSON's.
+    first = sorted(args.dir.glob("mtpspec_*.json"))[0]
+    run_date = json.loads(first.read_text())["context"]["date"][:10]
     write_page(args.out, render(
-        "llama-cpp.md.j2", date=date.today().isoformat(), command=args.command, models=shown, llama=llama_meta,
+        "llama-cpp.md.j2", date=run_date, command=args.command, models=shown, llama=llama_meta,
         decode=[(m, t) for m in shown for t in m["tests"] if t["kind"] == "decode"],
         prefill=[(m, t) for m in shown for t in m["tests"] if t["kind"] != "decode"],
         steps=[(m, s) for m in shown for s in m["steps"]]))

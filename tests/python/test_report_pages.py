@@ -47,6 +47,12 @@ def tradeoff(data: Path, out: Path) -> list[str]:
             "--tradeoff-cmd", command]
 
 
+def llama_cpp(data: Path, out: Path) -> list[str]:
+    # Without the checkpoints and GGUFs, the generator reads their facts from data/models.json.
+    return ["llama_cpp_report.py", "--dir", str(data), "--command", "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR 1",
+            "--out", str(out / "llama-cpp.md")]
+
+
 # page: the arguments of its generator, given a copy of its data folder and the folder to write into.
 PAGES = {
     "decode": decode,
@@ -57,6 +63,7 @@ PAGES = {
     "real-scale": real_scale,
     "batch": batch,
     "tradeoff": tradeoff,
+    "llama-cpp": llama_cpp,
 }
 
 
