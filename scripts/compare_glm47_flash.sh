@@ -16,16 +16,12 @@
 # Usage: scripts/compare_glm47_flash.sh LLAMA_CPP_DIR [CHECKPOINT_DIR]  (default build/rs/glm47f)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 1 ] || [ ! -f "$1/convert_hf_to_gguf.py" ]; then
-  echo "usage: scripts/compare_glm47_flash.sh LLAMA_CPP_DIR [CHECKPOINT_DIR]  (a llama.cpp source tree)" >&2
-  exit 2
-fi
-llama=$(cd "$1" && pwd)
+source scripts/llama_cpp_lib.sh
+llama_cpp_tree "usage: scripts/compare_glm47_flash.sh LLAMA_CPP_DIR [CHECKPOINT_DIR]" "${1:-}"
 ckpt="${2:-build/rs/glm47f}"
 scripts/build.sh release
 cli=build/release/cli/mtpspec
 
-source scripts/llama_cpp_lib.sh
 llama_cpp_build llama-bench llama-speculative-simple
 bin="$llama/build-mtpspec/bin"
 

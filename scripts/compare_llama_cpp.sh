@@ -20,18 +20,14 @@
 #        model, of which at most 2 also run the real-dimension cut)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 1 ] || [ ! -f "$1/convert_hf_to_gguf.py" ]; then
-  echo "usage: scripts/compare_llama_cpp.sh LLAMA_CPP_DIR [ROUNDS]  (a llama.cpp source tree)" >&2
-  exit 2
-fi
-llama=$(cd "$1" && pwd)
+source scripts/llama_cpp_lib.sh
+llama_cpp_tree "usage: scripts/compare_llama_cpp.sh LLAMA_CPP_DIR [ROUNDS]" "${1:-}"
 rounds="${2:-3}"
 real_rounds=$(( rounds < 2 ? rounds : 2 ))
 scripts/build.sh release
 cli=build/release/cli/mtpspec
 decode_bench=build/release/bench/decode_bench
 
-source scripts/llama_cpp_lib.sh
 llama_cpp_build llama-bench
 llama_bench="$llama/build-mtpspec/bin/llama-bench"
 

@@ -1,5 +1,16 @@
 # What the side-by-side scripts share (scripts/compare_llama_cpp.sh, scripts/compare_glm47_flash.sh),
-# sourced from the repository root with $llama set to a llama.cpp source tree (not a dependency).
+# sourced from the repository root; llama_cpp_tree sets $llama, a llama.cpp source tree (not a
+# dependency), which the others use.
+
+# llama_cpp_tree USAGE DIR: sets $llama to DIR, made absolute, when DIR is a llama.cpp source tree (it
+# holds convert_hf_to_gguf.py); otherwise prints USAGE and exits 2.
+llama_cpp_tree() {
+  if [ -z "$2" ] || [ ! -f "$2/convert_hf_to_gguf.py" ]; then
+    echo "$1  (a llama.cpp source tree)" >&2
+    exit 2
+  fi
+  llama=$(cd "$2" && pwd)
+}
 
 # llama_cpp_build TARGET...: builds llama.cpp's programs in $llama/build-mtpspec (CPU only, native).
 llama_cpp_build() {

@@ -279,6 +279,23 @@ TEST(ModelForwardTest, ReducedPrecisionIndexKeysNeedTheirIndexHeadDim) {
   }
 }
 
+// The logits [tokens, vocab] of `tokens` run through `model` from an empty cache (empty on an error,
+// which fails the test).
+Tensor LogitsOf(const Model& model, const std::vector<int32_t>& tokens) {
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  auto cache = model.NewCache(T + 2);
+  if (!cache.ok()) {
+    ADD_FAILURE() << cache.status();
+    return Tensor();
+  }
+  auto out = model.Forward(**cache, tokens, Range(0, T));
+  if (!out.ok()) {
+    ADD_FAILURE() << out.status();
+    return Tensor();
+  }
+  return std::move(out->logits);
+}
+
 // LoadOptions::activations on a model whose matrices are FP8 (quantised at load): every Linear
 // matrix takes its rows in bf16 or fp8 and carries its line flags, kv_b_proj (the row kernels) stays
 // f32, and the logits move away from those with f32 rows (the rows were quantised) but stay finite.
@@ -291,9 +308,8 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   const int64_t T = 30, vocab = Tiny().config().vocab_size;
   const auto tokens = TestTokens(T, vocab, 23);
-  auto base_cache = *(*baseline)->NewCache(T + 2);
-  auto base = (*baseline)->Forward(*base_cache, tokens, Range(0, T));
-  ASSERT_TRUE(base.ok()) << base.status();
+  const Tensor base = LogitsOf(**baseline, tokens);
+  ASSERT_EQ(base.numel(), T * vocab);
   EXPECT_EQ((*baseline)->load_report().matrices_reduced_activations, 0);
   for (ActivationPrecision precision : {ActivationPrecision::kBf16, ActivationPrecision::kFp8}) {
     const char* name = ActivationPrecisionName(precision);
@@ -310,11 +326,10 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
       EXPECT_NE(layer.attn.q_a_proj.fp8_line_flags, nullptr) << name;
       EXPECT_EQ(layer.attn.kv_b_proj.activations, ActivationPrecision::kF32) << name;
     }
-    auto cache = *model.NewCache(T + 2);
-    auto out = model.Forward(*cache, tokens, Range(0, T));
-    ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_GT(RelativeMaxDiff(out->logits.data<float>(), base->logits.data<float>(), T * vocab), 0.0) << name;
-    for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i])) << name;
+    const Tensor out = LogitsOf(model, tokens);
+    ASSERT_EQ(out.numel(), T * vocab) << name;
+    EXPECT_GT(RelativeMaxDiff(out, base), 0.0) << name;
+    for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i])) << name;
   }
   // Model::SetActivationPrecision switches a loaded model: each precision gives the bits of a model
   // loaded with it, and back to f32 the bits of f32 rows.
@@ -327,11 +342,7 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
     options.activations = precision;
     auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
-    auto a = *(*switched)->NewCache(T + 2);
-    auto b = *(*loaded)->NewCache(T + 2);
-    EXPECT_EQ(RelativeMaxDiff((*switched)->Forward(*a, tokens, Range(0, T))->logits,
-                              (*loaded)->Forward(*b, tokens, Range(0, T))->logits),
-              0.0)
+    EXPECT_EQ(RelativeMaxDiff(LogitsOf(**switched, tokens), LogitsOf(**loaded, tokens)), 0.0)
         << ActivationPrecisionName(precision);
   }
   // f32 matrices take f32 rows whatever the option says.
@@ -343,11 +354,7 @@ TEST(ModelForwardTest, ReducedActivationsQuantiseTheRowsOfTheFp8Matrices) {
   EXPECT_THAT((*stored)->load_report().activations_note, testing::HasSubstr("activations fp8 change nothing"));
   EXPECT_THAT((*stored)->load_report().activations_note, testing::HasSubstr("weights fp8"));
   EXPECT_EQ((*baseline)->load_report().activations_note, "");
-  auto stored_cache = *(*stored)->NewCache(T + 2);
-  auto f32_cache = *Tiny().NewCache(T + 2);
-  EXPECT_EQ(RelativeMaxDiff((*stored)->Forward(*stored_cache, tokens, Range(0, T))->logits,
-                            RunTiny(*f32_cache, tokens, 0).logits),
-            0.0);
+  EXPECT_EQ(RelativeMaxDiff(LogitsOf(**stored, tokens), LogitsOf(Tiny(), tokens)), 0.0);
   as_stored.activations = ActivationPrecision::kBf16;
   auto stored_bf16 = Model::Load(TinyModelEnv::Get().dir(), as_stored);
   ASSERT_TRUE(stored_bf16.ok()) << stored_bf16.status();
@@ -365,9 +372,8 @@ TEST(ModelForwardTest, Bf16MatricesTakeBf16RowsUnderActivationsBf16) {
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   const int64_t T = 30, vocab = Tiny().config().vocab_size;
   const auto tokens = TestTokens(T, vocab, 29);
-  auto base_cache = *(*baseline)->NewCache(T + 2);
-  auto base = (*baseline)->Forward(*base_cache, tokens, Range(0, T));
-  ASSERT_TRUE(base.ok()) << base.status();
+  const Tensor base = LogitsOf(**baseline, tokens);
+  ASSERT_EQ(base.numel(), T * vocab);
   for (ActivationPrecision precision : {ActivationPrecision::kBf16, ActivationPrecision::kFp8}) {
     const char* name = ActivationPrecisionName(precision);
     LoadOptions options = bf16_weights;
@@ -375,10 +381,9 @@ TEST(ModelForwardTest, Bf16MatricesTakeBf16RowsUnderActivationsBf16) {
     auto loaded = Model::Load(TinyModelEnv::Get().dir(), options);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     const LoadReport& report = (*loaded)->load_report();
-    auto cache = *(*loaded)->NewCache(T + 2);
-    auto out = (*loaded)->Forward(*cache, tokens, Range(0, T));
-    ASSERT_TRUE(out.ok()) << out.status();
-    const double diff = RelativeMaxDiff(out->logits.data<float>(), base->logits.data<float>(), T * vocab);
+    const Tensor out = LogitsOf(**loaded, tokens);
+    ASSERT_EQ(out.numel(), T * vocab) << name;
+    const double diff = RelativeMaxDiff(out, base);
     if (precision == ActivationPrecision::kFp8) {
       EXPECT_EQ(report.matrices_reduced_activations, 0);
       EXPECT_THAT(report.activations_note, testing::HasSubstr("activations bf16"));
@@ -391,7 +396,7 @@ TEST(ModelForwardTest, Bf16MatricesTakeBf16RowsUnderActivationsBf16) {
       EXPECT_EQ(layer.attn.q_a_proj.activations, ActivationPrecision::kBf16);
     }
     EXPECT_GT(diff, 0.0) << name;
-    for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out->logits.data<float>()[i])) << name;
+    for (int64_t i = 0; i < T * vocab; ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i])) << name;
   }
 }
 
