@@ -5,8 +5,11 @@
 # Usage: scripts/demo.sh ["PROMPT"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh release mtpspec  # the one program the demo runs (scripts/test.sh builds the rest)
-BIN=build/release/cli/mtpspec
+# The one program the demo runs, from the CPU-only preset (no CUDA, tests or benchmarks to compile).
+# MTPSPEC_DEMO_PRESET=release runs it from the full build instead, as scripts/test.sh does.
+preset="${MTPSPEC_DEMO_PRESET:-cpu}"
+scripts/build.sh "$preset" mtpspec
+BIN=build/$preset/cli/mtpspec
 MODEL="${MTPSPEC_DEMO_MODEL:-models/glm-tiny-mtp}"
 PROMPT="${1:-It is a truth universally acknowledged, that a single man in possession of a good fortune}"
 mkdir -p build/demo

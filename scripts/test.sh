@@ -32,6 +32,6 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   scripts/run_fuzz.sh "$FUZZ_SECONDS"
   stage_done "fuzz build and ${FUZZ_SECONDS} s per target"
 fi
-scripts/demo.sh >build/demo.log
+MTPSPEC_DEMO_PRESET=release scripts/demo.sh >build/demo.log
 tail -n 1 build/demo.log
 stage_done "demo"
