@@ -7,7 +7,7 @@
 Writes <out>/acceptance.md and <out>/tradeoff.md, the current report of each benchmark, and under
 <out>/acceptance-data/ and <out>/tradeoff-data/ their JSON, CSV tables and PNG plots (acceptance vs
 context per position, r_k vs N per path, k x N speedup heat map, component stacks). Either input may be
-omitted. The trade-off findings are computed in report_goals.py; the pages' text is
+omitted. The trade-off findings are computed in tradeoff_findings.py; the pages' text is
 templates/acceptance.md.j2 and templates/tradeoff.md.j2.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import report_goals  # noqa: E402  (bench/report/report_goals.py)
+import tradeoff_findings  # noqa: E402  (bench/report/tradeoff_findings.py)
 from results_page import render, write_page  # noqa: E402
 
 BASE = "normed/post/exact"
@@ -79,6 +78,70 @@ def acceptance_plot(cells: list, ref: dict, contexts: list, ks: list, topk: int,
     plt.close(fig)
 
 
+def value_range(values) -> dict | None:
+    """{"lo", "hi"} of the values that exist, or None when none does."""
+    values = [v for v in values if v is not None]
+    return {"lo": min(values), "hi": max(values)} if values else None
+
+
+def intervals_overlap(intervals: list[dict]) -> bool:
+    """Whether the 95% intervals share a common point (each has lo and hi)."""
+    return max(iv["lo"] for iv in intervals) <= min(iv["hi"] for iv in intervals)
+
+
+def acceptance_findings(cells: list, contexts: list, ks: list, topk: int, main_corpus: str) -> dict:
+    """The numbers the page's findings state, each from the run's cells (base variant, main corpus)."""
+    k_max, k_mid = ks[-1], min(ks, key=lambda k: abs(k - 3))
+    se0 = dict(rule="sampler-equality", temperature=0.0)
+
+    def cell(**want):
+        return next(iter(pick(cells, **{"variant": BASE, "corpus": main_corpus, **want})), None)
+
+    def lengths(**want):  # the mean acceptance length interval per context, where the run has it
+        found = [cell(context=n, **want) for n in contexts]
+        return [c["mean_acceptance_length"] for c in found if c and c["mean_acceptance_length"]["mean"] is not None]
+
+    ref = [c for c in (cell(context=n, k=k_max, **se0) for n in contexts) if c]
+    found = {"k_max": k_max, "k_mid": k_mid,
+             "a1": value_range(c["conditional"][0]["mean"] for c in ref),
+             "later": value_range(iv["mean"] for c in ref for iv in c["conditional"][1:]),
+             "lengths": [(k, value_range(iv["mean"] for iv in lengths(k=k, **se0))) for k in sorted({ks[0], k_mid, k_max})]}
+    top = lengths(k=k_max, **se0)
+    found["contexts_overlap"] = intervals_overlap([iv for iv in top if iv["lo"] is not None])
+    by_regime = {"dense": [], "sparse": []}
+    for n in contexts:
+        c = cell(context=n, k=k_max, **se0)
+        if c:
+            by_regime["dense" if n <= topk else "sparse"].append(c["mean_acceptance_length"]["mean"])
+    found["regime_means"] = {r: sum(v) / len(v) for r, v in by_regime.items() if v}
+
+    variants = sorted({c["variant"] for c in cells})
+    spreads, widths = [], []
+    for n in contexts:
+        ivs = [c["mean_acceptance_length"] for c in pick(cells, corpus=main_corpus, context=n, k=k_max, **se0)]
+        if len(ivs) > 1:
+            spreads.append(max(iv["mean"] for iv in ivs) - min(iv["mean"] for iv in ivs))
+            widths.extend(iv["hi"] - iv["lo"] for iv in ivs if iv["lo"] is not None)
+    found["variants"] = {"count": len(variants), "spread": max(spreads), "narrowest": min(widths)} if spreads else None
+
+    rules = {}
+    for rule, t in sorted({(c["rule"], c["temperature"]) for c in cells}):
+        rules[(rule, t)] = value_range(iv["mean"] for iv in lengths(k=k_mid, rule=rule, temperature=t))
+    found["rules"] = [{"rule": r, "temperature": t, "range": v} for (r, t), v in rules.items()]
+
+    corpora = sorted({c["corpus"] for c in cells} - {main_corpus})
+    if len(corpora) > 1:
+        overlapping = 0
+        for n in contexts:
+            ivs = [c["mean_acceptance_length"] for name in corpora
+                   for c in pick(cells, variant=BASE, corpus=name, context=n, k=k_max, **se0)]
+            overlapping += len(ivs) == len(corpora) and intervals_overlap(ivs)
+        found["corpora"] = {"names": corpora, "overlapping": overlapping, "contexts": len(contexts)}
+    else:
+        found["corpora"] = None
+    return found
+
+
 def acceptance_report(data: dict, out: Path, data_dir: Path, date: str, command: str) -> str:
     """The acceptance page's text (templates/acceptance.md.j2), its CSV and its plot."""
     cells = data["cells"]
@@ -127,7 +190,8 @@ def acceptance_report(data: dict, out: Path, data_dir: Path, date: str, command:
                                                  for n in contexts],
                   corpora=corpora, by_corpus=[(n, [next(iter(pick(cells, variant=BASE, corpus=name, k=k_max, context=n,
                                                                   **se0)), None) for name in corpora])
-                                              for n in contexts])
+                                              for n in contexts],
+                  findings=acceptance_findings(cells, contexts, ks, topk, main_corpus))
 
 
 def main() -> None:
@@ -135,27 +199,25 @@ def main() -> None:
     parser.add_argument("--accept", type=Path)
     parser.add_argument("--tradeoff", type=Path)
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
-    parser.add_argument("--date", default=dt.date.today().isoformat())
+    parser.add_argument("--date", help="the page's date (default: the run's)")
     parser.add_argument("--accept-cmd", default="")
     parser.add_argument("--tradeoff-cmd", default="")
-    parser.add_argument("--accept-notes", type=Path, help="Markdown file appended to the acceptance report")
-    parser.add_argument("--tradeoff-notes", type=Path, help="Markdown file appended to the trade-off report")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, source, notes in (("acceptance", args.accept, args.accept_notes),
-                                ("tradeoff", args.tradeoff, args.tradeoff_notes)):
+    for name, source in (("acceptance", args.accept), ("tradeoff", args.tradeoff)):
         if source is None:
             continue
         data_dir = args.out / f"{name}-data"
         data_dir.mkdir(exist_ok=True)
         data = json.loads(source.read_text())
+        date = args.date or data["run"]["date_utc"][:10]
         if source.resolve() != (data_dir / f"{name}.json").resolve():
             (data_dir / f"{name}.json").write_text(source.read_text())
         if name == "acceptance":
-            text = acceptance_report(data, args.out, data_dir, args.date, args.accept_cmd)
+            text = acceptance_report(data, args.out, data_dir, date, args.accept_cmd)
         else:
-            text = report_goals.tradeoff_report(data, args.out, data_dir, args.date, args.tradeoff_cmd, write_csv)
-        write_page(args.out / f"{name}.md", text + ("\n" + notes.read_text() if notes else ""))
+            text = tradeoff_findings.tradeoff_report(data, args.out, data_dir, date, args.tradeoff_cmd, write_csv)
+        write_page(args.out / f"{name}.md", text)
 
 
 if __name__ == "__main__":

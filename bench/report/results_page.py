@@ -71,7 +71,7 @@ FILTERS = {
     "fixed_list": lambda values, digits=2, sep=", ": sep.join(_fixed(v, digits) for v in values),
 }
 
-# The templates' environment (tests/python/test_report_goals.py calls the findings' macros through it).
+# The templates' environment (tests/python/test_tradeoff_findings.py calls the findings' macros through it).
 ENVIRONMENT = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                                  trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 ENVIRONMENT.filters.update(FILTERS)

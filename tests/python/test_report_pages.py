@@ -47,6 +47,12 @@ def tradeoff(data: Path, out: Path) -> list[str]:
             "--tradeoff-cmd", command]
 
 
+def acceptance(data: Path, out: Path) -> list[str]:
+    command = ("build/release/bench/accept_bench --model models/glm-tiny-mtp --json build/results/accept.json "
+               "--csv build/results/accept.csv")
+    return ["report.py", "--accept", str(data / "acceptance.json"), "--out", str(out), "--accept-cmd", command]
+
+
 def llama_cpp(data: Path, out: Path) -> list[str]:
     # Without the checkpoints and GGUFs, the generator reads their facts from data/models.json.
     return ["llama_cpp_report.py", "--dir", str(data), "--command", "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR 2",
@@ -55,6 +61,7 @@ def llama_cpp(data: Path, out: Path) -> list[str]:
 
 # page: the arguments of its generator, given a copy of its data folder and the folder to write into.
 PAGES = {
+    "acceptance": acceptance,
     "decode": decode,
     "serving": results_page("serving_report.py", "scripts/reproduce_results.sh serving"),
     "prompt-sets": results_page("prompt_sets_report.py", "scripts/reproduce_results.sh prompt-sets"),

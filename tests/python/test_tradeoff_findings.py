@@ -1,4 +1,4 @@
-"""bench/report/report_goals.py: the trade-off page's findings (the paired auto-vs-plain reading, the
+"""bench/report/tradeoff_findings.py: the trade-off page's findings (the paired auto-vs-plain reading, the
 k = 2 ceilings, the verify cost's compute floor) on made-up runs whose answer is known, as the page
 words them (the macros of bench/report/templates/tradeoff-parts.md.j2)."""
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def goals():
     sys.path.insert(0, str(ROOT / "bench" / "report"))
-    spec = importlib.util.spec_from_file_location("report_goals", ROOT / "bench" / "report" / "report_goals.py")
+    spec = importlib.util.spec_from_file_location("tradeoff_findings", ROOT / "bench" / "report" / "tradeoff_findings.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
