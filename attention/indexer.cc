@@ -244,26 +244,31 @@ TopK SelectTopK(const float* scores, int64_t rows, int64_t num_keys, int64_t k, 
   TopK out;
   out.width = std::min(k, num_keys);
   out.selected.assign(rows * out.width, -1);
-  std::vector<uint32_t> keys;  // [T] scratch
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t causal = std::min((tree ? tree->slots[r] : positions[r]) + 1, num_keys);
-    int32_t* dst = out.selected.data() + r * out.width;
-    if (tree && tree->VisibleCount(r) <= out.width) {
-      // Every key the row sees, by index (the invisible tree slots score −∞ and are left out).
-      int64_t count = 0;
-      for (int64_t j = 0; j < causal; ++j) {
-        if (tree->Visible(r, j)) dst[count++] = static_cast<int32_t>(j);
+  // Rows are independent, so they split across the pool (a prefill chunk's rows each select over
+  // their T keys); a few rows stay on the calling thread.
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(num_keys, 1));
+  DefaultThreadPool().ParallelFor(rows, min_rows, [&](int64_t r_begin, int64_t r_end) {
+    std::vector<uint32_t> keys;  // [T] scratch
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      const int64_t causal = std::min((tree ? tree->slots[r] : positions[r]) + 1, num_keys);
+      int32_t* dst = out.selected.data() + r * out.width;
+      if (tree && tree->VisibleCount(r) <= out.width) {
+        // Every key the row sees, by index (the invisible tree slots score −∞ and are left out).
+        int64_t count = 0;
+        for (int64_t j = 0; j < causal; ++j) {
+          if (tree->Visible(r, j)) dst[count++] = static_cast<int32_t>(j);
+        }
+        continue;
       }
-      continue;
+      if (causal <= out.width) {
+        // Every causal key, then the earliest future keys (all −∞ in a full top-k).
+        for (int64_t j = 0; j < out.width; ++j) dst[j] = static_cast<int32_t>(j);
+        continue;
+      }
+      // Larger score first, equal scores by lower index (deterministic); listed by index.
+      TopKIndices(scores + r * num_keys, causal, out.width, keys, dst);
     }
-    if (causal <= out.width) {
-      // Every causal key, then the earliest future keys (all −∞ in a full top-k).
-      for (int64_t j = 0; j < out.width; ++j) dst[j] = static_cast<int32_t>(j);
-      continue;
-    }
-    // Larger score first, equal scores by lower index (deterministic); listed by index.
-    TopKIndices(scores + r * num_keys, causal, out.width, keys, dst);
-  }
+  });
   return out;
 }
 

@@ -1,9 +1,11 @@
-// Model-core performance benchmark: single-token decode at 1K and 8K context and 256-token prefill
+// Model-core performance benchmark: single-token decode at 1K and 8K context, 256-token prefill
+// and whole-prompt prefill (with a per-component breakdown of 4K and 16K prompts)
 // on the cached random bench model (bench/bench_model.h), next to a STREAM-style read/copy
 // bandwidth measured in the same run on the same thread pool. Decode reports the weight bytes it
 // streams per step and what fraction of the measured read bandwidth that amounts to.
 //
-//   build/release/bench/decode_bench [--model_dir=DIR] [--weights=stored|f32|bf16|fp8] [--activations=f32|bf16|fp8] [--benchmark_filter=...]
+//   build/release/bench/decode_bench [--model_dir=DIR] [--weights=stored|f32|bf16|fp8] [--activations=f32|bf16|fp8]
+//       [--breakdown_prompts=4096,16384] [--benchmark_filter=...]
 //   (--model_dir: the bench model there, written if missing or stale; any other checkpoint as it is)
 //
 // See bench/README.md for the counters and recorded results.
@@ -15,13 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench_model.h"
 #include "bench/decode_breakdown.h"
 #include "bench/stream.h"
 #include "benchmark/benchmark.h"
 #include "kernels/linear.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "model/model.h"
 #include "model/prefill_passes.h"
 #include "pipeline/request.h"
@@ -196,6 +201,37 @@ void BM_PrefillPrompt(benchmark::State& state) {
   state.counters["tok/s"] = static_cast<double>(n * state.iterations()) / Elapsed(start);
 }
 
+// BM_PrefillPrompt with the forward's per-component timers (core/profile.h), on a cache of its own
+// sized to the prompt: each component's share of the prompt's time (the indexer scores every key
+// for every row, so its share grows with the prompt), and tok/s. The timers add a few
+// microseconds per layer and pass.
+void BM_PrefillPromptBreakdown(benchmark::State& state) {
+  Session& s = GetSession();
+  const int64_t n = state.range(0);
+  absl::StatusOr<std::unique_ptr<KvCache>> cache = s.model->NewCache(n);
+  if (!cache.ok()) return state.SkipWithError(cache.status().ToString().c_str());
+  ForwardProfile profile;
+  ForwardOptions options;
+  options.logit_rows = {n - 1};
+  options.attention.profile = &profile;
+  const std::vector<int64_t> positions = Positions(0, n);
+  const std::vector<int32_t> tokens = RandomTokens(n);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    if (absl::Status st = (*cache)->Truncate(0); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+    absl::StatusOr<ForwardOutput> out = ForwardInPasses(*s.model, **cache, tokens, positions, options);
+    if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
+    benchmark::DoNotOptimize(out->logits.data<float>());
+  }
+  const double seconds = Elapsed(start);
+  state.counters["tok/s"] = static_cast<double>(n * state.iterations()) / seconds;
+  state.counters["profiled"] = profile.total() / seconds;  // the timers' sum over the wall time
+  for (int c = 0; c < static_cast<int>(Component::kCount); ++c) {
+    const Component component = static_cast<Component>(c);
+    state.counters[absl::StrCat(ComponentName(component), "_share")] = profile[component] / profile.total();
+  }
+}
+
 // One token at position `context`: the cache holds `context` keys before the step (the step
 // truncates back to them each iteration, so every step sees the same T = context + 1). Tokens are
 // random so every step routes to fresh experts instead of re-reading cached ones.
@@ -313,6 +349,18 @@ int Main(int argc, char** argv) {
   s.model_dir = TakeFlag(&argc, argv, "model_dir", DefaultBenchModelDir());
   const std::string weights = TakeFlag(&argc, argv, "weights", "stored");
   const std::string activations = TakeFlag(&argc, argv, "activations", "f32");
+  // BM_PrefillPromptBreakdown runs only when asked for (minutes at the real dimensions).
+  const std::string breakdown_prompts = TakeFlag(&argc, argv, "breakdown_prompts", "");
+  for (absl::string_view tokens : absl::StrSplit(breakdown_prompts, ',', absl::SkipEmpty())) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(tokens, &n) || n < 1) {
+      std::fprintf(stderr, "decode_bench: --breakdown_prompts takes positive token counts, got '%s'\n",
+                   std::string(tokens).c_str());
+      return 1;
+    }
+    benchmark::RegisterBenchmark("BM_PrefillPromptBreakdown", BM_PrefillPromptBreakdown)
+        ->ArgName("tokens")->Arg(n)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   LoadOptions load;

@@ -56,5 +56,30 @@ TEST(SelectTopKTest, MatchesAStableSortIncludingTiesAndSignedZeros) {
   }
 }
 
+// A prefill chunk's shape: enough rows and keys that the rows split across the pool, each row with
+// its own causal bound (rows before K keys take every causal key, then the earliest future ones).
+TEST(SelectTopKTest, PrefillRowsSplitAcrossThePoolMatchTheReference) {
+  std::mt19937 rng(5);
+  constexpr int64_t kRows = 96, kKeys = 4096, kTop = 2048;
+  std::vector<int64_t> positions(kRows);
+  for (int64_t r = 0; r < kRows; ++r) positions[r] = 1990 + 41 * r;  // 1990 .. 5885: some T ≤ K
+  std::vector<float> scores(kRows * kKeys);  // [rows, T]
+  std::uniform_int_distribution<int> value(-50, 50);  // ties across the split too
+  for (float& s : scores) s = static_cast<float>(value(rng)) * 0.125f;
+  const TopK top = SelectTopK(scores.data(), kRows, kKeys, kTop, positions.data());
+  ASSERT_EQ(top.width, kTop);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const int64_t causal = std::min(positions[r] + 1, kKeys);
+    std::vector<int32_t> expected(kTop);
+    if (causal <= kTop) {
+      std::iota(expected.begin(), expected.end(), 0);
+    } else {
+      expected = ReferenceTopK(scores.data() + r * kKeys, causal, kTop);
+    }
+    const std::vector<int32_t> got(top.row(r), top.row(r) + kTop);
+    ASSERT_EQ(got, expected) << "row " << r;
+  }
+}
+
 }  // namespace
 }  // namespace mtpspec
