@@ -15,7 +15,9 @@
 # JSON to build/results/llama-cpp/ (copied to docs/results/llama-cpp-data/), the report to docs/results/llama-cpp.md.
 #
 # Each round runs mtpspec's decode_bench, then llama-bench (3 repetitions on the bench model, 1 at
-# the real dimensions, where every repetition prefills its 1K and 8K contexts again).
+# the real dimensions, where every repetition prefills its 1K and 8K contexts again). After the
+# rounds, decode_bench breaks a 4K and a 16K prompt on the cut down by component, and linear_bench
+# times the prefill GEMM alone (about 8 minutes together).
 # Usage: scripts/compare_llama_cpp.sh LLAMA_CPP_DIR [ROUNDS]   (default 3 rounds on the bench
 #        model, of which at most 2 also run the real-dimension cut)
 set -euo pipefail
@@ -67,10 +69,18 @@ for round in $(seq 1 "$rounds"); do
     ours glm4fp8 build/rs/glm4 "$round" fp8
   fi
 done
+# Once, after the rounds: where a long prompt's prefill goes on the cut at the release's numerics
+# (4096 and 16384 tokens, by component), and the prefill GEMM alone against the cores' bf16
+# dot-product rate.
+$decode_bench --model_dir=build/rs/glm4 --activations=fp8 --benchmark_filter=BM_PrefillPromptBreakdown \
+  --breakdown_prompts=4096,16384 --benchmark_format=json >"$out/breakdown_glm4rows.json"
+build/release/bench/linear_bench --benchmark_filter=BM_LinearPrefill --benchmark_format=json \
+  >"$out/linear_prefill.json"
 python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q pyyaml  # llama.cpp's gguf-py reader, which counts the GGUF's bytes per step
 "$python" bench/report/llama_cpp_report.py --dir "$out" --bench-model build/bench_model --cut build/rs/glm4 \
   --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
   --command "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR $rounds" --llama-dir "$llama" --out docs/results/llama-cpp.md
 mkdir -p docs/results/llama-cpp-data
+rm -f docs/results/llama-cpp-data/*.json  # the page's data is this run's alone
 cp "$out"/*.json docs/results/llama-cpp-data/

@@ -6,8 +6,11 @@ JSON (Google Benchmark) and llama-bench JSON of the same rounds → docs/results
         --cut build/rs/glm4 --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
         --command "..." --out docs/results/llama-cpp.md
 
-The checkpoints and GGUFs give each model's bytes, which the generator keeps in DIR/models.json; without
-them it reads that file, so the page regenerates from its data folder alone.
+The checkpoints and GGUFs give each model's bytes and its matrices' multiply-adds per prompt token,
+which the generator keeps in DIR/models.json; without them it reads that file, so the page regenerates
+from its data folder alone. DIR/linear_prefill.json (linear_bench's BM_LinearPrefill) and
+DIR/breakdown_glm4rows.json (decode_bench's BM_PrefillPromptBreakdown), where present, add the prefill
+GEMM's share of the cores' bf16 dot-product rate and a long prompt's time by component.
 
 Each cell is the median over rounds of each engine's tok/s; the ratio column is mtpspec ÷ llama.cpp, and
 the last column the ratio of each round (the two engines alternate within a round, so a round's ratio is
@@ -59,6 +62,27 @@ def weight_elements(model_dir: Path, fp8_at_load: bool = False) -> tuple[int, in
                     count *= d
                 elements += count
     return elements, stored
+
+
+def matrix_macs_per_token(model_dir: Path) -> int:
+    """Multiply-adds of weight matrices per prompt token: every 2-D tensor of the trunk but the
+    embedding and the head (a prompt takes logits for its last row only) and the MTP layer, with the
+    routed experts counted for the k_e of E experts a row routes to."""
+    config = json.loads((model_dir / "config.json").read_text())
+    mtp_prefix = f"model.layers.{config['num_hidden_layers']}."
+    share = config.get("num_experts_per_tok", 1) / config.get("n_routed_experts", 1)
+    total = 0.0
+    for shard in sorted(model_dir.glob("*.safetensors")):
+        with shard.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        for name, info in header.items():
+            if (name == "__metadata__" or len(info["shape"]) != 2 or name.endswith("_scale_inv")
+                    or name.startswith(mtp_prefix) or "embed_tokens" in name or name.startswith("lm_head")):
+                continue
+            rows, cols = info["shape"]
+            total += rows * cols * (share if ".mlp.experts." in name else 1.0)
+    return round(total)
 
 
 def llama_step_bytes(gguf_path: Path, config: dict, llama_dir: Path | None) -> float | None:
@@ -128,7 +152,8 @@ def model_facts(key: str, model_dir: Path | None, gguf: Path | None, fp8_at_load
         elements, stored = weight_elements(model_dir, fp8_at_load)
         config = json.loads((model_dir / "config.json").read_text())
         return {"elements": elements, "stored": stored, "gguf_bytes": gguf.stat().st_size,
-                "theirs_bytes": llama_step_bytes(gguf, config, llama_dir)}
+                "theirs_bytes": llama_step_bytes(gguf, config, llama_dir),
+                "macs_per_token": matrix_macs_per_token(model_dir)}
     if key not in kept:
         raise SystemExit(f"llama_cpp_report: no checkpoint and GGUF for {key}, and no models.json entry")
     return kept[key]
@@ -168,7 +193,41 @@ def model_context(directory: Path, key: str, their_key: str, facts: dict) -> tup
             steps.append({"n": n, "ours": c["weight_MB/step"] * 1e6, "ours_rate": c["weight_GB/s"],
                           "theirs_rate": their_ts * theirs_bytes / 1e9, "bw": c["read_GB/s"]})
     return {"key": key, "elements": facts["elements"], "stored": facts["stored"], "gguf_bytes": facts["gguf_bytes"],
-            "rounds": len(rounds), "tests": tests, "steps": steps, "theirs_bytes": theirs_bytes}, llama_meta
+            "rounds": len(rounds), "tests": tests, "steps": steps, "theirs_bytes": theirs_bytes,
+            "macs_per_token": facts.get("macs_per_token")}, llama_meta
+
+
+def prefill_gemm(directory: Path) -> tuple[list[dict], float | None]:
+    """linear_bench's BM_LinearPrefill rows (kind, threads, G multiply-adds/s, share of the bf16 peak)
+    and the cores' bf16 dot-product rate on 2 threads in multiply-adds/s (None without the file)."""
+    path = directory / "linear_prefill.json"
+    if not path.exists():
+        return [], None
+    rows, peak = [], None
+    for b in json.loads(path.read_text())["benchmarks"]:
+        m = re.match(r"BM_LinearPrefill/kind:(\d+)/threads:(\d+)", b["name"])
+        if not m:
+            continue
+        row = {"kind": int(m.group(1)), "threads": int(m.group(2)), "gmacs": b["GMAC/s"],
+               "share": b.get("of_bf16_peak")}
+        if row["share"] and row["threads"] == 2:
+            peak = b["GMAC/s"] * 1e9 / row["share"]
+        rows.append(row)
+    return rows, peak
+
+
+def prefill_breakdown(directory: Path) -> list[dict]:
+    """decode_bench's BM_PrefillPromptBreakdown rows: prompt tokens, tok/s and each component's share."""
+    path = directory / "breakdown_glm4rows.json"
+    if not path.exists():
+        return []
+    out = []
+    for b in json.loads(path.read_text())["benchmarks"]:
+        m = re.match(r"BM_PrefillPromptBreakdown/tokens:(\d+)", b["name"])
+        if m:
+            out.append({"tokens": int(m.group(1)), "tok_s": b["tok/s"], "profiled": b["profiled"],
+                        "shares": {k[:-len("_share")]: v for k, v in b.items() if k.endswith("_share")}})
+    return out
 
 
 def main() -> None:
@@ -201,8 +260,10 @@ def main() -> None:
     # The date of the runs: mtpspec's first JSON's.
     first = sorted(args.dir.glob("mtpspec_*.json"))[0]
     run_date = json.loads(first.read_text())["context"]["date"][:10]
+    gemm, peak = prefill_gemm(args.dir)
     write_page(args.out, render(
         "llama-cpp.md.j2", date=run_date, command=args.command, models=shown, llama=llama_meta,
+        gemm=gemm, peak=peak, breakdown=prefill_breakdown(args.dir),
         decode=[(m, t) for m in shown for t in m["tests"] if t["kind"] == "decode"],
         prefill=[(m, t) for m in shown for t in m["tests"] if t["kind"] != "decode"],
         steps=[(m, s) for m in shown for s in m["steps"]]))
