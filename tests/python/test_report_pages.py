@@ -53,6 +53,12 @@ def acceptance(data: Path, out: Path) -> list[str]:
     return ["report.py", "--accept", str(data / "acceptance.json"), "--out", str(out), "--accept-cmd", command]
 
 
+def soak(data: Path, out: Path) -> list[str]:
+    # The soak run is a test (tests/soak/soak.py); its page comes from the same renderer.
+    return [str(ROOT / "tests" / "soak" / "soak.py"), "--from-json", str(data / "soak.json"), "--out", str(out),
+            "--command", "build/pyenv/bin/python tests/soak/soak.py --requests 2000 --out docs/results"]
+
+
 def llama_cpp(data: Path, out: Path) -> list[str]:
     # Without the checkpoints and GGUFs, the generator reads their facts from data/models.json.
     return ["llama_cpp_report.py", "--dir", str(data), "--command", "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR 1",
@@ -69,6 +75,7 @@ PAGES = {
     "glm-4.7-flash": results_page("glm47_flash_report.py", "scripts/compare_glm47_flash.sh LLAMA_CPP_DIR build/rs/glm47f"),
     "real-scale": real_scale,
     "batch": batch,
+    "soak": soak,
     "tradeoff": tradeoff,
     "llama-cpp": llama_cpp,
 }

@@ -20,6 +20,8 @@ this repository's own documentation and sources, so they need no download.
   build/pyenv/bin/python tests/soak/soak.py [--model models/glm-tiny-mtp] [--requests 2000]
       [--max-new 24] [--cli build/release/cli/mtpspec] [--json build/results/soak.json]
       [--out docs/results]   (writes soak.md and soak-data/soak.json there)
+  build/pyenv/bin/python tests/soak/soak.py --from-json docs/results/soak-data/soak.json \
+      --out docs/results --command "..."   (the page of a kept run)
 """
 
 from __future__ import annotations
@@ -155,42 +157,15 @@ def soak_python(args: argparse.Namespace, texts: List[str]) -> Dict[str, Any]:
 
 
 def write_report(result: Dict[str, Any], out: Path, command: str) -> None:
+    """soak.md (bench/report/templates/soak.md.j2, through the results pages' shared renderer) and
+    soak-data/soak.json under `out`."""
+    sys.path.insert(0, str(REPO / "bench" / "report"))
+    from results_page import render, write_page  # noqa: E402  (bench/report/results_page.py)
+
     data = out / "soak-data"
     data.mkdir(parents=True, exist_ok=True)
     (data / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
-    c, p = result["cli"], result["python"]
-
-    def row(name: str, r: Dict[str, Any]) -> str:
-        return (f"| {name} | {r['requests']} | {len(r['mismatches'])} | {r['rss_after_100_mib']:.1f} | "
-                f"{r['rss_at_end_mib']:.1f} | {100 * r['growth']:+.2f}% | {r['generated_tokens']} | "
-                f"{r['accepted_tokens']} / {r['draft_tokens']} |")
-
-    text = f"""# Soak: {c['requests']} requests through one loaded model
-
-Made by `{command}` on {result['date']} ({result['machine']}). Data: `soak-data/soak.json`.
-
-One model stays loaded for every request of a run. Each speculative request is compared with its
-plain twin (`--draft none` / `draft="none"`, the same sampling and seed): sampler-equality must
-give the same tokens. The resident memory (VmRSS) after the first 100 requests is the baseline:
-the caches, the thread pool and the allocator's pools exist by then, so growth after it would be a
-leak. The limit is {100 * result['max_growth']:.0f}%. The CLI's RSS is read from /proc with the process paused
-(SIGSTOP) after request 100 and after the last request, before it exits.
-
-| run | requests | differing from plain | RSS after 100 (MiB) | RSS at the end (MiB) | growth | tokens | accepted / drafted |
-|---|---|---|---|---|---|---|---|
-{row("CLI `--prompts-file`, MTP, k 3, T 0.8", c)}
-{row("Python loop, " + p['mix'], p)}
-
-- CLI commands (speculative, then its plain twin): `{c['commands'][0]}` and `{c['commands'][1]}`;
-  {c['spec_seconds']:.0f} s and {c['plain_seconds']:.0f} s.
-- Python: {p['seconds']:.0f} s for the {p['requests']} requests and their twins. Each request draws its
-  drafter, k and sampling from the mix in turn; seed = request index.
-- Prompts: lines of this repository's README, ARCHITECTURE, docs/models.md and research/ sources,
-  each at most 240 characters; {result['max_new']} new tokens per request.
-
-Verdict: {result['verdict']}.
-"""
-    (out / "soak.md").write_text(text)
+    write_page(out / "soak.md", render("soak.md.j2", result=result, command=command))
 
 
 def main() -> int:
@@ -203,7 +178,15 @@ def main() -> int:
     parser.add_argument("--max-growth", type=float, default=0.02)
     parser.add_argument("--json", type=Path, default=REPO / "build" / "results" / "soak.json")
     parser.add_argument("--out", type=Path, default=None, help="write soak.md and soak-data/ here")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="write the page of a kept run (with --out and --command) instead of running")
+    parser.add_argument("--command", default=None, help="with --from-json: the command the page names")
     args = parser.parse_args()
+    if args.from_json is not None:
+        if args.out is None or args.command is None:
+            parser.error("--from-json needs --out and --command")
+        write_report(json.loads(args.from_json.read_text()), args.out, args.command)
+        return 0
     if args.requests < 101:
         parser.error("--requests must be > 100 (the RSS baseline is taken after request 100)")
     texts = prompts(args.requests)
