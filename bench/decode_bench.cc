@@ -181,51 +181,50 @@ void BM_Prefill(benchmark::State& state) {
   state.counters["tok/s"] = static_cast<double>(kPrefillChunk * state.iterations()) / seconds;
 }
 
-// A whole prompt of `tokens` tokens from an empty cache, as a long prompt runs: ForwardInPasses
-// (model/prefill_passes.h), logits for the last row only. One timed run (a 4096-token prompt at the
-// real dimensions takes about a minute). Counter: tokens per second.
-void BM_PrefillPrompt(benchmark::State& state) {
-  Session& s = GetSession();
-  const int64_t n = state.range(0);
-  if (absl::Status st = s.cache->Truncate(0); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+// A whole prompt of n tokens from an empty `cache`, as a long prompt runs: ForwardInPasses
+// (model/prefill_passes.h), logits for the last row only, with the forward's component timers when
+// `profile` is given. Sets the tok/s counter; false after SkipWithError.
+bool TimePromptPrefill(benchmark::State& state, KvCache& cache, int64_t n, ForwardProfile* profile) {
   ForwardOptions options;
   options.logit_rows = {n - 1};
+  options.attention.profile = profile;
   const std::vector<int64_t> positions = Positions(0, n);
   const std::vector<int32_t> tokens = RandomTokens(n);
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
-    absl::StatusOr<ForwardOutput> out = ForwardInPasses(*s.model, *s.cache, tokens, positions, options);
-    if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
+    if (absl::Status st = cache.Truncate(0); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return false;
+    }
+    absl::StatusOr<ForwardOutput> out = ForwardInPasses(*GetSession().model, cache, tokens, positions, options);
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      return false;
+    }
     benchmark::DoNotOptimize(out->logits.data<float>());
   }
   state.counters["tok/s"] = static_cast<double>(n * state.iterations()) / Elapsed(start);
+  return true;
 }
 
-// BM_PrefillPrompt with the forward's per-component timers (core/profile.h), on a cache of its own
-// sized to the prompt: each component's share of the prompt's time (the indexer scores every key
-// for every row, so its share grows with the prompt), and tok/s. The timers add a few
-// microseconds per layer and pass.
+// A 4096-token prompt on the shared cache. One timed run (a 4096-token prompt at the real dimensions
+// takes about a minute). Counter: tokens per second.
+void BM_PrefillPrompt(benchmark::State& state) {
+  TimePromptPrefill(state, *GetSession().cache, state.range(0), nullptr);
+}
+
+// The same with the forward's per-component timers (core/profile.h), on a cache of its own sized to
+// the prompt: each component's share of the prompt's time (the indexer scores every key for every
+// row, so its share grows with the prompt), and how much of the wall time the timers cover. The
+// timers add a few microseconds per layer and pass.
 void BM_PrefillPromptBreakdown(benchmark::State& state) {
-  Session& s = GetSession();
   const int64_t n = state.range(0);
-  absl::StatusOr<std::unique_ptr<KvCache>> cache = s.model->NewCache(n);
+  absl::StatusOr<std::unique_ptr<KvCache>> cache = GetSession().model->NewCache(n);
   if (!cache.ok()) return state.SkipWithError(cache.status().ToString().c_str());
   ForwardProfile profile;
-  ForwardOptions options;
-  options.logit_rows = {n - 1};
-  options.attention.profile = &profile;
-  const std::vector<int64_t> positions = Positions(0, n);
-  const std::vector<int32_t> tokens = RandomTokens(n);
   const Clock::time_point start = Clock::now();
-  for (auto _ : state) {
-    if (absl::Status st = (*cache)->Truncate(0); !st.ok()) return state.SkipWithError(st.ToString().c_str());
-    absl::StatusOr<ForwardOutput> out = ForwardInPasses(*s.model, **cache, tokens, positions, options);
-    if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
-    benchmark::DoNotOptimize(out->logits.data<float>());
-  }
-  const double seconds = Elapsed(start);
-  state.counters["tok/s"] = static_cast<double>(n * state.iterations()) / seconds;
-  state.counters["profiled"] = profile.total() / seconds;  // the timers' sum over the wall time
+  if (!TimePromptPrefill(state, **cache, n, &profile)) return;
+  state.counters["profiled"] = profile.total() / Elapsed(start);  // the timers' sum over the wall time
   for (int c = 0; c < static_cast<int>(Component::kCount); ++c) {
     const Component component = static_cast<Component>(c);
     state.counters[absl::StrCat(ComponentName(component), "_share")] = profile[component] / profile.total();

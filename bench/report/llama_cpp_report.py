@@ -38,50 +38,48 @@ def quantised_at_load(name: str, info: dict) -> bool:
             and not name.endswith("mlp.gate.weight") and "kv_b_proj" not in name)
 
 
+def safetensors_entries(model_dir: Path):
+    """(name, header entry) of every tensor in the checkpoint's safetensors shards, from their headers."""
+    for shard in sorted(model_dir.glob("*.safetensors")):
+        with shard.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        yield from ((name, info) for name, info in header.items() if name != "__metadata__")
+
+
 def weight_elements(model_dir: Path, fp8_at_load: bool = False) -> tuple[int, int]:
     """(weight elements, bytes of the tensors holding them, block scales included) over the checkpoint's
     safetensors shards, read from their headers; with `fp8_at_load`, the bytes as `--weights fp8` holds
     them (one per weight plus an f32 scale per 128 x 128 block for the matrices it quantises)."""
     elements = stored = 0
-    for shard in sorted(model_dir.glob("*.safetensors")):
-        with shard.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            begin, end = info["data_offsets"]
-            if fp8_at_load and quantised_at_load(name, info):
-                rows, cols = info["shape"]
-                stored += rows * cols + 4 * (-(-rows // 128)) * (-(-cols // 128))
-            else:
-                stored += end - begin
-            if not name.endswith("_scale_inv"):
-                count = 1
-                for d in info["shape"]:
-                    count *= d
-                elements += count
+    for name, info in safetensors_entries(model_dir):
+        begin, end = info["data_offsets"]
+        if fp8_at_load and quantised_at_load(name, info):
+            rows, cols = info["shape"]
+            stored += rows * cols + 4 * (-(-rows // 128)) * (-(-cols // 128))
+        else:
+            stored += end - begin
+        if not name.endswith("_scale_inv"):
+            count = 1
+            for d in info["shape"]:
+                count *= d
+            elements += count
     return elements, stored
 
 
-def matrix_macs_per_token(model_dir: Path) -> int:
+def matrix_macs_per_token(model_dir: Path, config: dict) -> int:
     """Multiply-adds of weight matrices per prompt token: every 2-D tensor of the trunk but the
     embedding and the head (a prompt takes logits for its last row only) and the MTP layer, with the
     routed experts counted for the k_e of E experts a row routes to."""
-    config = json.loads((model_dir / "config.json").read_text())
     mtp_prefix = f"model.layers.{config['num_hidden_layers']}."
     share = config.get("num_experts_per_tok", 1) / config.get("n_routed_experts", 1)
     total = 0.0
-    for shard in sorted(model_dir.glob("*.safetensors")):
-        with shard.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
-        for name, info in header.items():
-            if (name == "__metadata__" or len(info["shape"]) != 2 or name.endswith("_scale_inv")
-                    or name.startswith(mtp_prefix) or "embed_tokens" in name or name.startswith("lm_head")):
-                continue
-            rows, cols = info["shape"]
-            total += rows * cols * (share if ".mlp.experts." in name else 1.0)
+    for name, info in safetensors_entries(model_dir):
+        if (len(info["shape"]) != 2 or name.endswith("_scale_inv") or name.startswith(mtp_prefix)
+                or "embed_tokens" in name or name.startswith("lm_head")):
+            continue
+        rows, cols = info["shape"]
+        total += rows * cols * (share if ".mlp.experts." in name else 1.0)
     return round(total)
 
 
@@ -153,7 +151,7 @@ def model_facts(key: str, model_dir: Path | None, gguf: Path | None, fp8_at_load
         config = json.loads((model_dir / "config.json").read_text())
         return {"elements": elements, "stored": stored, "gguf_bytes": gguf.stat().st_size,
                 "theirs_bytes": llama_step_bytes(gguf, config, llama_dir),
-                "macs_per_token": matrix_macs_per_token(model_dir)}
+                "macs_per_token": matrix_macs_per_token(model_dir, config)}
     if key not in kept:
         raise SystemExit(f"llama_cpp_report: no checkpoint and GGUF for {key}, and no models.json entry")
     return kept[key]

@@ -105,14 +105,12 @@ def acceptance_findings(cells: list, contexts: list, ks: list, topk: int, main_c
     found = {"k_max": k_max, "k_mid": k_mid,
              "a1": value_range(c["conditional"][0]["mean"] for c in ref),
              "later": value_range(iv["mean"] for c in ref for iv in c["conditional"][1:]),
-             "lengths": [(k, value_range(iv["mean"] for iv in lengths(k=k, **se0))) for k in sorted({ks[0], k_mid, k_max})]}
-    top = lengths(k=k_max, **se0)
-    found["contexts_overlap"] = intervals_overlap([iv for iv in top if iv["lo"] is not None])
+             "lengths": [(k, value_range(iv["mean"] for iv in lengths(k=k, **se0)))
+                         for k in sorted({ks[0], k_mid, k_max})]}
+    found["contexts_overlap"] = intervals_overlap([iv for iv in lengths(k=k_max, **se0) if iv["lo"] is not None])
     by_regime = {"dense": [], "sparse": []}
-    for n in contexts:
-        c = cell(context=n, k=k_max, **se0)
-        if c:
-            by_regime["dense" if n <= topk else "sparse"].append(c["mean_acceptance_length"]["mean"])
+    for c in ref:
+        by_regime["dense" if c["context"] <= topk else "sparse"].append(c["mean_acceptance_length"]["mean"])
     found["regime_means"] = {r: sum(v) / len(v) for r, v in by_regime.items() if v}
 
     variants = sorted({c["variant"] for c in cells})
