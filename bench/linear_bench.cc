@@ -14,7 +14,8 @@
 //
 // Counters: GB/s (weight bytes per second), Gw/s (weights per second), of_read (GB/s ÷ the read
 // bandwidth of BM_StreamRead/1024 with the same thread count; 0 when it did not run first).
-// BM_LinearPrefill times a 256-row prefill chunk through Linear's GEMM path (G multiply-adds per second).
+// BM_LinearPrefill times a prefill chunk (256 rows, or 64: a MoE expert's share of a 256-token chunk)
+// through Linear's GEMM path (G multiply-adds per second).
 // BM_AttentionRows times the row kernels of the absorbed attention (G multiply-adds per second),
 // BM_KvBProjRows their FP8 products with kv_b_proj (weights per second).
 // See bench/README.md for recorded results.
@@ -186,26 +187,27 @@ void BM_Linear(benchmark::State& state) {
 // and 3 = FP8 with the rows in bf16 and fp8, 4 = bf16 with the rows in bf16 (the pair GEMM,
 // kernels/pair_gemm.h). Counters: G multiply-adds per second, and for the pair GEMM, its share of the
 // cores' bf16 dot-product rate (compute_ceilings).
-// Args: kind, threads.
+// Args: kind, threads, rows.
 void BM_LinearPrefill(benchmark::State& state) {
-  constexpr int64_t kRows = 256, kOut = 2048;
+  constexpr int64_t kOut = 2048;
   const int64_t kind = state.range(0);
+  const int64_t rows = state.range(2);
   const DType dtype = kind >= 1 && kind <= 3 ? DType::kF8E4M3 : DType::kBF16;
   const int threads = static_cast<int>(state.range(1));
   const Matrix& m = GetMatrix(dtype, kOut * kIn * DTypeSize(dtype));
   TensorView view = m.view;
   if (kind == 2 || kind == 4) view.activations = ActivationPrecision::kBf16;
   if (kind == 3) view.activations = ActivationPrecision::kFp8;
-  const Tensor x = RandomRows(kRows, 8);  // [kRows, kIn]
-  std::vector<float> y(kRows * m.out);      // [kRows, out]
+  const Tensor x = RandomRows(rows, 8);  // [rows, kIn]
+  std::vector<float> y(rows * m.out);      // [rows, out]
   ThreadPool& pool = Pool(threads);
-  Linear(x.data<float>(), kRows, view, y.data(), &pool);
+  Linear(x.data<float>(), rows, view, y.data(), &pool);
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
-    Linear(x.data<float>(), kRows, view, y.data(), &pool);
+    Linear(x.data<float>(), rows, view, y.data(), &pool);
     benchmark::DoNotOptimize(y.data());
   }
-  const double macs_per_second = static_cast<double>(kRows * m.out * kIn) * state.iterations() / Elapsed(start);
+  const double macs_per_second = static_cast<double>(rows * m.out * kIn) * state.iterations() / Elapsed(start);
   state.counters["GMAC/s"] = macs_per_second / 1e9;
   if (kind >= 2) {
     static std::map<int, double> peak;  // threads → the bf16 dot-product rate
@@ -377,8 +379,8 @@ BENCHMARK(BM_Linear)
     ->UseRealTime()
     ->MinTime(1.0);
 BENCHMARK(BM_LinearPrefill)
-    ->ArgNames({"kind", "threads"})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})
+    ->ArgNames({"kind", "threads", "rows"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {256, 64}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(1.0);
