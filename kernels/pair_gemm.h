@@ -19,8 +19,10 @@
 //
 // Layout: the input rows are transposed once per call into tiles of 64 rows, pairs outermost, so one
 // vector holds one pair of 16 rows; each weight row is widened once per call into its pairs of words
-// and a pair broadcast against the rows. A thread works on whole 64-row tiles × 6 outputs at a time,
-// and writes only its own outputs.
+// (with AVX-512, 32 weights per step through a word table) and a pair broadcast against the rows. A
+// thread widens 48 weight rows at a time; per row tile, a slab of 256 pairs (4 blocks, 64 KiB)
+// stays in cache while the 48 rows' groups of 6 outputs take it in turn, each adding the slab's
+// blocks to its running totals. A thread writes only its own outputs.
 #pragma once
 
 #include <cstdint>

@@ -183,7 +183,7 @@ TEST(PairGemmTest, NonFiniteBf16WeightsGiveNonFiniteOutputsOnly) {
 
 // A bf16 row times 2^k gives outputs times 2^k, bit for bit, for k from -90 to 100 (the row's own
 // scale absorbs it); and weights below 2^-26 of the row's largest are dropped, on every instruction
-// set.
+// set, with the same bits.
 TEST(PairGemmTest, Bf16RowScaleIsExactAndTinyWeightsAreDropped) {
   const int64_t out = 9, in = 300, rows = 40;
   const TestWeight w = MakeWeight(DType::kBF16, out, in, in, 21);
@@ -202,26 +202,40 @@ TEST(PairGemmTest, Bf16RowScaleIsExactAndTinyWeightsAreDropped) {
     }
   }
   // Row 2 holds 1 at input 0, which every row leaves at 0, and 2^-27 or 2^-40 elsewhere; row 5 holds
-  // 1 there and subnormals elsewhere: both are dropped, so the outputs are exactly 0.
+  // 1 there and subnormals elsewhere: both are dropped, so the outputs are exactly 0. Row 7 holds
+  // ±2^-26, the smallest kept.
   std::vector<uint16_t> tiny(w.bf16);
-  for (int64_t o : {2, 5}) {
+  for (int64_t o : {2, 5, 7}) {
     for (int64_t i = 0; i < in; ++i) {
+      const float sign = i % 2 == 0 ? 1.0f : -1.0f;
       tiny[o * in + i] = i == 0 ? F32ToBf16(1.0f)
                          : o == 5 ? uint16_t{0x0003}
-                                  : F32ToBf16(std::ldexp(i % 2 == 0 ? 1.0f : -1.0f, i % 3 == 0 ? -40 : -27));
+                         : o == 7 ? F32ToBf16(std::ldexp(sign, -26))
+                                  : F32ToBf16(std::ldexp(sign, i % 3 == 0 ? -40 : -27));
     }
   }
   std::vector<float> x0 = x;
   for (int64_t r = 0; r < rows; ++r) x0[r * in] = 0.0f;
+  ThreadPool calling_thread(1);  // the instruction set is chosen per thread
+  const TensorView tiny_view =
+      Reduced(TensorView::Contiguous(DType::kBF16, tiny.data(), {out, in}), ActivationPrecision::kBf16);
+  std::vector<float> scalar(rows * out);
+  {
+    PairGemmIsaScope scope(PairGemmIsa::kScalar);
+    Linear(x0.data(), rows, tiny_view, scalar.data(), &calling_thread);
+  }
   for (PairGemmIsa isa : AvailableIsas()) {
     PairGemmIsaScope scope(isa);
     std::vector<float> y(rows * out);
-    Linear(x0.data(), rows, Reduced(TensorView::Contiguous(DType::kBF16, tiny.data(), {out, in}), ActivationPrecision::kBf16),
-           y.data());
+    Linear(x0.data(), rows, tiny_view, y.data(), &calling_thread);
+    for (int64_t i = 0; i < rows * out; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(scalar[i])) << PairGemmIsaName(isa) << " at " << i;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_EQ(y[r * out + 2], 0.0f) << PairGemmIsaName(isa) << " row " << r;
       EXPECT_EQ(y[r * out + 5], 0.0f) << PairGemmIsaName(isa) << " row " << r;
       EXPECT_NE(y[r * out + 3], 0.0f) << PairGemmIsaName(isa) << " row " << r;
+      EXPECT_NE(y[r * out + 7], 0.0f) << PairGemmIsaName(isa) << " row " << r;
     }
   }
 }
