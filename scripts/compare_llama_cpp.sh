@@ -8,7 +8,10 @@
 #     its experts, the MTP layer and the head; build/rs/glm4): FP8 E4M3 with 128 x 128 block scales
 #     for mtpspec, Q8_0 for llama.cpp (the nearest format it has; its converter dequantises the FP8
 #     weights and requantises them), and mtpspec once more with --weights fp8 (its bf16 head and
-#     eh_proj quantised to FP8 at load, so both engines read about one byte per weight).
+#     eh_proj quantised to FP8 at load, so both engines read about one byte per weight);
+#   - a checkpoint cut from GLM-4.7-Flash at its real dimensions (1 dense + 3 MoE layers with all 64
+#     experts, the MTP layer and the head; build/rs/glm47): bf16 for both engines, as the release
+#     ships, and mtpspec once more with --activations bf16.
 # llama.cpp is not a dependency: give the path of a llama.cpp source tree. Its benchmark program is
 # built there (build-mtpspec/, CPU only, native), and its own convert_hf_to_gguf.py converts, in a
 # Python environment of its own (build/llama-cpp-venv: torch, transformers, numpy). GGUF files go to build/gguf/,
@@ -19,7 +22,7 @@
 # rounds, decode_bench breaks a 4K and a 16K prompt on the cut down by component, and linear_bench
 # times the prefill GEMM alone (about 8 minutes together).
 # Usage: scripts/compare_llama_cpp.sh LLAMA_CPP_DIR [ROUNDS]   (default 3 rounds on the bench
-#        model, of which at most 2 also run the real-dimension cut)
+#        model, of which at most 2 also run the real-dimension cuts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/llama_cpp_lib.sh
@@ -33,13 +36,16 @@ decode_bench=build/release/bench/decode_bench
 llama_cpp_build llama-bench
 llama_bench="$llama/build-mtpspec/bin/llama-bench"
 
-# The checkpoints: the bench model (written by decode_bench on first use) and the GLM-5.2 cut.
+# The checkpoints: the bench model (written by decode_bench on first use) and the two cuts.
 $decode_bench --benchmark_filter=NONE >/dev/null 2>&1 || true
 [ -f build/rs/glm4/model.safetensors.index.json ] ||
   $cli make-checkpoint build/rs/glm4 --like glm-5.2 --layers 4 --experts 32
+[ -f build/rs/glm47/model.safetensors.index.json ] ||
+  $cli make-checkpoint build/rs/glm47 --like glm-4.7-flash --layers 4
 mkdir -p build/gguf build/results/llama-cpp
 llama_cpp_convert build/bench_model build/gguf/bench-bf16.gguf bf16
 llama_cpp_convert build/rs/glm4 build/gguf/glm4-q8_0.gguf q8_0
+llama_cpp_convert build/rs/glm47 build/gguf/glm47-bf16.gguf bf16
 
 out=build/results/llama-cpp
 rm -f "$out"/*.json
@@ -67,6 +73,9 @@ for round in $(seq 1 "$rounds"); do
     ours glm4rows build/rs/glm4 "$round" stored fp8
     theirs glm4 build/gguf/glm4-q8_0.gguf "$round" 1
     ours glm4fp8 build/rs/glm4 "$round" fp8
+    ours glm47 build/rs/glm47 "$round" stored
+    theirs glm47 build/gguf/glm47-bf16.gguf "$round" 1
+    ours glm47rows build/rs/glm47 "$round" stored bf16
   fi
 done
 # Once, after the rounds: where a long prompt's prefill goes on the cut at the release's numerics
@@ -80,6 +89,7 @@ python=$(scripts/python_env.sh | tail -n 1)
 "$python" -m pip install -q pyyaml  # llama.cpp's gguf-py reader, which counts the GGUF's bytes per step
 "$python" bench/report/llama_cpp_report.py --dir "$out" --bench-model build/bench_model --cut build/rs/glm4 \
   --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
+  --flash-cut build/rs/glm47 --flash-cut-gguf build/gguf/glm47-bf16.gguf \
   --command "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR $rounds" --llama-dir "$llama" --out docs/results/llama-cpp.md
 mkdir -p docs/results/llama-cpp-data
 rm -f docs/results/llama-cpp-data/*.json  # the page's data is this run's alone

@@ -4,6 +4,7 @@ JSON (Google Benchmark) and llama-bench JSON of the same rounds → docs/results
 
     python bench/report/llama_cpp_report.py --dir build/results/llama-cpp --bench-model build/bench_model \
         --cut build/rs/glm4 --bench-gguf build/gguf/bench-bf16.gguf --cut-gguf build/gguf/glm4-q8_0.gguf \
+        --flash-cut build/rs/glm47 --flash-cut-gguf build/gguf/glm47-bf16.gguf \
         --command "..." --out docs/results/llama-cpp.md
 
 The checkpoints and GGUFs give each model's bytes and its matrices' multiply-adds per prompt token,
@@ -196,18 +197,19 @@ def model_context(directory: Path, key: str, their_key: str, facts: dict) -> tup
 
 
 def prefill_gemm(directory: Path) -> tuple[list[dict], float | None]:
-    """linear_bench's BM_LinearPrefill rows (kind, threads, G multiply-adds/s, share of the bf16 peak)
-    and the cores' bf16 dot-product rate on 2 threads in multiply-adds/s (None without the file)."""
+    """linear_bench's BM_LinearPrefill rows (kind, threads, input rows, G multiply-adds/s, share of the
+    bf16 peak) and the cores' bf16 dot-product rate on 2 threads in multiply-adds/s (None without the
+    file). Runs without a rows argument had 256."""
     path = directory / "linear_prefill.json"
     if not path.exists():
         return [], None
     rows, peak = [], None
     for b in json.loads(path.read_text())["benchmarks"]:
-        m = re.match(r"BM_LinearPrefill/kind:(\d+)/threads:(\d+)", b["name"])
+        m = re.match(r"BM_LinearPrefill/kind:(\d+)/threads:(\d+)(?:/rows:(\d+))?", b["name"])
         if not m:
             continue
-        row = {"kind": int(m.group(1)), "threads": int(m.group(2)), "gmacs": b["GMAC/s"],
-               "share": b.get("of_bf16_peak")}
+        row = {"kind": int(m.group(1)), "threads": int(m.group(2)), "rows": int(m.group(3) or 256),
+               "gmacs": b["GMAC/s"], "share": b.get("of_bf16_peak")}
         if row["share"] and row["threads"] == 2:
             peak = b["GMAC/s"] * 1e9 / row["share"]
         rows.append(row)
@@ -231,7 +233,7 @@ def prefill_breakdown(directory: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, required=True)
-    for flag in ("--bench-model", "--cut", "--bench-gguf", "--cut-gguf"):
+    for flag in ("--bench-model", "--cut", "--flash-cut", "--bench-gguf", "--cut-gguf", "--flash-cut-gguf"):
         parser.add_argument(flag, type=Path, default=None, help="absent: the facts kept in DIR/models.json")
     parser.add_argument("--command", required=True)
     parser.add_argument("--out", type=Path, required=True)
@@ -242,7 +244,9 @@ def main() -> None:
               ("benchrows", "bench", args.bench_model, args.bench_gguf, False),
               ("glm4", "glm4", args.cut, args.cut_gguf, False),
               ("glm4rows", "glm4", args.cut, args.cut_gguf, False),
-              ("glm4fp8", "glm4", args.cut, args.cut_gguf, True)]
+              ("glm4fp8", "glm4", args.cut, args.cut_gguf, True),
+              ("glm47", "glm47", args.flash_cut, args.flash_cut_gguf, False),
+              ("glm47rows", "glm47", args.flash_cut, args.flash_cut_gguf, False)]
     kept_path = args.dir / "models.json"
     kept = json.loads(kept_path.read_text()) if kept_path.exists() else {}
     shown, llama_meta, facts_of = [], {}, {}

@@ -61,7 +61,7 @@ def soak(data: Path, out: Path) -> list[str]:
 
 def llama_cpp(data: Path, out: Path) -> list[str]:
     # Without the checkpoints and GGUFs, the generator reads their facts from data/models.json.
-    return ["llama_cpp_report.py", "--dir", str(data), "--command", "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR 1",
+    return ["llama_cpp_report.py", "--dir", str(data), "--command", "scripts/compare_llama_cpp.sh LLAMA_CPP_DIR 2",
             "--out", str(out / "llama-cpp.md")]
 
 
