@@ -135,13 +135,19 @@ void MicroAvx512Any(const MicroTile& m, int no, int rows) {
   }
 }
 
+// Fp8PairWord of every byte, by the byte.
+const std::array<uint16_t, 256>& Fp8PairWords() {
+  alignas(64) static const std::array<uint16_t, 256> table = [] {
+    std::array<uint16_t, 256> words{};
+    for (int b = 0; b < 256; ++b) words[b] = Fp8PairWord(static_cast<uint8_t>(b));
+    return words;
+  }();
+  return table;
+}
+
 // The words of one FP8 weight row in natural pairs, [⌈in / 2⌉] (an odd `in` pads with 0).
 void WidenRowToPairs(const uint8_t* w, int64_t in, uint32_t* out) {
-  static const std::array<uint16_t, 256> words = [] {
-    std::array<uint16_t, 256> table{};
-    for (int b = 0; b < 256; ++b) table[b] = Fp8PairWord(static_cast<uint8_t>(b));
-    return table;
-  }();
+  const std::array<uint16_t, 256>& words = Fp8PairWords();
   const int64_t full = in / 2;
   for (int64_t p = 0; p < full; ++p) out[p] = words[w[2 * p]] | static_cast<uint32_t>(words[w[2 * p + 1]]) << 16;
   if (in % 2 != 0) out[full] = words[w[in - 1]];
@@ -212,15 +218,12 @@ __attribute__((target("avx512f,avx512bw"))) int WidenBf16RowToPairsAvx512(const 
 }
 
 // The words of one FP8 weight row as WidenRowToPairs makes them, 32 bytes per step: each byte's
-// magnitude looks up its word in a 128-word table (two 64-word permutes), and the sign is or-ed in.
+// magnitude looks up its word among the table's first 128 (two 64-word permutes), and the sign is
+// or-ed in.
 __attribute__((target("avx512f,avx512bw"))) void WidenRowToPairsAvx512(const uint8_t* w, int64_t in, uint32_t* out) {
-  alignas(64) static const std::array<uint16_t, 128> magnitude_words = [] {
-    std::array<uint16_t, 128> table{};
-    for (int b = 0; b < 128; ++b) table[b] = Fp8PairWord(static_cast<uint8_t>(b));
-    return table;
-  }();
-  const __m512i t0 = _mm512_load_si512(magnitude_words.data()), t1 = _mm512_load_si512(magnitude_words.data() + 32);
-  const __m512i t2 = _mm512_load_si512(magnitude_words.data() + 64), t3 = _mm512_load_si512(magnitude_words.data() + 96);
+  const uint16_t* magnitude_words = Fp8PairWords().data();
+  const __m512i t0 = _mm512_load_si512(magnitude_words), t1 = _mm512_load_si512(magnitude_words + 32);
+  const __m512i t2 = _mm512_load_si512(magnitude_words + 64), t3 = _mm512_load_si512(magnitude_words + 96);
   const __m512i low7 = _mm512_set1_epi16(0x7f), bit6 = _mm512_set1_epi16(0x40), sign = _mm512_set1_epi16(0x80);
   auto* words = reinterpret_cast<uint16_t*>(out);
   int64_t i = 0;

@@ -199,16 +199,16 @@ def model_context(directory: Path, key: str, their_key: str, facts: dict) -> tup
 def prefill_gemm(directory: Path) -> tuple[list[dict], float | None]:
     """linear_bench's BM_LinearPrefill rows (kind, threads, input rows, G multiply-adds/s, share of the
     bf16 peak) and the cores' bf16 dot-product rate on 2 threads in multiply-adds/s (None without the
-    file). Runs without a rows argument had 256."""
+    file)."""
     path = directory / "linear_prefill.json"
     if not path.exists():
         return [], None
     rows, peak = [], None
     for b in json.loads(path.read_text())["benchmarks"]:
-        m = re.match(r"BM_LinearPrefill/kind:(\d+)/threads:(\d+)(?:/rows:(\d+))?", b["name"])
+        m = re.match(r"BM_LinearPrefill/kind:(\d+)/threads:(\d+)/rows:(\d+)", b["name"])
         if not m:
             continue
-        row = {"kind": int(m.group(1)), "threads": int(m.group(2)), "rows": int(m.group(3) or 256),
+        row = {"kind": int(m.group(1)), "threads": int(m.group(2)), "rows": int(m.group(3)),
                "gmacs": b["GMAC/s"], "share": b.get("of_bf16_peak")}
         if row["share"] and row["threads"] == 2:
             peak = b["GMAC/s"] * 1e9 / row["share"]
